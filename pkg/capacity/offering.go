@@ -1,0 +1,92 @@
+// Package capacity is the contract between refuel and the clouds it rents
+// from: the Provider interface, the Offerings it sells, the Instances it
+// launches and the classified errors it returns when it cannot.
+package capacity
+
+import (
+	"fmt"
+	"time"
+)
+
+// Market is how an offering is sold.
+type Market string
+
+const (
+	// Spot is interruptible capacity: cheap, preempted with a short notice.
+	Spot Market = "spot"
+	// OnDemand is stable capacity paid by the hour.
+	OnDemand Market = "on-demand"
+	// Base is the dedicated resource group refuel owns or has reserved.
+	Base Market = "base"
+)
+
+// Offering is one thing a provider can sell: an instance type in a zone on
+// a market, at a price.
+type Offering struct {
+	Provider     string  `json:"provider"`
+	InstanceType string  `json:"instance_type"`
+	Zone         string  `json:"zone"`
+	Market       Market  `json:"market"`
+	GPUs         int     `json:"gpus"`
+	PricePerHour float64 `json:"price_per_hour"`
+}
+
+// Key identifies an offering independent of its price, for caches and
+// metric labels.
+func (o Offering) Key() string {
+	return fmt.Sprintf("%s/%s/%s/%s", o.Provider, o.InstanceType, o.Zone, o.Market)
+}
+
+func (o Offering) String() string {
+	return fmt.Sprintf("%s $%.4f/h", o.Key(), o.PricePerHour)
+}
+
+// Instance is one machine a provider launched for a run.
+type Instance struct {
+	ID       string   `json:"id"`
+	Offering Offering `json:"offering"`
+	// TaskQueue is the Temporal task queue the instance's node agent serves;
+	// activities sent there run on exactly this machine.
+	TaskQueue  string            `json:"task_queue"`
+	LaunchedAt time.Time         `json:"launched_at"`
+	Tags       map[string]string `json:"tags,omitempty"`
+}
+
+// State is where an instance is in its life.
+type State string
+
+const (
+	StatePending     State = "pending"
+	StateRunning     State = "running"
+	StateInterrupted State = "interrupted" // an interruption notice was served
+	StateTerminated  State = "terminated"
+)
+
+// Request asks a provider for one instance.
+type Request struct {
+	// RunID and Attempt make the request idempotent: a provider that is
+	// asked twice with the same pair returns the instance it already
+	// launched instead of launching a second one.
+	RunID   string `json:"run_id"`
+	Attempt int    `json:"attempt"`
+	// Offerings are acceptable in order of preference; the provider takes
+	// the first it can fill.
+	Offerings []Offering        `json:"offerings"`
+	Tags      map[string]string `json:"tags,omitempty"`
+}
+
+// IdempotencyToken is the client token derived from run and attempt.
+func (r Request) IdempotencyToken() string {
+	return fmt.Sprintf("%s-%d", r.RunID, r.Attempt)
+}
+
+// Tag keys that refuel puts on every instance it launches, so a janitor
+// can find instances whose run no longer owns them.
+const (
+	TagManagedBy = "refuel:managed-by"
+	TagRun       = "refuel:run"
+	TagAttempt   = "refuel:attempt"
+	TagPool      = "refuel:pool"
+	TagTeam      = "refuel:team"
+	ManagedBy    = "refuel"
+)

@@ -1,0 +1,121 @@
+// Package spec holds what pipelines submit: the JobSpec of a training run,
+// its parsing from YAML or JSON, and validation with field-level errors.
+package spec
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Tier says how much interruption a job tolerates.
+type Tier string
+
+const (
+	// TierCritical runs on stable capacity only: base or on-demand.
+	TierCritical Tier = "critical"
+	// TierDeadline uses spot while the deadline allows and on-demand when it does not.
+	TierDeadline Tier = "deadline"
+	// TierFlexible uses spot only and waits, spending nothing, while none is in stock.
+	TierFlexible Tier = "flexible"
+)
+
+// Tiers lists every valid tier, in the order the docs present them.
+var Tiers = []Tier{TierCritical, TierDeadline, TierFlexible}
+
+// Defaults applied by Normalize to fields a JobSpec leaves out.
+const (
+	DefaultPriority           = 50
+	DefaultTier               = TierFlexible
+	DefaultGPUs               = 1
+	DefaultCheckpointKeep     = 3
+	DefaultCheckpointInterval = "auto"
+	MaxPriority               = 100
+)
+
+// JobSpec is one training run as a pipeline submits it (design section 3).
+// The same struct is the TrainingRun workflow's input, serialised as JSON.
+type JobSpec struct {
+	ID         string     `json:"id"`
+	Team       string     `json:"team,omitempty"`
+	Priority   int        `json:"priority"`
+	Tier       Tier       `json:"tier"`
+	Deadline   *time.Time `json:"deadline,omitempty"`
+	Work       Duration   `json:"work"`
+	Resources  Resources  `json:"resources"`
+	Command    []string   `json:"command,omitempty"`
+	Checkpoint Checkpoint `json:"checkpoint"`
+	BudgetUSD  float64    `json:"budget_usd,omitempty"`
+}
+
+// Resources says what an instance must have and what the job may pay.
+// Empty lists mean "any that the provider offers".
+type Resources struct {
+	GPUs            int      `json:"gpus"`
+	InstanceTypes   []string `json:"instance_types,omitempty"`
+	Zones           []string `json:"zones,omitempty"`
+	Providers       []string `json:"providers,omitempty"`
+	MaxPricePerHour float64  `json:"max_price_per_hour,omitempty"`
+}
+
+// Checkpoint says where checkpoints go, how often and how many are kept.
+type Checkpoint struct {
+	// URL is a gocloud.dev/blob bucket URL: file:///…, s3://…, gs://…, mem://.
+	URL string `json:"url,omitempty"`
+	// Interval is a duration such as "10m", or "auto" for the Young/Daly optimum.
+	Interval string `json:"interval,omitempty"`
+	// Keep is how many verified checkpoints are kept; older ones are pruned.
+	Keep int `json:"keep,omitempty"`
+}
+
+// AutoInterval reports whether the checkpoint interval is chosen by refuel.
+func (c Checkpoint) AutoInterval() bool { return c.Interval == "" || c.Interval == "auto" }
+
+// FixedInterval returns the configured interval; ok is false for "auto".
+func (c Checkpoint) FixedInterval() (d time.Duration, ok bool) {
+	if c.AutoInterval() {
+		return 0, false
+	}
+	d, err := time.ParseDuration(c.Interval)
+	return d, err == nil
+}
+
+// Normalize fills defaults for fields left out. It never overrides a value
+// that was given, so validation still sees what the user wrote.
+func (s *JobSpec) Normalize() {
+	if s.Tier == "" {
+		s.Tier = DefaultTier
+	}
+	if s.Resources.GPUs == 0 {
+		s.Resources.GPUs = DefaultGPUs
+	}
+	if s.Checkpoint.Interval == "" {
+		s.Checkpoint.Interval = DefaultCheckpointInterval
+	}
+	if s.Checkpoint.Keep == 0 {
+		s.Checkpoint.Keep = DefaultCheckpointKeep
+	}
+	s.Tier = Tier(strings.ToLower(string(s.Tier)))
+}
+
+// AllowsOnDemand reports whether the tier may ever pay on-demand prices.
+func (t Tier) AllowsOnDemand() bool { return t == TierCritical || t == TierDeadline }
+
+// AllowsSpot reports whether the tier may run on interruptible capacity.
+func (t Tier) AllowsSpot() bool { return t == TierDeadline || t == TierFlexible }
+
+func (t Tier) valid() bool {
+	for _, v := range Tiers {
+		if v == t {
+			return true
+		}
+	}
+	return false
+}
+
+func (t Tier) String() string { return string(t) }
+
+// String shows a spec in logs without its command line.
+func (s JobSpec) String() string {
+	return fmt.Sprintf("%s (team %q, tier %s, priority %d, work %s)", s.ID, s.Team, s.Tier, s.Priority, s.Work)
+}

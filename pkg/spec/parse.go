@@ -1,0 +1,57 @@
+package spec
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// ParseJobSpec reads a JobSpec from YAML or JSON, rejects unknown fields
+// (a typo must not silently become a default), fills defaults and
+// validates it against now.
+func ParseJobSpec(data []byte, now time.Time) (JobSpec, error) {
+	var s JobSpec
+	if err := decodeStrict(data, &s); err != nil {
+		return JobSpec{}, err
+	}
+	s.Normalize()
+	if err := s.Validate(now); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// ReadJobSpec reads and parses a JobSpec file.
+func ReadJobSpec(path string, now time.Time) (JobSpec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return JobSpec{}, err
+	}
+	s, err := ParseJobSpec(data, now)
+	if err != nil {
+		return s, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// decodeStrict turns YAML (JSON is YAML too) into JSON and decodes that
+// with unknown fields disallowed, so the JSON tags are the one schema.
+func decodeStrict(data []byte, v any) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return &ValidationError{Kind: "spec", Fields: []*FieldError{{Field: "(document)", Problem: "is empty", Fix: "write the spec as YAML or JSON"}}}
+	}
+	j, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return fmt.Errorf("spec is neither valid YAML nor JSON: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("spec: %w", err)
+	}
+	return nil
+}
