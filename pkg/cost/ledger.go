@@ -1,0 +1,171 @@
+// Package cost prices what a job rents: the per-job Ledger of paid
+// instance segments, the work lost to preemptions and the time spent
+// recovering, and a rollup of many jobs by team and pool.
+//
+// Everything here is a pure function of its arguments. The Ledger lives in
+// workflow state, so it takes the time as an argument instead of reading
+// the clock, and no result depends on map iteration order.
+package cost
+
+import "time"
+
+// Segment is one instance paid for one stretch of time.
+type Segment struct {
+	InstanceID string `json:"instance_id"`
+	Pool       string `json:"pool"`
+	// Market is how the instance is sold: capacity.Spot, OnDemand or Base
+	// ("spot", "on-demand", "base").
+	Market       string    `json:"market"`
+	Offering     string    `json:"offering"` // capacity.Offering.Key
+	PricePerHour float64   `json:"price_per_hour"`
+	Start        time.Time `json:"start"`
+	// End is zero while the instance is still paid for.
+	End time.Time `json:"end,omitzero"`
+}
+
+func (s Segment) open() bool { return s.End.IsZero() }
+
+// Hours is the paid time up to End, or up to now while open. A segment
+// that ends before it starts counts as no time.
+func (s Segment) Hours(now time.Time) float64 {
+	end := s.End
+	if s.open() {
+		end = now
+	}
+	if !end.After(s.Start) {
+		return 0
+	}
+	return end.Sub(s.Start).Hours()
+}
+
+// USD is the segment's cost up to End, or up to now while open.
+func (s Segment) USD(now time.Time) float64 { return s.Hours(now) * s.PricePerHour }
+
+// Ledger is what one job has paid for. The zero value is an empty ledger.
+// Its fields are exported because it is serialised in workflow state.
+type Ledger struct {
+	// Segments are in the order they were opened.
+	Segments []Segment `json:"segments"`
+	// LostWorkSeconds is work done and then lost to preemptions, to be
+	// computed again.
+	LostWorkSeconds float64 `json:"lost_work_seconds"`
+	// RecoverySeconds is paid time spent restoring checkpoints and
+	// restarting rather than training.
+	RecoverySeconds float64 `json:"recovery_seconds"`
+}
+
+// Open starts paying for an instance.
+func (l *Ledger) Open(seg Segment) {
+	l.Segments = append(l.Segments, seg)
+}
+
+// Close stops paying for an instance at end. Closing an instance with no
+// open segment does nothing, so a retried close is harmless; an end before
+// the segment's start closes it at its start (no time).
+func (l *Ledger) Close(instanceID string, end time.Time) {
+	for i := range l.Segments {
+		s := &l.Segments[i]
+		if s.InstanceID != instanceID || !s.open() {
+			continue
+		}
+		s.End = end
+		if !end.After(s.Start) {
+			s.End = s.Start
+		}
+	}
+}
+
+// AddLostWork records seconds of work recomputed after a preemption.
+// Amounts that are not positive are ignored.
+func (l *Ledger) AddLostWork(seconds float64) {
+	if seconds > 0 {
+		l.LostWorkSeconds += seconds
+	}
+}
+
+// AddRecovery records seconds of paid time spent restoring and restarting.
+// Amounts that are not positive are ignored.
+func (l *Ledger) AddRecovery(seconds float64) {
+	if seconds > 0 {
+		l.RecoverySeconds += seconds
+	}
+}
+
+// CostUSD is everything paid, open segments counted up to now.
+func (l Ledger) CostUSD(now time.Time) float64 {
+	var usd float64
+	for _, s := range l.Segments {
+		usd += s.USD(now)
+	}
+	return usd
+}
+
+// Hours is the instance time paid for, open segments counted up to now.
+func (l Ledger) Hours(now time.Time) float64 {
+	var h float64
+	for _, s := range l.Segments {
+		h += s.Hours(now)
+	}
+	return h
+}
+
+// LostWorkUSD prices the lost work at the job's mean price per hour (cost
+// over hours, both up to now). The ledger does not record which segment
+// each loss happened on, and the recomputation is paid wherever the job
+// runs next, so the mean is the honest price; 0 before anything was paid.
+func (l Ledger) LostWorkUSD(now time.Time) float64 {
+	return l.atMeanPrice(l.LostWorkSeconds, now)
+}
+
+// RecoveryUSD prices the recovery time like LostWorkUSD.
+func (l Ledger) RecoveryUSD(now time.Time) float64 {
+	return l.atMeanPrice(l.RecoverySeconds, now)
+}
+
+func (l Ledger) atMeanPrice(seconds float64, now time.Time) float64 {
+	h := l.Hours(now)
+	if h == 0 {
+		return 0
+	}
+	return seconds / 3600 * l.CostUSD(now) / h
+}
+
+// Line is the time and money of one slice of a breakdown.
+type Line struct {
+	Hours float64 `json:"hours"`
+	USD   float64 `json:"usd"`
+}
+
+func (l *Line) add(hours, usd float64) {
+	l.Hours += hours
+	l.USD += usd
+}
+
+// Breakdown splits a ledger's cost by market (spot, on-demand and base
+// apart) and by pool.
+type Breakdown struct {
+	ByMarket    map[string]Line `json:"by_market"`
+	ByPool      map[string]Line `json:"by_pool"`
+	TotalUSD    float64         `json:"total_usd"`
+	Hours       float64         `json:"hours"`
+	LostWorkUSD float64         `json:"lost_work_usd"` // included in TotalUSD
+	RecoveryUSD float64         `json:"recovery_usd"`  // included in TotalUSD
+}
+
+// Breakdown splits the cost up to now. The maps are filled walking the
+// segments in order, so every sum is the same on every replay.
+func (l Ledger) Breakdown(now time.Time) Breakdown {
+	b := Breakdown{ByMarket: map[string]Line{}, ByPool: map[string]Line{}}
+	for _, s := range l.Segments {
+		h, usd := s.Hours(now), s.USD(now)
+		m, p := b.ByMarket[s.Market], b.ByPool[s.Pool]
+		m.add(h, usd)
+		p.add(h, usd)
+		b.ByMarket[s.Market], b.ByPool[s.Pool] = m, p
+		b.Hours += h
+		b.TotalUSD += usd
+	}
+	b.LostWorkUSD = l.LostWorkUSD(now)
+	b.RecoveryUSD = l.RecoveryUSD(now)
+	return b
+}

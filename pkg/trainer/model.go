@@ -1,0 +1,205 @@
+package trainer
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// Defaults for the flags; Config's zero Features also means DefaultFeatures.
+const (
+	DefaultFeatures        = 64
+	DefaultStepTime        = 100 * time.Millisecond
+	DefaultCheckpointEvery = 50
+	DefaultSeed            = 1
+)
+
+// The problem's fixed shape. Not configurable: changing any of these
+// changes every digest ever recorded.
+const (
+	batchSize = 32
+	noise     = 0.1 // amplitude of the uniform label noise
+)
+
+// Config is one training run.
+type Config struct {
+	// Steps is the total; the run is done when Model.Step reaches it.
+	Steps int64
+	// CheckpointEvery K checkpoints whenever the step is a multiple of K;
+	// 0 checkpoints only at the end and when stopped.
+	CheckpointEvery int64
+	// StepTime paces each step to last at least this long, so a run's wall
+	// time stands for real work; 0 runs as fast as possible.
+	StepTime time.Duration
+	Seed     uint64
+	// Features is the number of weights; 0 means DefaultFeatures.
+	Features int
+}
+
+func (c Config) withDefaults() Config {
+	if c.Features == 0 {
+		c.Features = DefaultFeatures
+	}
+	return c
+}
+
+// checkpointDue reports whether a run writes a checkpoint after step.
+func (c Config) checkpointDue(step int64) bool {
+	return step == c.Steps || c.CheckpointEvery > 0 && step%c.CheckpointEvery == 0
+}
+
+// validate checks a config after withDefaults.
+func (c Config) validate() error {
+	var errs []error
+	if c.Steps < 1 {
+		errs = append(errs, errors.New("--steps must be at least 1"))
+	}
+	if c.CheckpointEvery < 0 {
+		errs = append(errs, errors.New("--checkpoint-every must not be negative"))
+	}
+	if c.StepTime < 0 {
+		errs = append(errs, errors.New("--step-time must not be negative"))
+	}
+	if c.Features < 1 {
+		errs = append(errs, errors.New("--features must be at least 1"))
+	}
+	return errors.Join(errs...)
+}
+
+// Model is the trainer's state after Step steps.
+type Model struct {
+	Step    int64
+	Weights []float64
+	// Loss is the expected squared error of Weights over the problem's
+	// whole distribution, computed exactly rather than sampled.
+	Loss float64
+}
+
+// Digest is the sha256 hex of the weights' exact bits, which is also the
+// sha256 of the checkpoint's model.bin: equal digests mean bit-identical
+// models.
+func (m Model) Digest() string {
+	sum := sha256.Sum256(encodeWeights(m.Weights))
+	return hex.EncodeToString(sum[:])
+}
+
+// Train runs cfg from step 0 to cfg.Steps in memory, without pacing,
+// checkpoints or output. It is the reference every resumed run must match.
+func Train(cfg Config) Model {
+	cfg = cfg.withDefaults()
+	p := newProblem(cfg.Seed, cfg.Features)
+	w := make([]float64, cfg.Features)
+	for n := range cfg.Steps {
+		p.step(w, n)
+	}
+	return Model{Step: cfg.Steps, Weights: w, Loss: p.loss(w)}
+}
+
+// StepsFor is how many steps of stepTime make up work, rounded up and at
+// least 1. A stepTime that is not positive is taken as DefaultStepTime,
+// since steps that take no time add up to no amount of work.
+func StepsFor(work, stepTime time.Duration) int64 {
+	if stepTime <= 0 {
+		stepTime = DefaultStepTime
+	}
+	n := int64(work / stepTime)
+	if work%stepTime > 0 {
+		n++
+	}
+	return max(n, 1)
+}
+
+// problem is the regression task a seed defines: labels are x·truth plus
+// noise, with x uniform in [-1, 1)^features.
+type problem struct {
+	seed  uint64
+	truth []float64
+	rate  float64
+}
+
+func newProblem(seed uint64, features int) problem {
+	r := rand.New(rand.NewPCG(seed, 0))
+	truth := make([]float64, features)
+	for j := range truth {
+		truth[j] = uniform(r)
+	}
+	// The rate shrinks as features outnumber the batch, keeping the largest
+	// curvature of a mini-batch's loss inside SGD's stable range.
+	rate := 0.25 * batchSize / float64(batchSize+features)
+	return problem{seed: seed, truth: truth, rate: rate}
+}
+
+// step applies SGD step n (0-based) to w in place. The explicit float64
+// conversions round each product before it is added, which forbids the
+// compiler from fusing them into FMA on some architectures and not others.
+func (p problem) step(w []float64, n int64) {
+	r := rand.New(rand.NewPCG(p.seed, batchStream(n)))
+	x := make([]float64, len(w))
+	grad := make([]float64, len(w))
+	for range batchSize {
+		var pred, label float64
+		for j := range x {
+			x[j] = uniform(r)
+			pred += float64(x[j] * w[j])
+			label += float64(x[j] * p.truth[j])
+		}
+		label += float64(noise * uniform(r))
+		residual := pred - label
+		for j := range grad {
+			grad[j] += float64(residual * x[j])
+		}
+	}
+	scale := 2 * p.rate / batchSize
+	for j := range w {
+		w[j] -= float64(scale * grad[j])
+	}
+}
+
+// loss is the expected squared error of w: with x and the noise uniform in
+// [-1, 1) (variance 1/3 each), E[(x·(w-truth) - noise·u)²] is
+// (|w-truth|² + noise²)/3.
+func (p problem) loss(w []float64) float64 {
+	var sq float64
+	for j := range w {
+		d := w[j] - p.truth[j]
+		sq += float64(d * d)
+	}
+	return (sq + noise*noise) / 3
+}
+
+// uniform draws from [-1, 1) so that every platform draws the same numbers:
+// doubling is exact, so fused or not the result is rounded once. NormFloat64
+// would go through math.Exp, whose assembly differs between platforms.
+func uniform(r *rand.Rand) float64 {
+	return 2*r.Float64() - 1
+}
+
+// batchStream scatters step numbers over PCG's second seed word, so
+// neighbouring steps get unrelated generators. It is a bijection that maps
+// only 0 to 0, and n+1 is never 0, so no step shares the truth's stream.
+func batchStream(n int64) uint64 {
+	z := uint64(n) + 1
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+func encodeWeights(w []float64) []byte {
+	b := make([]byte, 0, 8*len(w))
+	for _, v := range w {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+	}
+	return b
+}
+
+func decodeWeights(b []byte) []float64 {
+	w := make([]float64, len(b)/8)
+	for j := range w {
+		w[j] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*j:]))
+	}
+	return w
+}
