@@ -1,0 +1,134 @@
+// Package metadata serves the subset of EC2's instance metadata service
+// (IMDSv2) that a node agent reads: the spot interruption notice and the
+// rebalance recommendation. Simulated clouds run one per instance so the
+// agent watches notices the same way on a laptop as on EC2.
+package metadata
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Service is one instance's metadata endpoint.
+type Service struct {
+	instanceID string
+	srv        *http.Server
+	ln         net.Listener
+
+	mu        sync.Mutex
+	tokens    map[string]time.Time
+	action    *InstanceAction
+	rebalance *time.Time
+}
+
+// InstanceAction is EC2's spot/instance-action document.
+type InstanceAction struct {
+	Action string    `json:"action"` // "terminate" or "stop"
+	Time   time.Time `json:"time"`   // when the instance will be taken
+}
+
+// Start serves the metadata of one instance on a free loopback port.
+func Start(instanceID string) (*Service, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{instanceID: instanceID, ln: ln, tokens: map[string]time.Time{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("PUT /latest/api/token", s.issueToken)
+	mux.HandleFunc("GET /latest/meta-data/instance-id", s.authorized(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(s.instanceID))
+	}))
+	mux.HandleFunc("GET /latest/meta-data/spot/instance-action", s.authorized(s.serveAction))
+	mux.HandleFunc("GET /latest/meta-data/events/recommendations/rebalance", s.authorized(s.serveRebalance))
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// Endpoint is the base URL an IMDS client is pointed at.
+func (s *Service) Endpoint() string { return "http://" + s.ln.Addr().String() }
+
+// Interrupt publishes an interruption notice: the instance will be taken at t.
+func (s *Service) Interrupt(action string, t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.action = &InstanceAction{Action: action, Time: t.UTC().Truncate(time.Second)}
+}
+
+// RecommendRebalance publishes a rebalance recommendation noticed at t.
+func (s *Service) RecommendRebalance(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t = t.UTC().Truncate(time.Second)
+	s.rebalance = &t
+}
+
+// Close stops serving.
+func (s *Service) Close() error { return s.srv.Close() }
+
+func (s *Service) issueToken(w http.ResponseWriter, r *http.Request) {
+	ttl, err := strconv.Atoi(r.Header.Get("X-aws-ec2-metadata-token-ttl-seconds"))
+	if err != nil || ttl < 1 || ttl > 21600 {
+		http.Error(w, "missing or invalid X-aws-ec2-metadata-token-ttl-seconds", http.StatusBadRequest)
+		return
+	}
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	tok := hex.EncodeToString(b)
+	s.mu.Lock()
+	s.tokens[tok] = time.Now().Add(time.Duration(ttl) * time.Second)
+	s.mu.Unlock()
+	w.Header().Set("X-aws-ec2-metadata-token-ttl-seconds", strconv.Itoa(ttl))
+	_, _ = w.Write([]byte(tok))
+}
+
+// authorized enforces IMDSv2: every read carries a live session token.
+func (s *Service) authorized(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		exp, ok := s.tokens[r.Header.Get("X-aws-ec2-metadata-token")]
+		s.mu.Unlock()
+		if !ok || time.Now().After(exp) {
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (s *Service) serveAction(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	a := s.action
+	s.mu.Unlock()
+	if a == nil {
+		http.NotFound(w, nil)
+		return
+	}
+	writeJSON(w, struct {
+		Action string `json:"action"`
+		Time   string `json:"time"`
+	}{a.Action, a.Time.Format(time.RFC3339)})
+}
+
+func (s *Service) serveRebalance(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	t := s.rebalance
+	s.mu.Unlock()
+	if t == nil {
+		http.NotFound(w, nil)
+		return
+	}
+	writeJSON(w, map[string]string{"noticeTime": t.Format(time.RFC3339)})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "text/plain")
+	_ = json.NewEncoder(w).Encode(v)
+}
