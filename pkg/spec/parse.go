@@ -3,6 +3,7 @@ package spec
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -51,7 +52,25 @@ func decodeStrict(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(j))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("spec: %w", err)
+		return decodeError(err)
 	}
 	return nil
+}
+
+// decodeError names the field a decoding error is about, where Go's JSON
+// decoder knows it.
+func decodeError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return &ValidationError{Kind: "spec", Fields: []*FieldError{{
+			Field: te.Field, Problem: fmt.Sprintf("is a %s", te.Value), Fix: fmt.Sprintf("write a %s", te.Type),
+		}}}
+	}
+	var pe *time.ParseError
+	if errors.As(err, &pe) {
+		return &ValidationError{Kind: "spec", Fields: []*FieldError{{
+			Field: "deadline", Problem: fmt.Sprintf("%q is not an RFC 3339 time", pe.Value), Fix: "write it like 2026-12-01T18:00:00Z",
+		}}}
+	}
+	return fmt.Errorf("spec: %w", err)
 }

@@ -1,0 +1,122 @@
+package capacity
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"refuel/pkg/spec"
+)
+
+var (
+	spotA = Offering{Provider: "p", InstanceType: "g1", Zone: "a", Market: Spot, GPUs: 1, PricePerHour: 1}
+	spotB = Offering{Provider: "p", InstanceType: "g1", Zone: "b", Market: Spot, GPUs: 1, PricePerHour: 0.9}
+	odA   = Offering{Provider: "p", InstanceType: "g1", Zone: "a", Market: OnDemand, GPUs: 1, PricePerHour: 3}
+	big   = Offering{Provider: "q", InstanceType: "g8", Zone: "a", Market: Spot, GPUs: 8, PricePerHour: 7}
+)
+
+func keys(os []Offering) []string {
+	out := []string{}
+	for _, o := range os {
+		out = append(out, o.Key())
+	}
+	return out
+}
+
+func TestOrder(t *testing.T) {
+	all := []Offering{odA, spotA, spotB}
+	cases := map[string]struct {
+		tier  spec.Tier
+		avoid string
+		want  []Offering
+	}{
+		"deadline: spot cheapest first, then on-demand": {spec.TierDeadline, "", []Offering{spotB, spotA, odA}},
+		"flexible: spot only":                           {spec.TierFlexible, "", []Offering{spotB, spotA}},
+		"critical: on-demand only":                      {spec.TierCritical, "", []Offering{odA}},
+		"preempted zone tried last within its market":   {spec.TierDeadline, "b", []Offering{spotA, spotB, odA}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(keys(Order(all, tc.tier, tc.avoid)), keys(tc.want)); diff != "" {
+				t.Errorf("got(-), want(+):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestMatch(t *testing.T) {
+	all := []Offering{spotA, odA, big}
+	cases := map[string]struct {
+		r    spec.Resources
+		want []Offering
+	}{
+		"any":        {spec.Resources{GPUs: 1}, all},
+		"8 gpus":     {spec.Resources{GPUs: 8}, []Offering{big}},
+		"price cap":  {spec.Resources{GPUs: 1, MaxPricePerHour: 2}, []Offering{spotA}},
+		"provider":   {spec.Resources{Providers: []string{"q"}}, []Offering{big}},
+		"zone, type": {spec.Resources{Zones: []string{"a"}, InstanceTypes: []string{"g1"}}, []Offering{spotA, odA}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(keys(Match(all, tc.r)), keys(tc.want)); diff != "" {
+				t.Errorf("got(-), want(+):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestClassifiedErrors(t *testing.T) {
+	quota := NewError(Quota, spotA, "VcpuLimitExceeded", "limit 8")
+	spec := NewError(SpecMismatch, odA, "Unsupported", "not in zone")
+	stock := NewError(NoCapacity, spotB, "InsufficientInstanceCapacity", "none")
+	cases := map[string]struct {
+		err       error
+		class     Class
+		permanent bool
+		n         int
+	}{
+		"single":             {quota, Quota, true, 1},
+		"wrapped":            {fmt.Errorf("acquire: %w", stock), NoCapacity, false, 1},
+		"all permanent":      {errors.Join(quota, spec), Quota, true, 2},
+		"retryable wins":     {errors.Join(quota, stock), NoCapacity, false, 2},
+		"unclassified error": {errors.New("boom"), Unknown, false, 0},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := ClassOf(tc.err); got != tc.class {
+				t.Errorf("ClassOf = %s; want %s", got, tc.class)
+			}
+			if got := AllPermanent(tc.err); got != tc.permanent {
+				t.Errorf("AllPermanent = %v; want %v", got, tc.permanent)
+			}
+			if got := len(Failures(tc.err)); got != tc.n {
+				t.Errorf("%d failures; want %d", got, tc.n)
+			}
+		})
+	}
+	if !IsNotFound(fmt.Errorf("release: %w", &NotFoundError{ID: "i-1"})) {
+		t.Error("IsNotFound missed a wrapped NotFoundError")
+	}
+}
+
+func TestUnavailableCacheExpires(t *testing.T) {
+	now := time.Unix(0, 0)
+	c := NewUnavailableCache(3*time.Minute, func() time.Time { return now })
+	c.MarkUnavailable(spotA)
+	if !c.IsUnavailable(spotA) || c.IsUnavailable(spotB) {
+		t.Fatal("cache does not hold exactly the marked offering")
+	}
+	if got := keys(c.Filter([]Offering{spotA, spotB})); !cmp.Equal(got, []string{spotB.Key()}) {
+		t.Errorf("Filter = %v", got)
+	}
+	if got := c.Filter([]Offering{spotA}); len(got) != 1 {
+		t.Error("Filter of only unavailable offerings should return them rather than nothing")
+	}
+	now = now.Add(3 * time.Minute)
+	if c.IsUnavailable(spotA) {
+		t.Error("entry outlived its TTL")
+	}
+}
