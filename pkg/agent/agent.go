@@ -1,0 +1,244 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"refuel/pkg/checkpoint"
+)
+
+// Config is one run of a trainer on this instance.
+type Config struct {
+	// Command is the trainer's argv.
+	Command []string
+	// Env is added to the agent's own environment for the trainer.
+	Env []string
+	// Dir is the trainer's working directory; its checkpoints live in
+	// Dir/checkpoints.
+	Dir string
+
+	Store *checkpoint.Store
+	// Keep is how many good checkpoints stay in the store; at least one.
+	Keep       int
+	InstanceID string
+	JobID      string
+
+	// MetadataEndpoint is the instance metadata service, such as
+	// http://169.254.169.254; "" watches for no notices.
+	MetadataEndpoint string
+	// NoticePoll is how often the metadata service is asked; default 1s.
+	NoticePoll time.Duration
+	// UploadMargin is kept back from an interruption notice's window to
+	// upload the final checkpoint; default 20s.
+	UploadMargin time.Duration
+	// StopGrace is how long a stopped trainer may take to exit; default 2m.
+	StopGrace time.Duration
+
+	// OnEvent, when set, is called for each Event, one call at a time, from
+	// the agent's goroutines. It should return quickly: trainer output is
+	// not read while it runs.
+	OnEvent func(Event)
+	// Stdout and Stderr, when set, get a copy of the trainer's output. They
+	// are written from different goroutines: one writer passed as both
+	// must be safe for concurrent use.
+	Stdout, Stderr io.Writer
+}
+
+// EventKind says what an Event reports.
+type EventKind string
+
+const (
+	// EventRestored: a checkpoint was downloaded before the trainer started.
+	EventRestored EventKind = "restored"
+	// EventProgress: the trainer printed a REFUEL_PROGRESS line.
+	EventProgress EventKind = "progress"
+	// EventCheckpoint: a checkpoint was uploaded.
+	EventCheckpoint EventKind = "checkpoint"
+	// EventNotice: an interruption notice arrived; the trainer is stopping.
+	EventNotice EventKind = "notice"
+	// EventRebalance: the provider recommends moving off this instance
+	// soon; nothing is stopped.
+	EventRebalance EventKind = "rebalance"
+)
+
+// Event is something a caller may want to report while the trainer runs.
+type Event struct {
+	Kind EventKind
+	// Step is the step restored, reported or checkpointed.
+	Step int64
+	// Total is the trainer's total steps when it reported them.
+	Total      int64
+	Checkpoint *checkpoint.Manifest
+	Notice     *Notice
+	Time       time.Time
+}
+
+// Notice is an interruption notice or rebalance recommendation from the
+// instance metadata service.
+type Notice struct {
+	// Action is "terminate", "stop" or "hibernate" for an interruption, and
+	// "rebalance" for a rebalance recommendation.
+	Action string
+	// Time is when the provider will act; zero if it did not say.
+	Time time.Time
+}
+
+// Outcome is how a run ended.
+type Outcome string
+
+const (
+	// Completed: the trainer exited 0 on its own.
+	Completed Outcome = "completed"
+	// Preempted: an interruption notice stopped the trainer.
+	Preempted Outcome = "preempted"
+	// Stopped: the caller's context was cancelled and the trainer stopped.
+	Stopped Outcome = "stopped"
+	// Failed: the trainer exited non-zero on its own, or could not start.
+	Failed Outcome = "failed"
+)
+
+// Result is what a run did.
+type Result struct {
+	Outcome Outcome
+	// RestoredStep is the step the trainer resumed from; 0 when it started
+	// fresh.
+	RestoredStep int64
+	// LastStep is the highest step the trainer reported or checkpointed.
+	LastStep int64
+	// LastCheckpoint is the newest good checkpoint in the store as this run
+	// knows it: the last one uploaded, or else the one restored.
+	LastCheckpoint *checkpoint.Manifest
+	// Notice is the interruption notice that preempted the trainer, and
+	// NoticeAt when the agent saw it.
+	Notice   *Notice
+	NoticeAt time.Time
+	// ExitCode is the trainer's exit status; 128+n when signal n ended
+	// it, -1 when it could not start.
+	ExitCode int
+	// Killed reports that the trainer outlived its grace after SIGTERM and
+	// its process group was killed.
+	Killed bool
+	// Stderr is the last 20 lines of the trainer's stderr, which explain
+	// a failure.
+	Stderr string
+}
+
+const (
+	defaultNoticePoll   = time.Second
+	defaultUploadMargin = 20 * time.Second
+	defaultStopGrace    = 2 * time.Minute
+	// unknownNoticeWindow is assumed when a notice has no time: the
+	// two minutes that AWS promises.
+	unknownNoticeWindow = 2 * time.Minute
+)
+
+// Run restores the latest checkpoint, runs the trainer until it exits, is
+// preempted or ctx is cancelled, and uploads its checkpoints along the way.
+// A trainer's own failure is Outcome Failed with a nil error; the error is
+// for the agent's failures, such as a store it cannot read or write. When a
+// final upload fails, Run returns the Result so far with the error.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return Result{}, err
+	}
+	r := &run{cfg: cfg}
+	if err := r.prepare(ctx); err != nil {
+		return Result{}, err
+	}
+	return r.supervise(ctx)
+}
+
+func (c *Config) setDefaults() error {
+	switch {
+	case len(c.Command) == 0:
+		return errors.New("agent: no command")
+	case c.Store == nil:
+		return errors.New("agent: no checkpoint store")
+	case c.Dir == "":
+		return errors.New("agent: no working directory")
+	}
+	dir, err := filepath.Abs(c.Dir)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	c.Dir = dir
+	c.Keep = max(c.Keep, 1)
+	if c.NoticePoll <= 0 {
+		c.NoticePoll = defaultNoticePoll
+	}
+	if c.UploadMargin <= 0 {
+		c.UploadMargin = defaultUploadMargin
+	}
+	if c.StopGrace <= 0 {
+		c.StopGrace = defaultStopGrace
+	}
+	return nil
+}
+
+// run is the state of one Run shared by its goroutines.
+type run struct {
+	cfg Config
+
+	mu     sync.Mutex // guards result and serialises OnEvent
+	result Result
+}
+
+func (r *run) checkpointDir() string { return filepath.Join(r.cfg.Dir, "checkpoints") }
+
+// emit records what an event says in the result, then hands it to
+// OnEvent.
+func (r *run) emit(e Event) {
+	e.Time = time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch e.Kind {
+	case EventRestored:
+		r.result.RestoredStep = e.Step
+		r.result.LastCheckpoint = e.Checkpoint
+	case EventCheckpoint:
+		r.result.LastCheckpoint = e.Checkpoint
+	}
+	r.result.LastStep = max(r.result.LastStep, e.Step)
+	if r.cfg.OnEvent != nil {
+		r.cfg.OnEvent(e)
+	}
+}
+
+// prepare empties the local checkpoint directory and restores the newest
+// checkpoint that downloads intact into it.
+func (r *run) prepare(ctx context.Context) error {
+	dir := r.checkpointDir()
+	// Leftovers from an earlier run on this machine are not trusted: the
+	// store is the record.
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("agent: clear %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	ms, err := r.cfg.Store.List(ctx)
+	if err != nil {
+		return fmt.Errorf("agent: restore: %w", err)
+	}
+	// Restore verifies while it downloads, so a corrupt checkpoint costs one
+	// download before falling back to the one before it.
+	for _, m := range ms {
+		err := r.cfg.Store.Restore(ctx, m, filepath.Join(dir, stepName(m.Step)))
+		var corrupt *checkpoint.CorruptError
+		if errors.As(err, &corrupt) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("agent: restore: %w", err)
+		}
+		r.emit(Event{Kind: EventRestored, Step: m.Step, Checkpoint: &m})
+		return nil
+	}
+	return nil
+}

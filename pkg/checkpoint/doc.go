@@ -1,0 +1,13 @@
+// Package checkpoint keeps a job's checkpoints in object storage through
+// gocloud.dev/blob, so the same code serves file://, mem://, s3:// and gs://.
+//
+// Layout under the bucket, one prefix per job and step:
+//
+//	<jobID>/step-000000000042/data/<relative file path>
+//	<jobID>/step-000000000042/manifest.json
+//
+// The manifest lists every file with its size and sha256 and is written
+// last, so a checkpoint is good only when its manifest exists and every file
+// it lists is present with that size and hash. A crash mid-upload therefore
+// leaves data without a manifest, which is never taken as the latest.
+package checkpoint

@@ -1,0 +1,90 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+)
+
+// Prune keeps the newest keep good checkpoints (at least one) and deletes
+// every older step, good or not. Steps newer than the newest good one are
+// left alone: they may be uploads still in progress. It returns the deleted
+// steps, newest first.
+//
+// Checkpoints this Store saved or verified are not downloaded again; others
+// are verified in full, so a corrupt newest checkpoint never causes an
+// older good one to be deleted.
+func (s *Store) Prune(ctx context.Context, keep int) ([]int64, error) {
+	keep = max(keep, 1)
+	steps, err := s.steps(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var removed []int64
+	good := 0
+	for _, step := range steps {
+		ok, err := s.good(ctx, step)
+		if err != nil {
+			return removed, err
+		}
+		if ok && good < keep {
+			good++
+			continue
+		}
+		if good == 0 {
+			continue
+		}
+		if err := s.deleteStep(ctx, step); err != nil {
+			return removed, err
+		}
+		removed = append(removed, step)
+	}
+	return removed, nil
+}
+
+// good reports whether a step is a complete checkpoint whose data verifies.
+func (s *Store) good(ctx context.Context, step int64) (bool, error) {
+	m, sum, err := s.readManifest(ctx, step)
+	if err == nil && !s.trusts(step, sum) {
+		if err = s.Verify(ctx, m); err == nil {
+			s.trust(step, sum)
+		}
+	}
+	var corrupt *CorruptError
+	if errors.As(err, &corrupt) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// deleteStep removes a step's manifest first, so a step half deleted is
+// incomplete rather than good with missing data.
+func (s *Store) deleteStep(ctx context.Context, step int64) error {
+	s.forget(step)
+	if err := s.bucket.Delete(ctx, manifestKey(step)); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		return fmt.Errorf("checkpoint: delete step %d: %w", step, err)
+	}
+	// Collect first: deleting while listing confuses some drivers' paging.
+	var keys []string
+	it := s.bucket.List(&blob.ListOptions{Prefix: stepDir(step) + "/"})
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("checkpoint: delete step %d: %w", step, err)
+		}
+		keys = append(keys, obj.Key)
+	}
+	for _, key := range keys {
+		if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return fmt.Errorf("checkpoint: delete step %d: %w", step, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,152 @@
+package checkpoint
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+
+	"gocloud.dev/blob"
+	// The schemes a checkpoint URL may use.
+	_ "gocloud.dev/blob/fileblob"
+	_ "gocloud.dev/blob/gcsblob"
+	_ "gocloud.dev/blob/memblob"
+	_ "gocloud.dev/blob/s3blob"
+	"gocloud.dev/gcerrors"
+)
+
+// Store holds the checkpoints of one job in one bucket. It is safe for
+// concurrent use.
+type Store struct {
+	bucket *blob.Bucket
+	jobID  string
+	url    string
+
+	mu sync.Mutex
+	// trusted maps a step to the hash of the manifest this Store wrote or
+	// fully verified for it, so Prune need not download the same data again
+	// after every save. Latest and Verify never use it: they always read.
+	trusted map[int64][sha256.Size]byte
+}
+
+// Open opens the bucket at bucketURL for the checkpoints of jobID. A file://
+// directory is created if missing; other buckets must exist.
+func Open(ctx context.Context, bucketURL, jobID string) (*Store, error) {
+	if jobID == "" || strings.Contains(jobID, "/") || jobID == "." || jobID == ".." {
+		return nil, fmt.Errorf("checkpoint: invalid job id %q", jobID)
+	}
+	u, err := url.Parse(bucketURL)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: bad bucket URL %q: %w", bucketURL, err)
+	}
+	openURL := bucketURL
+	if u.Scheme == "file" && !u.Query().Has("create_dir") {
+		q := u.Query()
+		q.Set("create_dir", "true")
+		v := *u
+		v.RawQuery = q.Encode()
+		openURL = v.String()
+	}
+	b, err := blob.OpenBucket(ctx, openURL)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: open bucket %s: %w", bucketURL, err)
+	}
+	b = blob.PrefixedBucket(b, jobID+"/")
+	// Drivers such as s3blob open lazily; ask once now so a wrong bucket
+	// name or missing credentials show up here, naming the URL. Listing
+	// only the job's prefix needs no more permission than the store does.
+	ok, err := b.IsAccessible(ctx)
+	if err == nil && !ok {
+		err = errors.New("bucket does not exist")
+	}
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("checkpoint: open bucket %s: %w", bucketURL, err)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/" + jobID + "/"
+	return &Store{
+		bucket:  b,
+		jobID:   jobID,
+		url:     u.String(),
+		trusted: map[int64][sha256.Size]byte{},
+	}, nil
+}
+
+// Close releases the bucket.
+func (s *Store) Close() error { return s.bucket.Close() }
+
+// URL is where this job's checkpoints live, for status and logs.
+func (s *Store) URL() string { return s.url }
+
+// List returns every checkpoint that has a readable manifest, newest first.
+// Their data is not verified.
+func (s *Store) List(ctx context.Context) ([]Manifest, error) {
+	steps, err := s.steps(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ms []Manifest
+	for _, step := range steps {
+		m, _, err := s.readManifest(ctx, step)
+		var corrupt *CorruptError
+		if errors.As(err, &corrupt) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, m)
+	}
+	return ms, nil
+}
+
+// steps lists the step prefixes present in the bucket, complete or not,
+// newest first.
+func (s *Store) steps(ctx context.Context) ([]int64, error) {
+	var steps []int64
+	it := s.bucket.List(&blob.ListOptions{Delimiter: "/"})
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint: list %s: %w", s.url, err)
+		}
+		if !obj.IsDir {
+			continue
+		}
+		if step, ok := parseStepDir(strings.TrimSuffix(obj.Key, "/")); ok {
+			steps = append(steps, step)
+		}
+	}
+	slices.Sort(steps)
+	slices.Reverse(steps)
+	return steps, nil
+}
+
+// readManifest reads a step's manifest and the hash of its bytes. A missing
+// or malformed manifest is a *CorruptError; any other error is the bucket's.
+func (s *Store) readManifest(ctx context.Context, step int64) (Manifest, [sha256.Size]byte, error) {
+	raw, err := s.bucket.ReadAll(ctx, manifestKey(step))
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return Manifest{}, [sha256.Size]byte{}, &CorruptError{Step: step, File: manifestName, Reason: "missing (upload incomplete)"}
+	}
+	if err != nil {
+		return Manifest{}, [sha256.Size]byte{}, fmt.Errorf("checkpoint: read manifest of step %d: %w", step, err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return Manifest{}, [sha256.Size]byte{}, &CorruptError{Step: step, File: manifestName, Reason: err.Error()}
+	}
+	if m.Step != step || m.JobID != s.jobID {
+		return Manifest{}, [sha256.Size]byte{}, &CorruptError{Step: step, File: manifestName, Reason: fmt.Sprintf("names job %q step %d", m.JobID, m.Step)}
+	}
+	return m, sha256.Sum256(raw), nil
+}
