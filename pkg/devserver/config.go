@@ -1,0 +1,110 @@
+package devserver
+
+import (
+	"net"
+	"strconv"
+	"time"
+
+	"go.temporal.io/server/common/cluster"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/membership/static"
+	"go.temporal.io/server/common/primitives"
+	"go.temporal.io/server/temporal"
+)
+
+// storeName names the one SQLite store, used for both executions and
+// visibility.
+const storeName = "sqlite"
+
+// serverOptions assembles a single-process cluster: every service in this
+// process, found through static hosts instead of a gossip ring (so there is
+// no membership port), one history shard, SQLite for everything.
+func serverOptions(p ports, db *config.SQL, logger serverLogger) []temporal.ServerOption {
+	frontendHost, frontendPortText, _ := net.SplitHostPort(p.frontend)
+	frontendPort, _ := strconv.Atoi(frontendPortText)
+
+	// Services reach a frontend that listens on all interfaces through
+	// loopback.
+	frontendInternal := dialable(p.frontend)
+	frontendHTTPAddr := net.JoinHostPort(loopback, strconv.Itoa(p.frontendHTTP))
+
+	conf := &config.Config{
+		Global: config.Global{
+			Membership: config.Membership{
+				MaxJoinDuration:  30 * time.Second,
+				BroadcastAddress: loopback,
+			},
+		},
+		Persistence: config.Persistence{
+			DefaultStore:     storeName,
+			VisibilityStore:  storeName,
+			NumHistoryShards: 1,
+			DataStores:       map[string]config.DataStore{storeName: {SQL: db}},
+		},
+		ClusterMetadata: &cluster.Config{
+			FailoverVersionIncrement: 10,
+			MasterClusterName:        clusterName,
+			CurrentClusterName:       clusterName,
+			ClusterInformation: map[string]cluster.ClusterInformation{
+				clusterName: {
+					Enabled:                true,
+					InitialFailoverVersion: 1,
+					RPCAddress:             frontendInternal,
+					HTTPAddress:            frontendHTTPAddr,
+				},
+			},
+		},
+		DCRedirectionPolicy: config.DCRedirectionPolicy{Policy: "noop"},
+		Services: map[string]config.Service{
+			string(primitives.FrontendService): {RPC: config.RPC{GRPCPort: frontendPort, HTTPPort: p.frontendHTTP, BindOnIP: frontendHost}},
+			string(primitives.HistoryService):  {RPC: config.RPC{GRPCPort: p.history, BindOnIP: loopback}},
+			string(primitives.MatchingService): {RPC: config.RPC{GRPCPort: p.matching, BindOnIP: loopback}},
+			string(primitives.WorkerService):   {RPC: config.RPC{GRPCPort: p.worker, BindOnIP: loopback}},
+		},
+		Archival: config.Archival{
+			History:    config.HistoryArchival{State: "disabled"},
+			Visibility: config.VisibilityArchival{State: "disabled"},
+		},
+		NamespaceDefaults: config.NamespaceDefaults{
+			Archival: config.ArchivalNamespaceDefaults{
+				History:    config.HistoryArchivalNamespaceDefaults{State: "disabled"},
+				Visibility: config.VisibilityArchivalNamespaceDefaults{State: "disabled"},
+			},
+		},
+		PublicClient: config.PublicClient{HostPort: frontendInternal},
+	}
+
+	hostOf := func(port int) static.Hosts {
+		return static.SingleLocalHost(net.JoinHostPort(loopback, strconv.Itoa(port)))
+	}
+	return []temporal.ServerOption{
+		temporal.WithConfig(conf),
+		temporal.ForServices(temporal.DefaultServices),
+		temporal.WithStaticHosts(map[primitives.ServiceName]static.Hosts{
+			primitives.FrontendService: static.SingleLocalHost(frontendInternal),
+			primitives.HistoryService:  hostOf(p.history),
+			primitives.MatchingService: hostOf(p.matching),
+			primitives.WorkerService:   hostOf(p.worker),
+		}),
+		temporal.WithLogger(logger),
+		temporal.WithDynamicConfigClient(dynamicConfig()),
+	}
+}
+
+// dynamicConfig tunes the server for one user on one machine.
+func dynamicConfig() dynamicconfig.StaticClient {
+	return dynamicconfig.StaticClient{
+		// The Web UI and `starter status` list workflows often; the default
+		// of 10 visibility requests per second makes the UI stutter.
+		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
+		// The default cache of 128k workflows is sized for a server host, not
+		// a laptop running a few dozen jobs.
+		dynamicconfig.HistoryCacheHostLevelMaxSize.Key(): 8192,
+		// Task queue partitions spread load over matching hosts; with one
+		// host they only forward tasks between partitions, which delayed the
+		// first workflow task by a second or more in tests.
+		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  1,
+		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key(): 1,
+	}
+}
