@@ -1,0 +1,199 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"refuel/pkg/capacity"
+)
+
+// Interrupter is a provider that can reclaim an instance on demand, the
+// way a spot market does; the local and simulated clouds are.
+type Interrupter interface {
+	Interrupt(id string, grace time.Duration) (time.Time, error)
+}
+
+// Capacity holds the control plane's capacity activities.
+type Capacity struct {
+	Providers   []capacity.Provider
+	Unavailable *capacity.UnavailableCache
+}
+
+// ListOfferings asks each allowed provider what it sells for the resources.
+func (a *Capacity) ListOfferings(ctx context.Context, in OfferingsInput) ([]capacity.Offering, error) {
+	var out []capacity.Offering
+	for _, p := range a.allowed(in.Resources.Providers) {
+		os, err := p.Offerings(ctx, in.Resources)
+		if err != nil {
+			return nil, fmt.Errorf("%s offerings: %w", p.Name(), err)
+		}
+		out = append(out, os...)
+	}
+	if len(in.Resources.Providers) > 0 && len(a.allowed(in.Resources.Providers)) == 0 {
+		return nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("resources.providers %v names no provider this worker has (it has %v)", in.Resources.Providers, a.names()),
+			string(capacity.SpecMismatch), nil)
+	}
+	return out, nil
+}
+
+// Acquire launches one instance on the first offering that can be had.
+// Offerings that just ran out of stock (for any run) are tried last. A
+// failure is returned as an application error whose type is the class
+// and whose details list every offering's failure; only throttling is
+// left retryable, so Temporal's backoff handles exactly that.
+func (a *Capacity) Acquire(ctx context.Context, req capacity.Request) (capacity.Instance, error) {
+	req.Offerings = a.preferAvailable(req.Offerings)
+	groups := groupByProvider(req.Offerings)
+	var errs []error
+	for _, g := range groups {
+		p := a.provider(g.provider)
+		if p == nil {
+			errs = append(errs, capacity.NewError(capacity.SpecMismatch, g.offerings[0], "", "no provider named %q on this worker", g.provider))
+			continue
+		}
+		sub := req
+		sub.Offerings = g.offerings
+		inst, err := p.Acquire(ctx, sub)
+		if err == nil {
+			recordAcquisition(ctx, string(inst.Offering.Market), "acquired")
+			return inst, nil
+		}
+		errs = append(errs, err)
+	}
+	err := errors.Join(errs...)
+	details := make([]FailureDetail, 0, len(errs))
+	for _, f := range capacity.Failures(err) {
+		if f.Class == capacity.NoCapacity && a.Unavailable != nil {
+			a.Unavailable.MarkUnavailable(f.Offering)
+		}
+		recordAcquisition(ctx, string(f.Offering.Market), string(f.Class))
+		details = append(details, FailureDetail{Class: f.Class, Offering: f.Offering.Key(), Code: f.Code, Message: f.Message})
+	}
+	if len(details) == 0 {
+		details = append(details, FailureDetail{Class: capacity.Unknown, Message: err.Error()})
+	}
+	class := capacity.ClassOf(err)
+	activity.GetLogger(ctx).Warn("acquire failed", "run", req.RunID, "attempt", req.Attempt, "class", class, "failures", capacity.Summary(err))
+	return capacity.Instance{}, temporal.NewApplicationErrorWithOptions(
+		fmt.Sprintf("no offering could be acquired (%s): %s", class, capacity.Summary(err)),
+		string(class),
+		temporal.ApplicationErrorOptions{NonRetryable: class != capacity.Throttled && class != capacity.Unknown, Details: []any{details}},
+	)
+}
+
+// Release terminates an instance; one that is already gone is fine.
+func (a *Capacity) Release(ctx context.Context, in ReleaseInput) error {
+	p := a.provider(in.Instance.Offering.Provider)
+	if p == nil {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no provider named %q on this worker", in.Instance.Offering.Provider), "UnknownProvider", nil)
+	}
+	err := p.Release(ctx, in.Instance.ID)
+	if err != nil && !capacity.IsNotFound(err) {
+		return err
+	}
+	activity.GetMetricsHandler(ctx).WithTags(map[string]string{"reason": string(in.Reason), "market": string(in.Instance.Offering.Market)}).
+		Counter("refuel_releases_total").Inc(1)
+	return nil
+}
+
+// Interrupt asks the provider holding an instance to reclaim it.
+func (a *Capacity) Interrupt(ctx context.Context, in InterruptInput) (InterruptResult, error) {
+	for _, p := range a.Providers {
+		ip, ok := p.(Interrupter)
+		if !ok {
+			continue
+		}
+		if _, _, err := p.Describe(ctx, in.InstanceID); err != nil {
+			continue
+		}
+		at, err := ip.Interrupt(in.InstanceID, in.Grace)
+		if err != nil {
+			return InterruptResult{}, err
+		}
+		return InterruptResult{NoticeAt: at}, nil
+	}
+	return InterruptResult{}, temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("instance %s is not running on any provider that can interrupt it", in.InstanceID), "NotFound", nil)
+}
+
+// preferAvailable moves offerings that recently had no capacity to the
+// back, keeping the order otherwise.
+func (a *Capacity) preferAvailable(offerings []capacity.Offering) []capacity.Offering {
+	if a.Unavailable == nil {
+		return offerings
+	}
+	out := make([]capacity.Offering, 0, len(offerings))
+	var later []capacity.Offering
+	for _, o := range offerings {
+		if a.Unavailable.IsUnavailable(o) {
+			later = append(later, o)
+			continue
+		}
+		out = append(out, o)
+	}
+	return append(out, later...)
+}
+
+type providerGroup struct {
+	provider  string
+	offerings []capacity.Offering
+}
+
+// groupByProvider splits the ordered offerings into consecutive runs of
+// one provider: each run is one request, and the runs keep the order.
+func groupByProvider(offerings []capacity.Offering) []providerGroup {
+	var groups []providerGroup
+	for _, o := range offerings {
+		if n := len(groups); n > 0 && groups[n-1].provider == o.Provider {
+			groups[n-1].offerings = append(groups[n-1].offerings, o)
+			continue
+		}
+		groups = append(groups, providerGroup{provider: o.Provider, offerings: []capacity.Offering{o}})
+	}
+	return groups
+}
+
+func (a *Capacity) provider(name string) capacity.Provider {
+	for _, p := range a.Providers {
+		if p.Name() == name {
+			return p
+		}
+	}
+	return nil
+}
+
+func (a *Capacity) allowed(names []string) []capacity.Provider {
+	if len(names) == 0 {
+		return a.Providers
+	}
+	var out []capacity.Provider
+	for _, p := range a.Providers {
+		for _, n := range names {
+			if p.Name() == n {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+func (a *Capacity) names() []string {
+	var out []string
+	for _, p := range a.Providers {
+		out = append(out, p.Name())
+	}
+	sort.Strings(out)
+	return out
+}
+
+func recordAcquisition(ctx context.Context, market, outcome string) {
+	activity.GetMetricsHandler(ctx).WithTags(map[string]string{"market": market, "outcome": outcome}).
+		Counter("refuel_acquisitions_total").Inc(1)
+}

@@ -1,0 +1,89 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"refuel/pkg/capacity"
+)
+
+// Janitor holds the activities that find instances no run owns.
+type Janitor struct {
+	Providers []capacity.Provider
+	Client    client.Client
+	// Grace protects instances launched moments ago, whose run may not
+	// have recorded them yet.
+	Grace time.Duration
+	Now   func() time.Time
+}
+
+// ListManagedInstances lists every running instance refuel launched.
+func (a *Janitor) ListManagedInstances(ctx context.Context) ([]ManagedInstance, error) {
+	var out []ManagedInstance
+	for _, p := range a.Providers {
+		insts, err := p.List(ctx, map[string]string{capacity.TagManagedBy: capacity.ManagedBy})
+		if err != nil {
+			return nil, err
+		}
+		for _, inst := range insts {
+			out = append(out, ManagedInstance{Instance: inst, RunID: inst.Tags[capacity.TagRun]})
+		}
+	}
+	return out, nil
+}
+
+// RunOwnsInstance reports whether the run named on an instance is still
+// running and holds that instance (or may be about to record it).
+func (a *Janitor) RunOwnsInstance(ctx context.Context, in OwnershipInput) (bool, error) {
+	if in.RunID == "" {
+		return false, nil
+	}
+	desc, err := a.Client.DescribeWorkflowExecution(ctx, in.RunID, "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if desc.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return false, nil
+	}
+	resp, err := a.Client.QueryWorkflow(ctx, in.RunID, "", "status")
+	if err != nil {
+		return true, nil // a running run that cannot answer now keeps its instance
+	}
+	var st struct {
+		Instance *struct {
+			ID string `json:"id"`
+		} `json:"instance"`
+	}
+	var raw json.RawMessage
+	if err := resp.Get(&raw); err == nil {
+		_ = json.Unmarshal(raw, &st)
+	}
+	if st.Instance != nil && st.Instance.ID == in.InstanceID {
+		return true, nil
+	}
+	return a.recentlyLaunched(ctx, in.InstanceID), nil
+}
+
+func (a *Janitor) recentlyLaunched(ctx context.Context, id string) bool {
+	now := time.Now
+	if a.Now != nil {
+		now = a.Now
+	}
+	for _, p := range a.Providers {
+		inst, _, err := p.Describe(ctx, id)
+		if err == nil {
+			return now().Sub(inst.LaunchedAt) < a.Grace
+		}
+	}
+	return false
+}

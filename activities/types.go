@@ -1,0 +1,150 @@
+package activities
+
+import (
+	"time"
+
+	"refuel/pkg/capacity"
+	"refuel/pkg/spec"
+)
+
+// Activity names, as registered on the workers.
+const (
+	ListOfferingsName    = "ListOfferings"
+	AcquireName          = "Acquire"
+	ReleaseName          = "Release"
+	InterruptName        = "Interrupt"
+	LatestCheckpointName = "LatestCheckpoint"
+	RunTrainingName      = "RunTraining"
+	ListManagedName      = "ListManagedInstances"
+	RunOwnsInstanceName  = "RunOwnsInstance"
+)
+
+// OfferingsInput asks every allowed provider what it sells for a job.
+type OfferingsInput struct {
+	Resources spec.Resources `json:"resources"`
+}
+
+// ReleaseReason says why an instance is given back; it labels metrics.
+type ReleaseReason string
+
+const (
+	ReleaseCompleted ReleaseReason = "completed"
+	ReleasePreempted ReleaseReason = "preempted"
+	ReleasePaused    ReleaseReason = "paused"
+	ReleaseFailed    ReleaseReason = "failed"
+	ReleaseCleanup   ReleaseReason = "cleanup"
+	ReleaseOrphaned  ReleaseReason = "orphaned"
+)
+
+// ReleaseInput names an instance to give back.
+type ReleaseInput struct {
+	Instance capacity.Instance `json:"instance"`
+	Reason   ReleaseReason     `json:"reason"`
+}
+
+// InterruptInput asks a cloud to reclaim an instance the way a spot market
+// does: an interruption notice now, the instance gone after Grace.
+type InterruptInput struct {
+	InstanceID string        `json:"instance_id"`
+	Grace      time.Duration `json:"grace"`
+}
+
+// InterruptResult tells when the notice was served.
+type InterruptResult struct {
+	NoticeAt time.Time `json:"notice_at"`
+}
+
+// CheckpointInput names a job's checkpoint store.
+type CheckpointInput struct {
+	URL   string `json:"url"`
+	JobID string `json:"job_id"`
+}
+
+// CheckpointRef is a verified checkpoint, as status reports it.
+type CheckpointRef struct {
+	Step int64     `json:"step"`
+	Time time.Time `json:"time"`
+	URL  string    `json:"url"`
+}
+
+// FailureDetail is one classified acquisition failure, carried in the
+// details of the Acquire activity's application error.
+type FailureDetail struct {
+	Class    capacity.Class `json:"class"`
+	Offering string         `json:"offering"`
+	Code     string         `json:"code,omitempty"`
+	Message  string         `json:"message"`
+}
+
+// TrainingInput is what the node agent needs to run one attempt of a job.
+type TrainingInput struct {
+	Spec          spec.JobSpec `json:"spec"`
+	Attempt       int          `json:"attempt"`
+	InstanceID    string       `json:"instance_id"`
+	CheckpointURL string       `json:"checkpoint_url"`
+	// CheckpointInterval is how often the trainer should checkpoint; the
+	// demo trainer turns it into steps, other trainers read it from
+	// $REFUEL_CHECKPOINT_INTERVAL_SECONDS.
+	CheckpointInterval time.Duration `json:"checkpoint_interval"`
+	// StopGrace bounds how long a stop (pause, cancel) waits for the
+	// trainer's final checkpoint.
+	StopGrace time.Duration `json:"stop_grace"`
+}
+
+// TrainingOutcome is how an attempt ended.
+type TrainingOutcome string
+
+const (
+	OutcomeCompleted TrainingOutcome = "completed"
+	OutcomePreempted TrainingOutcome = "preempted"
+	OutcomeStopped   TrainingOutcome = "stopped"
+	OutcomeFailed    TrainingOutcome = "failed"
+)
+
+// TrainingResult reports one attempt.
+type TrainingResult struct {
+	Outcome        TrainingOutcome `json:"outcome"`
+	RestoredStep   int64           `json:"restored_step"`
+	LastStep       int64           `json:"last_step"`
+	TotalSteps     int64           `json:"total_steps"`
+	LastCheckpoint *CheckpointRef  `json:"last_checkpoint,omitempty"`
+	NoticeAt       time.Time       `json:"notice_at,omitempty"`
+	ExitCode       int             `json:"exit_code,omitempty"`
+	Message        string          `json:"message,omitempty"`
+	ModelDigest    string          `json:"model_digest,omitempty"`
+}
+
+// ProgressKind says what a progress report is about.
+type ProgressKind string
+
+const (
+	ProgressRestored   ProgressKind = "restored"   // trainer started, from RestoredStep
+	ProgressCheckpoint ProgressKind = "checkpoint" // a checkpoint was uploaded and verified
+	ProgressNotice     ProgressKind = "notice"     // an interruption notice arrived
+	ProgressRebalance  ProgressKind = "rebalance"  // the provider recommends moving
+)
+
+// Progress is what the node agent tells the run while it trains: sent as
+// the run's "progress" signal on the few events that matter, and as the
+// activity's heartbeat details all the time.
+type Progress struct {
+	Kind       ProgressKind   `json:"kind,omitempty"`
+	Attempt    int            `json:"attempt"`
+	InstanceID string         `json:"instance_id"`
+	Step       int64          `json:"step"`
+	TotalSteps int64          `json:"total_steps"`
+	Checkpoint *CheckpointRef `json:"checkpoint,omitempty"`
+	Time       time.Time      `json:"time"`
+}
+
+// ManagedInstance is an instance refuel launched, as the janitor sees it.
+type ManagedInstance struct {
+	Instance capacity.Instance `json:"instance"`
+	RunID    string            `json:"run_id"`
+}
+
+// OwnershipInput asks whether a run still owns an instance.
+type OwnershipInput struct {
+	RunID      string `json:"run_id"`
+	InstanceID string `json:"instance_id"`
+}

@@ -1,0 +1,47 @@
+// Package controlplane assembles refuel's control plane: the embedded
+// Temporal server and Web UI (unless an external cluster is configured),
+// the providers, the worker on the "refuel" task queue with every workflow
+// and activity registered, the janitor's schedule and the metrics
+// endpoint. The worker binary and the end-to-end tests start the same
+// Stack.
+package controlplane
+
+import (
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"refuel/activities"
+	"refuel/workflows"
+)
+
+// Register puts every control-plane workflow and activity on a worker
+// under its contract name. Replay tests use it too, so the names a
+// history was recorded with are the names registered.
+func Register(w worker.Registry, caps *activities.Capacity, ckpts *activities.Checkpoints, jan *activities.Janitor) {
+	RegisterWorkflows(w)
+	acts := map[string]any{
+		activities.ListOfferingsName:    caps.ListOfferings,
+		activities.AcquireName:          caps.Acquire,
+		activities.ReleaseName:          caps.Release,
+		activities.InterruptName:        caps.Interrupt,
+		activities.LatestCheckpointName: ckpts.LatestCheckpoint,
+		activities.ListManagedName:      jan.ListManagedInstances,
+		activities.RunOwnsInstanceName:  jan.RunOwnsInstance,
+	}
+	for name, fn := range acts {
+		w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	}
+}
+
+// WorkflowRegistry is what workers and replayers have in common.
+type WorkflowRegistry interface {
+	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
+}
+
+// RegisterWorkflows registers the workflows alone (replayers need no activities).
+func RegisterWorkflows(w WorkflowRegistry) {
+	w.RegisterWorkflowWithOptions(workflows.TrainingRun, workflow.RegisterOptions{Name: workflows.TrainingRunName})
+	w.RegisterWorkflowWithOptions(workflows.InjectInterruption, workflow.RegisterOptions{Name: workflows.InjectInterruptionName})
+	w.RegisterWorkflowWithOptions(workflows.Janitor, workflow.RegisterOptions{Name: workflows.JanitorName})
+}

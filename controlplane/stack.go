@@ -1,0 +1,267 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+
+	"refuel/activities"
+	"refuel/internal/cluster"
+	"refuel/internal/telemetry"
+	"refuel/pkg/capacity"
+	"refuel/pkg/cloud/local"
+	"refuel/pkg/devserver"
+	"refuel/workflows"
+)
+
+// Config configures a Stack. Zero values mean the documented defaults.
+type Config struct {
+	// Target names an external cluster; when none is configured (flag,
+	// TEMPORAL_ADDRESS or profile) the embedded server is started.
+	Target cluster.Target
+	// DataDir holds the embedded server's database, checkpoints and the
+	// local cloud's instance directories. Default ./.refuel.
+	DataDir string
+	// InMemory keeps the embedded server's database in memory (tests).
+	InMemory bool
+	// FrontendAddr and UIAddr place the embedded server and Web UI;
+	// UIAddr "-" runs no UI.
+	FrontendAddr, UIAddr string
+	// MetricsAddr serves /metrics; "-" serves none.
+	MetricsAddr string
+	// CheckpointURL is the store for jobs whose spec names none.
+	// Default file://<DataDir>/checkpoints.
+	CheckpointURL string
+	// SelfCommand is the argv prefix that runs this binary's subcommands
+	// (agent, trainer). Default: this executable.
+	SelfCommand []string
+	// DemoStepTime paces the demo trainer: work / DemoStepTime steps.
+	DemoStepTime time.Duration
+	// Offerings the local cloud sells; default local.DefaultOfferings().
+	Offerings []capacity.Offering
+	// Stock caps running local instances per offering key.
+	Stock map[string]int
+	// JanitorEvery is how often the janitor runs; 0 means every minute,
+	// negative means no janitor schedule.
+	JanitorEvery time.Duration
+	Logger       *zap.Logger
+}
+
+// Stack is a running control plane.
+type Stack struct {
+	Client  client.Client
+	Server  *devserver.Server // nil with an external cluster
+	Cloud   *local.Cloud
+	Metrics *telemetry.Metrics
+	Address string
+	cfg     Config
+	worker  worker.Worker
+	metrics *http.Server
+	log     *zap.Logger
+}
+
+// Start brings the control plane up and returns once its worker polls.
+func Start(ctx context.Context, cfg Config) (*Stack, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Stack{cfg: cfg, log: cfg.Logger}
+	ok := false
+	defer func() {
+		if !ok {
+			s.Stop()
+		}
+	}()
+	if s.Metrics, err = telemetry.NewMetrics(cfg.Logger); err != nil {
+		return nil, err
+	}
+	opts, err := s.connectOptions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if s.Client, err = cluster.Dial(ctx, opts); err != nil {
+		return nil, err
+	}
+	s.Address = opts.HostPort
+
+	agentArgs := func(l local.AgentLaunch) []string {
+		return append(append([]string{}, cfg.SelfCommand...), "agent",
+			"--instance-id", l.InstanceID, "--task-queue", l.TaskQueue,
+			"--metadata-endpoint", l.MetadataEndpoint, "--dir", l.Dir, "--ready-file", l.ReadyFile,
+			"--temporal-address", opts.HostPort, "--namespace", opts.Namespace,
+			"--checkpoint-url", cfg.CheckpointURL, "--demo-step-time", cfg.DemoStepTime.String())
+	}
+	s.Cloud, err = local.New(local.Config{
+		Offerings: cfg.Offerings, Stock: cfg.Stock, AgentCommand: agentArgs,
+		Dir: filepath.Join(cfg.DataDir, "instances"), Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	providers := []capacity.Provider{s.Cloud}
+	caps := &activities.Capacity{Providers: providers, Unavailable: capacity.NewUnavailableCache(0, nil)}
+	ckpts := &activities.Checkpoints{DefaultURL: cfg.CheckpointURL}
+	jan := &activities.Janitor{Providers: providers, Client: s.Client, Grace: 2 * time.Minute}
+
+	s.worker = worker.New(s.Client, workflows.TaskQueue, worker.Options{})
+	Register(s.worker, caps, ckpts, jan)
+	if err := s.worker.Start(); err != nil {
+		return nil, fmt.Errorf("control-plane worker: %w", err)
+	}
+	if cfg.JanitorEvery >= 0 {
+		if err := EnsureJanitorSchedule(ctx, s.Client, cfg.JanitorEvery); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.MetricsAddr != "-" {
+		if s.metrics, err = s.Metrics.Serve(cfg.MetricsAddr, nil); err != nil {
+			return nil, err
+		}
+	}
+	ok = true
+	return s, nil
+}
+
+// connectOptions resolves the cluster, starting the embedded one if none
+// is configured.
+func (s *Stack) connectOptions(ctx context.Context) (client.Options, error) {
+	cfg := s.cfg
+	opts, err := cluster.Options(cfg.Target)
+	if err != nil {
+		return opts, err
+	}
+	if !cluster.External(cfg.Target) {
+		dataDir := cfg.DataDir
+		if cfg.InMemory {
+			dataDir = ""
+		}
+		uiAddr := cfg.UIAddr
+		if uiAddr == "-" {
+			uiAddr = ""
+		}
+		s.Server, err = devserver.Start(ctx, devserver.Options{
+			DataDir: dataDir, FrontendAddr: cfg.FrontendAddr, UIAddr: uiAddr,
+			Namespace: opts.Namespace, SearchAttributes: workflows.SearchAttributeTypes, Logger: cfg.Logger.Named("temporal"),
+		})
+		if err != nil {
+			return opts, err
+		}
+		opts.HostPort = s.Server.FrontendAddr()
+	}
+	opts.Logger = telemetry.SDKLogger(cfg.Logger.Named("sdk"))
+	opts.MetricsHandler = s.Metrics.Handler
+	return opts, nil
+}
+
+// MetricsURL is where /metrics is served, "" when it is not.
+func (s *Stack) MetricsURL() string {
+	if s.metrics == nil {
+		return ""
+	}
+	return "http://" + s.metrics.Addr + "/metrics"
+}
+
+// UIURL is the Web UI's address, "" when none runs here.
+func (s *Stack) UIURL() string {
+	if s.Server == nil {
+		return ""
+	}
+	return s.Server.UIURL()
+}
+
+// Stop ends everything the stack started, instances first so no agent
+// outlives it.
+func (s *Stack) Stop() {
+	if s.worker != nil {
+		s.worker.Stop()
+	}
+	if s.Cloud != nil {
+		_ = s.Cloud.Close()
+	}
+	if s.metrics != nil {
+		_ = s.metrics.Close()
+	}
+	if s.Client != nil {
+		s.Client.Close()
+	}
+	if s.Server != nil {
+		_ = s.Server.Stop()
+	}
+	if s.Metrics != nil {
+		_ = s.Metrics.Close()
+	}
+}
+
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = ".refuel"
+	}
+	abs, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.DataDir = abs
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return cfg, fmt.Errorf("--data-dir %s: %w", cfg.DataDir, err)
+	}
+	if cfg.FrontendAddr == "" {
+		cfg.FrontendAddr = cluster.DefaultFrontendAddr
+	}
+	if cfg.UIAddr == "" {
+		cfg.UIAddr = cluster.DefaultUIAddr
+	}
+	if cfg.MetricsAddr == "" {
+		cfg.MetricsAddr = cluster.DefaultMetricsAddr
+	}
+	if cfg.CheckpointURL == "" {
+		cfg.CheckpointURL = "file://" + filepath.Join(cfg.DataDir, "checkpoints")
+	}
+	if len(cfg.SelfCommand) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return cfg, err
+		}
+		cfg.SelfCommand = []string{exe}
+	}
+	if cfg.DemoStepTime <= 0 {
+		cfg.DemoStepTime = 100 * time.Millisecond
+	}
+	if cfg.JanitorEvery == 0 {
+		cfg.JanitorEvery = time.Minute
+	}
+	return cfg, nil
+}
+
+// JanitorScheduleID is the schedule that runs the janitor.
+const JanitorScheduleID = "refuel-janitor"
+
+// EnsureJanitorSchedule creates the janitor's schedule if it is missing.
+func EnsureJanitorSchedule(ctx context.Context, c client.Client, every time.Duration) error {
+	_, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{
+		ID:   JanitorScheduleID,
+		Spec: client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}},
+		Action: &client.ScheduleWorkflowAction{
+			ID: "refuel-janitor-run", Workflow: workflows.JanitorName, TaskQueue: workflows.TaskQueue,
+			WorkflowRunTimeout: 10 * time.Minute,
+		},
+	})
+	var exists *serviceerror.AlreadyExists
+	if err != nil && !errors.As(err, &exists) && !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
+		return fmt.Errorf("janitor schedule: %w", err)
+	}
+	return nil
+}

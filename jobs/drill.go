@@ -1,0 +1,123 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"refuel/pkg/spec"
+	"refuel/pkg/trainer"
+	"refuel/workflows"
+)
+
+// DrillReport is what `starter drill --json` prints (design section 3).
+type DrillReport struct {
+	Passed              bool    `json:"passed"`
+	WorkflowID          string  `json:"workflow_id"`
+	CheckpointStep      int64   `json:"checkpoint_step"`
+	PreemptedAtStep     int64   `json:"preempted_at_step"`
+	ResumedFromStep     int64   `json:"resumed_from_step"`
+	LostSteps           int64   `json:"lost_steps"`
+	ReplacementSeconds  float64 `json:"replacement_seconds"`
+	RecoverySeconds     float64 `json:"recovery_seconds"`
+	FinalIdentical      bool    `json:"final_identical"`
+	InterruptedInstance string  `json:"interrupted_instance"`
+	ReplacementInstance string  `json:"replacement_instance"`
+	FinalDigest         string  `json:"final_digest"`
+	ReferenceDigest     string  `json:"reference_digest"`
+	Reason              string  `json:"reason,omitempty"`
+}
+
+// DrillOptions shape one drill.
+type DrillOptions struct {
+	Work        time.Duration // compute of the drill's job
+	Interval    time.Duration // its checkpoint interval
+	NoticeGrace time.Duration // how long the instance lives after the notice
+	Timeout     time.Duration
+	Progress    io.Writer // one line per stage, for people watching
+}
+
+// Drill runs the field's acceptance test against a running stack: a job
+// saves a checkpoint, its instance is taken away, and refuel must get a
+// replacement by itself and resume from the latest checkpoint, ending
+// with exactly the model an uninterrupted run makes.
+func Drill(ctx context.Context, c client.Client, o DrillOptions) (DrillReport, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	say := func(format string, args ...any) {
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, "drill: "+format+"\n", args...)
+		}
+	}
+	js := spec.JobSpec{
+		ID: fmt.Sprintf("drill-%s", time.Now().UTC().Format("20060102-150405.000")), Team: "drill", Tier: spec.TierFlexible,
+		Priority: 50, Work: spec.Duration(o.Work), Checkpoint: spec.Checkpoint{Interval: o.Interval.String()},
+	}
+	js.Normalize()
+	rep := DrillReport{WorkflowID: js.ID}
+	run, err := Submit(ctx, c, js)
+	if err != nil {
+		return rep, err
+	}
+	say("submitted %s; waiting for its first checkpoint", js.ID)
+	st, err := WaitFor(ctx, c, js.ID, func(s workflows.Status) bool {
+		return s.LastCheckpoint != nil && s.Instance != nil && s.State == workflows.StateRunning
+	})
+	if err != nil {
+		return rep, err
+	}
+	rep.CheckpointStep = st.LastCheckpoint.Step
+	rep.InterruptedInstance = st.Instance.ID
+	say("checkpoint at step %d on %s; interrupting the instance (notice %s)", rep.CheckpointStep, st.Instance.ID, o.NoticeGrace)
+
+	notice, err := Interrupt(ctx, c, st.Instance.ID, o.NoticeGrace)
+	if err != nil {
+		return rep, err
+	}
+	st, err = WaitFor(ctx, c, js.ID, func(s workflows.Status) bool {
+		return s.Recoveries > 0 && s.LastRecovery != nil && !s.LastRecovery.ResumedAt.IsZero()
+	})
+	if err != nil {
+		return rep, err
+	}
+	rep.ReplacementInstance = st.LastRecovery.InstanceID
+	rep.ReplacementSeconds = st.LastRecovery.ReplacementAt.Sub(notice).Seconds()
+	rep.RecoverySeconds = st.LastRecovery.ResumedAt.Sub(notice).Seconds()
+	rep.ResumedFromStep = st.LastRecovery.ResumedFromStep
+	if p := st.LastPreemption; p != nil {
+		rep.PreemptedAtStep = p.AtStep
+	}
+	rep.LostSteps = max(0, rep.PreemptedAtStep-rep.ResumedFromStep)
+	say("resumed on %s from step %d, %.1fs after the notice; waiting for the end", rep.ReplacementInstance, rep.ResumedFromStep, rep.RecoverySeconds)
+
+	var final workflows.Status
+	if err := run.Get(ctx, &final); err != nil {
+		return rep, fmt.Errorf("drill run %s: %w", js.ID, err)
+	}
+	rep.FinalDigest = final.ModelDigest
+	// The demo trainer's defaults, uninterrupted: the reference model.
+	rep.ReferenceDigest = trainer.Train(trainer.Config{Steps: final.TotalSteps, Seed: trainer.DefaultSeed}).Digest()
+	rep.FinalIdentical = rep.FinalDigest != "" && rep.FinalDigest == rep.ReferenceDigest
+	switch {
+	case !rep.FinalIdentical:
+		rep.Reason = "the final model differs from an uninterrupted run's"
+	case rep.ResumedFromStep < rep.CheckpointStep:
+		rep.Reason = "resumed from before the checkpoint the drill saw"
+	case rep.ReplacementInstance == rep.InterruptedInstance:
+		rep.Reason = "no replacement instance was acquired"
+	default:
+		rep.Passed = true
+	}
+	say("final model %s identical=%v", short(rep.FinalDigest), rep.FinalIdentical)
+	return rep, nil
+}
+
+func short(digest string) string {
+	if len(digest) > 12 {
+		return digest[:12]
+	}
+	return digest
+}

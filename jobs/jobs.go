@@ -1,0 +1,152 @@
+// Package jobs is the Go client of refuel's training runs, for pipelines
+// and for the starter CLI: submit a JobSpec, read a run's status, pause,
+// resume, re-prioritise, interrupt an instance, and run the drill. Other
+// languages use the same contract through their Temporal SDK.
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"refuel/activities"
+	"refuel/pkg/spec"
+	"refuel/workflows"
+)
+
+// DuplicateError says a job id is taken: ids are unique for good.
+type DuplicateError struct{ ID string }
+
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("a job with id %q already exists: ids are unique, so choose another id", e.ID)
+}
+
+// Submit starts a TrainingRun whose workflow ID is the job's id. A second
+// start with the same id is refused with *DuplicateError, never
+// duplicated, even after the first run closed.
+func Submit(ctx context.Context, c client.Client, js spec.JobSpec) (client.WorkflowRun, error) {
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       js.ID,
+		TaskQueue:                workflows.TaskQueue,
+		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		// Without this the SDK hands back the running run as if it were new.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.AttrTeam.ValueSet(js.Team), workflows.AttrTier.ValueSet(string(js.Tier)),
+			workflows.AttrPriority.ValueSet(int64(js.Priority)), workflows.AttrState.ValueSet(string(workflows.StatePending))),
+	}, workflows.TrainingRunName, js)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		return nil, &DuplicateError{ID: js.ID}
+	}
+	return run, err
+}
+
+// Status asks a run for its status.
+func Status(ctx context.Context, c client.Client, id string) (workflows.Status, error) {
+	var st workflows.Status
+	v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+	if err != nil {
+		return st, fmt.Errorf("status of %s: %w", id, err)
+	}
+	return st, v.Get(&st)
+}
+
+// Ended reports whether a status is final.
+func Ended(st workflows.Status) bool {
+	switch st.State {
+	case workflows.StateCompleted, workflows.StateFailed, workflows.StateCancelled:
+		return true
+	}
+	return false
+}
+
+// WaitFor queries a run until cond holds, the run ends, or ctx expires.
+func WaitFor(ctx context.Context, c client.Client, id string, cond func(workflows.Status) bool) (workflows.Status, error) {
+	for {
+		st, err := Status(ctx, c, id)
+		if err == nil && cond(st) {
+			return st, nil
+		}
+		if err == nil && Ended(st) {
+			return st, fmt.Errorf("%s ended (%s) before the awaited condition held", id, st.State)
+		}
+		select {
+		case <-ctx.Done():
+			return st, fmt.Errorf("waiting on %s: %w (state %s)", id, ctx.Err(), st.State)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// LiveStep reads the training activity's latest heartbeat: status moves
+// at checkpoints, the heartbeat every second. 0 when none is running.
+func LiveStep(ctx context.Context, c client.Client, id string) int64 {
+	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return 0
+	}
+	for _, pa := range desc.GetPendingActivities() {
+		if pa.GetActivityType().GetName() != activities.RunTrainingName || pa.GetHeartbeatDetails() == nil {
+			continue
+		}
+		var p activities.Progress
+		if err := converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &p); err == nil {
+			return p.Step
+		}
+	}
+	return 0
+}
+
+// Pause asks a run to checkpoint, give its instance back and wait.
+func Pause(ctx context.Context, c client.Client, id string) error {
+	return c.SignalWorkflow(ctx, id, "", workflows.SignalPause, nil)
+}
+
+// Resume asks a paused run to reacquire and continue.
+func Resume(ctx context.Context, c client.Client, id string) error {
+	return c.SignalWorkflow(ctx, id, "", workflows.SignalResume, nil)
+}
+
+// SetPriority sends the set-priority update and waits for its answer; an
+// out-of-range value is rejected by the run's validator and never reaches
+// its history.
+func SetPriority(ctx context.Context, c client.Client, id string, p int) (int, error) {
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: id, UpdateName: workflows.UpdatePriority, Args: []any{p},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("set-priority on %s: %w", id, err)
+	}
+	var got int
+	if err := h.Get(ctx, &got); err != nil {
+		return 0, fmt.Errorf("set-priority on %s: %w", id, err)
+	}
+	return got, nil
+}
+
+// Interrupt takes an instance away through the InjectInterruption
+// workflow, so drills work against any cluster the worker serves. It
+// returns when the notice was served.
+func Interrupt(ctx context.Context, c client.Client, instanceID string, grace time.Duration) (time.Time, error) {
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: "interrupt-" + instanceID, TaskQueue: workflows.TaskQueue,
+	}, workflows.InjectInterruptionName, activities.InterruptInput{InstanceID: instanceID, Grace: grace})
+	if err != nil {
+		return time.Time{}, err
+	}
+	var res activities.InterruptResult
+	if err := run.Get(ctx, &res); err != nil {
+		return time.Time{}, fmt.Errorf("interrupt %s: %w", instanceID, err)
+	}
+	return res.NoticeAt, nil
+}

@@ -1,0 +1,115 @@
+// Package nodeagent is the node agent's process: it connects to Temporal
+// and serves the training activity on its instance's own task queue, so
+// the workflow talks to exactly this machine. The worker binary runs it
+// as `worker agent`; clouds start one per instance.
+package nodeagent
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+
+	"refuel/activities"
+	"refuel/internal/cluster"
+	"refuel/internal/telemetry"
+	"refuel/workflows"
+)
+
+// Main runs the agent with command-line args until SIGTERM or SIGINT and
+// returns the process exit code.
+func Main(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		instanceID = fs.String("instance-id", "", "the instance this agent runs on (required)")
+		taskQueue  = fs.String("task-queue", "", "the instance's own task queue (required)")
+		metaURL    = fs.String("metadata-endpoint", "", "instance metadata endpoint to watch for interruption notices; empty watches none")
+		dir        = fs.String("dir", ".", "scratch directory for checkpoints and logs")
+		readyFile  = fs.String("ready-file", "", "file created once the agent serves its task queue")
+		address    = fs.String("temporal-address", "", "Temporal frontend host:port (default: TEMPORAL_ADDRESS or profile)")
+		namespace  = fs.String("namespace", "", "Temporal namespace (default: TEMPORAL_NAMESPACE or default)")
+		storeURL   = fs.String("checkpoint-url", "", "checkpoint store for jobs whose spec names none")
+		stepTime   = fs.Duration("demo-step-time", 100*time.Millisecond, "pace of the demo trainer's steps")
+		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
+	)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *instanceID == "" || *taskQueue == "" {
+		fmt.Fprintln(stderr, "agent: --instance-id and --task-queue are required")
+		return 2
+	}
+	log, err := telemetry.NewLogger(*logLevel, false)
+	if err != nil {
+		fmt.Fprintln(stderr, "agent:", err)
+		return 2
+	}
+	log = log.With(zap.String("instance", *instanceID))
+	self, err := os.Executable()
+	if err != nil {
+		log.Error("cannot find own executable", zap.Error(err))
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := run(ctx, log, agentConfig{
+		target: cluster.Target{Address: *address, Namespace: *namespace}, taskQueue: *taskQueue, readyFile: *readyFile,
+		node: &activities.Node{
+			InstanceID: *instanceID, Dir: *dir, MetadataEndpoint: *metaURL, DefaultStoreURL: *storeURL,
+			SelfCommand: []string{self}, DemoStepTime: *stepTime, Logger: log, ProgressSignal: workflows.SignalProgress,
+		},
+	}); err != nil {
+		log.Error("agent stopped", zap.Error(err))
+		return 1
+	}
+	return 0
+}
+
+type agentConfig struct {
+	target    cluster.Target
+	taskQueue string
+	readyFile string
+	node      *activities.Node
+}
+
+func run(ctx context.Context, log *zap.Logger, cfg agentConfig) error {
+	opts, err := cluster.Options(cfg.target)
+	if err != nil {
+		return err
+	}
+	opts.Logger = telemetry.SDKLogger(log.Named("sdk"))
+	c, err := cluster.Dial(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	cfg.node.Signaler = c
+	// One job at a time: the instance is the job's. Heartbeats go out at
+	// least every second, since they carry pause and cancel requests in.
+	w := worker.New(c, cfg.taskQueue, worker.Options{
+		MaxConcurrentActivityExecutionSize: 1, DisableWorkflowWorker: true,
+		MaxHeartbeatThrottleInterval: time.Second, DefaultHeartbeatThrottleInterval: time.Second,
+	})
+	w.RegisterActivityWithOptions(cfg.node.RunTraining, activity.RegisterOptions{Name: activities.RunTrainingName})
+	if err := w.Start(); err != nil {
+		return err
+	}
+	defer w.Stop()
+	if cfg.readyFile != "" {
+		if err := os.WriteFile(cfg.readyFile, []byte(time.Now().Format(time.RFC3339Nano)), 0o644); err != nil {
+			return err
+		}
+	}
+	log.Info("node agent serving", zap.String("task_queue", cfg.taskQueue))
+	<-ctx.Done()
+	return nil
+}

@@ -1,0 +1,44 @@
+// The worker binary: with no arguments it serves refuel's control plane
+// (on the embedded Temporal server and Web UI unless TEMPORAL_ADDRESS or
+// a profile names a cluster). Subcommands run the other roles of the same
+// binary: `agent` (a node agent on an instance) and `trainer` (the demo
+// trainer the node agent runs for specs without a command).
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"refuel/nodeagent"
+	"refuel/pkg/trainer"
+)
+
+func main() {
+	args := os.Args[1:]
+	cmd := "serve"
+	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		os.Exit(serve(args))
+	case "agent":
+		os.Exit(nodeagent.Main(args, os.Stderr))
+	case "trainer":
+		os.Exit(trainer.Main(args, os.Stdout, os.Stderr))
+	case "help":
+		usage()
+	default:
+		fmt.Fprintf(os.Stderr, "worker: unknown command %q\n", cmd)
+		usage()
+		os.Exit(2)
+	}
+}
+
+func usage() {
+	fmt.Fprint(os.Stderr, `usage: worker [serve] [flags]   serve the control plane (default)
+       worker agent [flags]     run a node agent (started by clouds, one per instance)
+       worker trainer [flags]   run the demo trainer (started by node agents)
+Run a command with -h for its flags.
+`)
+}

@@ -1,0 +1,104 @@
+package workflows
+
+import (
+	"errors"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"refuel/activities"
+	"refuel/pkg/capacity"
+)
+
+// controlOptions are for quick control-plane activities.
+func controlOptions(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           TaskQueue,
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
+	})
+}
+
+// acquireOptions: the activity itself marks every class but throttling
+// non-retryable, so Temporal's backoff here is the throttling backoff;
+// the run's own loop handles no capacity.
+func acquireOptions(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           TaskQueue,
+		StartToCloseTimeout: 3 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 8,
+		},
+	})
+}
+
+// releaseOptions retry for as long as it takes: an instance must never be
+// left running because one call failed.
+func releaseOptions(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           TaskQueue,
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute},
+	})
+}
+
+// trainingOptions send the training activity to the instance's own task
+// queue. It is not retried: a failed attempt means a lost instance, and the
+// run itself acquires a replacement.
+func trainingOptions(ctx workflow.Context, taskQueue string, work time.Duration, o RunOptions) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              taskQueue,
+		ScheduleToStartTimeout: 2 * time.Minute,
+		StartToCloseTimeout:    max(4*work, time.Hour),
+		HeartbeatTimeout:       o.HeartbeatTimeout,
+		WaitForCancellation:    true,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+}
+
+// recordAcquireFailure adds each classified failure to status and
+// returns them; an error without details counts as one unknown failure.
+func (r *run) recordAcquireFailure(ctx workflow.Context, err error) []activities.FailureDetail {
+	var details []activities.FailureDetail
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && app.HasDetails() {
+		_ = app.Details(&details)
+	}
+	if len(details) == 0 {
+		class := capacity.Unknown
+		if app != nil && app.Type() != "" {
+			class = capacity.Class(app.Type())
+		}
+		details = []activities.FailureDetail{{Class: class, Message: err.Error()}}
+	}
+	for _, d := range details {
+		r.addFailure(ctx, string(d.Class), d.Offering, d.Message)
+	}
+	return details
+}
+
+// permanent reports whether no offering can ever succeed.
+func permanent(details []activities.FailureDetail) bool {
+	for _, d := range details {
+		if d.Class.Retryable() {
+			return false
+		}
+	}
+	return len(details) > 0
+}
+
+func describeFailures(details []activities.FailureDetail) string {
+	parts := make([]string, len(details))
+	for i, d := range details {
+		parts[i] = string(d.Class) + " on " + d.Offering + ": " + d.Message
+	}
+	return strings.Join(parts, "; ")
+}
+
+// autoCheckpointInterval is the interval for "auto" before any
+// preemption has been measured: a twentieth of the work, within bounds.
+func autoCheckpointInterval(work time.Duration) time.Duration {
+	return min(max(work/20, 10*time.Second), 30*time.Minute)
+}

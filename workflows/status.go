@@ -1,0 +1,88 @@
+package workflows
+
+import (
+	"time"
+
+	"refuel/activities"
+)
+
+// State is where a run is; it is also the RefuelState search attribute.
+type State string
+
+const (
+	StatePending     State = "pending"
+	StateAcquiring   State = "acquiring"
+	StateWaiting     State = "waiting-for-capacity"
+	StateRunning     State = "running"
+	StatePreempted   State = "preempted"
+	StatePaused      State = "paused"
+	StateCompleted   State = "completed"
+	StateFailed      State = "failed"
+	StateCancelled   State = "cancelled"
+	stateFailedClass       = "failed:" // prefix for RefuelState when a class explains the failure
+)
+
+// Status is the answer to the "status" query (design section 3); fields
+// are only ever added.
+type Status struct {
+	ID             string                    `json:"id"`
+	Team           string                    `json:"team"`
+	Tier           string                    `json:"tier"`
+	State          State                     `json:"state"`
+	Priority       int                       `json:"priority"`
+	Paused         bool                      `json:"paused"`
+	Step           int64                     `json:"step"`
+	TotalSteps     int64                     `json:"total_steps"`
+	LastCheckpoint *activities.CheckpointRef `json:"last_checkpoint"`
+	Instance       *InstanceRef              `json:"instance"`
+	Preemptions    int                       `json:"preemptions"`
+	Recoveries     int                       `json:"recoveries"`
+	CostUSD        float64                   `json:"cost_usd"`
+	LostWorkSecs   float64                   `json:"lost_work_seconds"`
+	Failures       []Failure                 `json:"failures"`
+
+	Attempt        int             `json:"attempt"`
+	StartedAt      time.Time       `json:"started_at"`
+	LastPreemption *PreemptionInfo `json:"last_preemption,omitempty"`
+	LastRecovery   *RecoveryInfo   `json:"last_recovery,omitempty"`
+	ModelDigest    string          `json:"model_digest,omitempty"`
+}
+
+// InstanceRef is the instance a run holds now.
+type InstanceRef struct {
+	ID           string    `json:"id"`
+	Offering     string    `json:"offering"`
+	Market       string    `json:"market"`
+	Zone         string    `json:"zone"`
+	PricePerHour float64   `json:"price_per_hour"`
+	Since        time.Time `json:"since"`
+}
+
+// Failure is one classified failure the run met.
+type Failure struct {
+	Class    string    `json:"class"`
+	Offering string    `json:"offering"`
+	Message  string    `json:"message"`
+	Time     time.Time `json:"time"`
+}
+
+// PreemptionInfo describes the latest preemption.
+type PreemptionInfo struct {
+	Time           time.Time `json:"time"`
+	InstanceID     string    `json:"instance_id"`
+	Zone           string    `json:"zone"`
+	AtStep         int64     `json:"at_step"`
+	CheckpointStep int64     `json:"checkpoint_step"`
+	WithNotice     bool      `json:"with_notice"`
+}
+
+// RecoveryInfo describes the latest resume on a replacement instance.
+type RecoveryInfo struct {
+	ReplacementAt   time.Time `json:"replacement_at"`
+	ResumedAt       time.Time `json:"resumed_at"`
+	ResumedFromStep int64     `json:"resumed_from_step"`
+	InstanceID      string    `json:"instance_id"`
+}
+
+// maxFailures bounds how many failures status keeps (the newest).
+const maxFailures = 20

@@ -1,0 +1,400 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"refuel/activities"
+	"refuel/pkg/capacity"
+	"refuel/pkg/cost"
+	"refuel/pkg/spec"
+)
+
+// TrainingRun is the durable life of one training job: acquire an
+// instance, train on it, survive preemptions by resuming on a replacement
+// from the latest checkpoint, and give back everything it acquired however
+// the run ends. Its input is one JobSpec; its result is the final Status.
+func TrainingRun(ctx workflow.Context, js spec.JobSpec) (Status, error) {
+	r, err := newRun(ctx, js)
+	if err != nil {
+		return Status{}, err
+	}
+	defer r.releaseOnExit(ctx)
+
+	for !r.done {
+		if err := r.waitWhilePaused(ctx); err != nil {
+			return r.end(ctx, err)
+		}
+		if err := r.acquire(ctx); err != nil {
+			return r.end(ctx, err)
+		}
+		if r.instance == nil {
+			continue // paused while waiting for capacity
+		}
+		res, err := r.train(ctx)
+		if err := r.settle(ctx, res, err); err != nil {
+			return r.end(ctx, err)
+		}
+	}
+	return r.end(ctx, nil)
+}
+
+// run is the state of one TrainingRun; its methods are the steps.
+type run struct {
+	spec     spec.JobSpec
+	status   Status
+	ledger   cost.Ledger
+	opts     RunOptions
+	instance *capacity.Instance
+
+	offerings []capacity.Offering
+	avoidZone string // the zone that just preempted us: tried last
+	attempt   int
+	paused    bool
+	done      bool
+
+	recovering      bool      // a preemption happened and no replacement has resumed yet
+	trainingSince   time.Time // when the current attempt's training started
+	trainerFailures int
+	stopTraining    workflow.CancelFunc
+}
+
+// RunOptions are the knobs of a run that are not part of the JobSpec.
+// Defaults suit real jobs; tests shorten them.
+type RunOptions struct {
+	CapacityBackoff    time.Duration // first wait after no capacity anywhere
+	MaxCapacityBackoff time.Duration
+	HeartbeatTimeout   time.Duration // how long an instance may be silent before it counts as lost
+	StopGrace          time.Duration // how long a pause or cancel waits for the final checkpoint
+	MaxTrainerFailures int           // trainer crashes (non-zero exits) tolerated before the run fails
+}
+
+// DefaultRunOptions are the options every TrainingRun uses.
+var DefaultRunOptions = RunOptions{
+	CapacityBackoff:    5 * time.Second,
+	MaxCapacityBackoff: 2 * time.Minute,
+	HeartbeatTimeout:   20 * time.Second,
+	StopGrace:          2 * time.Minute,
+	MaxTrainerFailures: 3,
+}
+
+func newRun(ctx workflow.Context, js spec.JobSpec) (*run, error) {
+	js.Normalize()
+	// Validation formats its messages with fmt, which workflowcheck cannot
+	// prove deterministic; it only formats the spec's own values.
+	//workflowcheck:ignore
+	if err := js.Validate(workflow.Now(ctx)); err != nil {
+		return nil, invalidSpecError(err)
+	}
+	r := &run{spec: js, opts: DefaultRunOptions, paused: false}
+	r.status = Status{
+		ID: js.ID, Team: js.Team, Tier: string(js.Tier), State: StatePending,
+		Priority: js.Priority, StartedAt: workflow.Now(ctx), Failures: []Failure{},
+	}
+	if err := r.registerHandlers(ctx); err != nil {
+		return nil, err
+	}
+	err := workflow.UpsertTypedSearchAttributes(ctx,
+		AttrTeam.ValueSet(js.Team), AttrTier.ValueSet(string(js.Tier)),
+		AttrPriority.ValueSet(int64(js.Priority)), AttrState.ValueSet(string(StatePending)))
+	return r, err
+}
+
+// waitWhilePaused blocks, holding no instance, until the run is resumed.
+func (r *run) waitWhilePaused(ctx workflow.Context) error {
+	if !r.paused {
+		return nil
+	}
+	r.setState(ctx, StatePaused)
+	return workflow.Await(ctx, func() bool { return !r.paused })
+}
+
+// acquire gets an instance, trying the offerings the tier allows in order
+// and waiting with backoff while none has capacity. It returns with no
+// instance if the run was paused meanwhile.
+func (r *run) acquire(ctx workflow.Context) error {
+	if r.offerings == nil {
+		if err := r.listOfferings(ctx); err != nil {
+			return err
+		}
+	}
+	backoff := r.opts.CapacityBackoff
+	for !r.paused {
+		order := capacity.Order(r.offerings, r.spec.Tier, r.avoidZone)
+		if len(order) == 0 {
+			return temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("no offering matching resources suits tier %s (it allows spot: %v, on-demand: %v)",
+					r.spec.Tier, r.spec.Tier.AllowsSpot(), r.spec.Tier.AllowsOnDemand()),
+				string(capacity.SpecMismatch), nil)
+		}
+		r.attempt++
+		r.status.Attempt = r.attempt
+		r.setState(ctx, StateAcquiring)
+		req := capacity.Request{
+			RunID: workflow.GetInfo(ctx).WorkflowExecution.ID, Attempt: r.attempt, Offerings: order,
+			Tags: map[string]string{capacity.TagTeam: r.spec.Team, capacity.TagPool: "burst"},
+		}
+		var inst capacity.Instance
+		err := workflow.ExecuteActivity(acquireOptions(ctx), activities.AcquireName, req).Get(ctx, &inst)
+		if err == nil {
+			r.onAcquired(ctx, inst)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return temporal.NewCanceledError()
+		}
+		details := r.recordAcquireFailure(ctx, err)
+		if permanent(details) {
+			return temporal.NewNonRetryableApplicationError(
+				"no offering can ever be acquired: "+describeFailures(details), string(details[0].Class), nil, details)
+		}
+		r.setState(ctx, StateWaiting)
+		if _, err := workflow.AwaitWithTimeout(ctx, backoff, func() bool { return r.paused }); err != nil {
+			return err
+		}
+		backoff = min(2*backoff, r.opts.MaxCapacityBackoff)
+	}
+	return nil
+}
+
+func (r *run) listOfferings(ctx workflow.Context) error {
+	var offerings []capacity.Offering
+	in := activities.OfferingsInput{Resources: r.spec.Resources}
+	if err := workflow.ExecuteActivity(controlOptions(ctx), activities.ListOfferingsName, in).Get(ctx, &offerings); err != nil {
+		return err
+	}
+	if len(offerings) == 0 {
+		return temporal.NewNonRetryableApplicationError(
+			"no provider offers what resources asks for: check resources.gpus, instance_types, zones, providers and max_price_per_hour",
+			string(capacity.SpecMismatch), nil)
+	}
+	r.offerings = offerings
+	return nil
+}
+
+func (r *run) onAcquired(ctx workflow.Context, inst capacity.Instance) {
+	now := workflow.Now(ctx)
+	r.instance = &inst
+	o := inst.Offering
+	r.ledger.Open(cost.Segment{
+		InstanceID: inst.ID, Pool: o.Provider, Market: string(o.Market), Offering: o.Key(),
+		PricePerHour: o.PricePerHour, Start: now,
+	})
+	r.status.Instance = &InstanceRef{ID: inst.ID, Offering: o.Key(), Market: string(o.Market), Zone: o.Zone, PricePerHour: o.PricePerHour, Since: now}
+	if r.recovering {
+		r.status.LastRecovery = &RecoveryInfo{ReplacementAt: now, InstanceID: inst.ID}
+	}
+	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrMarket.ValueSet(string(o.Market)))
+}
+
+// train runs the job on the instance until it completes, is preempted,
+// is stopped for a pause, or the instance goes silent.
+func (r *run) train(ctx workflow.Context) (activities.TrainingResult, error) {
+	r.setState(ctx, StateRunning)
+	r.trainingSince = workflow.Now(ctx)
+	in := activities.TrainingInput{
+		Spec: r.spec, Attempt: r.attempt, InstanceID: r.instance.ID, CheckpointURL: r.spec.Checkpoint.URL,
+		CheckpointInterval: r.checkpointInterval(), StopGrace: r.opts.StopGrace,
+	}
+	actx, cancel := workflow.WithCancel(trainingOptions(ctx, r.instance.TaskQueue, r.spec.Work.D(), r.opts))
+	r.stopTraining = cancel
+	defer func() { r.stopTraining = nil }()
+	var res activities.TrainingResult
+	err := workflow.ExecuteActivity(actx, activities.RunTrainingName, in).Get(ctx, &res)
+	return res, err
+}
+
+// settle acts on how an attempt ended.
+func (r *run) settle(ctx workflow.Context, res activities.TrainingResult, err error) error {
+	if ctx.Err() != nil {
+		return temporal.NewCanceledError()
+	}
+	r.observeResult(ctx, res)
+	var canceled *temporal.CanceledError
+	switch {
+	case err == nil && res.Outcome == activities.OutcomeCompleted:
+		r.done = true
+		r.status.ModelDigest = res.ModelDigest
+		r.release(ctx, activities.ReleaseCompleted)
+	case err == nil && res.Outcome == activities.OutcomePreempted:
+		r.onPreempted(ctx, res.LastStep, true)
+	case err == nil && res.Outcome == activities.OutcomeFailed:
+		r.trainerFailures++
+		r.addFailure(ctx, "trainer", r.instance.Offering.Key(), res.Message)
+		r.release(ctx, activities.ReleaseFailed)
+		if r.trainerFailures >= r.opts.MaxTrainerFailures {
+			return temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("trainer failed %d times; last: %s", r.trainerFailures, res.Message), "TrainerFailed", nil)
+		}
+	case err == nil && res.Outcome == activities.OutcomeStopped, errors.As(err, &canceled):
+		r.release(ctx, activities.ReleasePaused)
+	default:
+		// The instance went silent or its agent never picked the work up:
+		// it was taken without notice, or died. Either way it is lost.
+		r.addFailure(ctx, "instance-lost", r.instance.Offering.Key(), err.Error())
+		r.onPreempted(ctx, r.status.Step, false)
+	}
+	return nil
+}
+
+// observeResult folds an attempt's final report into status.
+func (r *run) observeResult(ctx workflow.Context, res activities.TrainingResult) {
+	if r.recovering && r.status.LastRecovery != nil && res.Outcome != activities.OutcomeFailed {
+		// The "restored" signal never came (or came late): the attempt's
+		// own report shows it did resume.
+		r.markRecovered(ctx, res.RestoredStep, r.trainingSince)
+	}
+	r.status.Step = max(r.status.Step, res.LastStep)
+	if res.TotalSteps > 0 {
+		r.status.TotalSteps = res.TotalSteps
+	}
+	if c := res.LastCheckpoint; c != nil && (r.status.LastCheckpoint == nil || c.Step >= r.status.LastCheckpoint.Step) {
+		r.status.LastCheckpoint = c
+	}
+}
+
+// onPreempted records a preemption and gives back what is left of the
+// instance; the loop then acquires a replacement, avoiding this zone.
+func (r *run) onPreempted(ctx workflow.Context, atStep int64, withNotice bool) {
+	now := workflow.Now(ctx)
+	ckptStep := int64(0)
+	if r.status.LastCheckpoint != nil {
+		ckptStep = r.status.LastCheckpoint.Step
+	}
+	lost := r.lostWorkSeconds(now, atStep, ckptStep, withNotice)
+	r.ledger.AddLostWork(lost)
+	r.status.Preemptions++
+	r.status.LostWorkSecs += lost
+	r.status.LastPreemption = &PreemptionInfo{
+		Time: now, InstanceID: r.instance.ID, Zone: r.instance.Offering.Zone,
+		AtStep: atStep, CheckpointStep: ckptStep, WithNotice: withNotice,
+	}
+	r.avoidZone = r.instance.Offering.Zone
+	r.recovering = true
+	m := workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"market": string(r.instance.Offering.Market), "zone": r.instance.Offering.Zone})
+	m.Counter("refuel_preemptions_total").Inc(1)
+	m.Counter("refuel_lost_work_seconds_total").Inc(int64(lost))
+	r.setState(ctx, StatePreempted)
+	r.release(ctx, activities.ReleasePreempted)
+}
+
+// lostWorkSeconds estimates the compute that must be redone: the steps
+// past the last checkpoint, at the pace this attempt trained.
+func (r *run) lostWorkSeconds(now time.Time, atStep, ckptStep int64, withNotice bool) float64 {
+	if atStep <= ckptStep {
+		return 0
+	}
+	trained := now.Sub(r.trainingSince).Seconds()
+	if !withNotice && r.status.LastCheckpoint != nil && r.status.LastCheckpoint.Time.After(r.trainingSince) {
+		// Silent loss: everything since the last checkpoint is gone.
+		return now.Sub(r.status.LastCheckpoint.Time).Seconds()
+	}
+	progressed := atStep - r.resumedFrom()
+	if progressed <= 0 || trained <= 0 {
+		return 0
+	}
+	return float64(atStep-ckptStep) * trained / float64(progressed)
+}
+
+func (r *run) resumedFrom() int64 {
+	if r.status.LastRecovery != nil && r.status.LastRecovery.InstanceID == r.instance.ID {
+		return r.status.LastRecovery.ResumedFromStep
+	}
+	return 0
+}
+
+// release gives the current instance back and closes its cost segment.
+// It uses a disconnected context so it runs even while the run is being
+// cancelled.
+func (r *run) release(ctx workflow.Context, reason activities.ReleaseReason) {
+	if r.instance == nil {
+		return
+	}
+	dctx, cancel := workflow.NewDisconnectedContext(ctx)
+	defer cancel()
+	in := activities.ReleaseInput{Instance: *r.instance, Reason: reason}
+	if err := workflow.ExecuteActivity(releaseOptions(dctx), activities.ReleaseName, in).Get(dctx, nil); err != nil {
+		workflow.GetLogger(ctx).Error("release failed; the janitor will reclaim the instance", "instance", r.instance.ID, "error", err)
+	}
+	now := workflow.Now(ctx)
+	r.ledger.Close(r.instance.ID, now)
+	r.instance = nil
+	r.status.Instance = nil
+	r.status.CostUSD = r.ledger.CostUSD(now)
+	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrCostUSD.ValueSet(r.status.CostUSD), AttrMarket.ValueUnset())
+}
+
+// releaseOnExit runs however the workflow ends: nothing acquired is kept.
+func (r *run) releaseOnExit(ctx workflow.Context) {
+	r.release(ctx, activities.ReleaseCleanup)
+}
+
+// end records the final state and returns the run's result.
+func (r *run) end(ctx workflow.Context, err error) (Status, error) {
+	ctx, cancel := workflow.NewDisconnectedContext(ctx)
+	defer cancel()
+	var canceled *temporal.CanceledError
+	switch {
+	case err == nil:
+		r.setState(ctx, StateCompleted)
+	case errors.As(err, &canceled):
+		r.release(ctx, activities.ReleaseCleanup)
+		r.setState(ctx, StateCancelled)
+		return r.snapshot(ctx), temporal.NewCanceledError()
+	default:
+		r.release(ctx, activities.ReleaseFailed)
+		r.status.State = StateFailed
+		state := string(StateFailed)
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) && app.Type() != "" {
+			state = stateFailedClass + app.Type()
+		}
+		_ = workflow.UpsertTypedSearchAttributes(ctx, AttrState.ValueSet(state))
+		return r.snapshot(ctx), err
+	}
+	return r.snapshot(ctx), nil
+}
+
+// snapshot is the status with cost brought up to now.
+func (r *run) snapshot(ctx workflow.Context) Status {
+	s := r.status
+	s.Paused = r.paused
+	s.CostUSD = r.ledger.CostUSD(workflow.Now(ctx))
+	s.Failures = append([]Failure(nil), r.status.Failures...)
+	return s
+}
+
+func (r *run) setState(ctx workflow.Context, s State) {
+	if r.status.State == s {
+		return
+	}
+	r.status.State = s
+	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrState.ValueSet(string(s)))
+}
+
+func (r *run) addFailure(ctx workflow.Context, class, offering, msg string) {
+	r.status.Failures = append(r.status.Failures, Failure{Class: class, Offering: offering, Message: msg, Time: workflow.Now(ctx)})
+	if n := len(r.status.Failures); n > maxFailures {
+		r.status.Failures = r.status.Failures[n-maxFailures:]
+	}
+}
+
+// checkpointInterval is how often the trainer should checkpoint.
+func (r *run) checkpointInterval() time.Duration {
+	if d, ok := r.spec.Checkpoint.FixedInterval(); ok {
+		return d
+	}
+	return autoCheckpointInterval(r.spec.Work.D())
+}
+
+func invalidSpecError(err error) error {
+	var ve *spec.ValidationError
+	if errors.As(err, &ve) {
+		return temporal.NewNonRetryableApplicationError(ve.Error(), "InvalidJobSpec", nil, ve.Fields)
+	}
+	return temporal.NewNonRetryableApplicationError(err.Error(), "InvalidJobSpec", nil)
+}
