@@ -1,0 +1,46 @@
+# refuel: `make run` starts the embedded stack and a demo; `make test` runs every test.
+GO      ?= go
+BIN     := bin
+DATA    ?= .refuel
+TRACES  ?= ../shared/traces
+
+.PHONY: build run test vet lint unit e2e bench bench-policy clean
+
+build:
+	$(GO) build -o $(BIN)/ ./worker ./starter
+
+# Starts the control plane (embedded Temporal server, Web UI, local cloud,
+# metrics) in the background, logging to $(DATA)/worker.log, then drives
+# the demo in the foreground. Ctrl-C stops everything.
+run: build
+	@mkdir -p $(DATA)
+	@echo "starting refuel (logs: $(DATA)/worker.log)"
+	@$(BIN)/worker --data-dir $(DATA) > $(DATA)/worker.log 2>&1 & wpid=$$!; \
+	trap 'kill $$wpid 2>/dev/null; wait $$wpid 2>/dev/null' EXIT INT TERM; \
+	$(BIN)/starter demo || { tail -20 $(DATA)/worker.log; exit 1; }; \
+	echo "Web UI: http://127.0.0.1:8233  metrics: http://127.0.0.1:9464/metrics  (Ctrl-C to stop)"; \
+	wait $$wpid
+
+test: lint unit e2e
+
+lint:
+	@echo "== go vet, gofmt, workflowcheck"
+	$(GO) vet ./...
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) tool workflowcheck ./workflows/...
+
+# Unit tests: everything but tests/, which links the Temporal server.
+unit:
+	@echo "== unit tests"
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v /tests)
+
+# End-to-end tests on the embedded server, with real node-agent processes.
+e2e:
+	@echo "== end-to-end tests"
+	$(GO) test -count=1 -timeout 20m ./tests/
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./pkg/...
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,106 @@
+// Package tests holds refuel's end-to-end tests: the real embedded
+// Temporal server in-process, the real control plane, and real node-agent
+// processes (this test binary re-executed in agent mode), plus replay of
+// recorded workflow histories. They live in one package so CI links the
+// Temporal server once.
+package tests
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"refuel/controlplane"
+	"refuel/nodeagent"
+	"refuel/pkg/trainer"
+)
+
+// TestMain lets the test binary play the worker binary's other roles: the
+// local cloud starts it as `agent`, and agents start it as `trainer`.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "agent":
+			os.Exit(nodeagent.Main(os.Args[2:], os.Stderr))
+		case "trainer":
+			os.Exit(trainer.Main(os.Args[2:], os.Stdout, os.Stderr))
+		}
+	}
+	os.Exit(m.Run())
+}
+
+// demoStepTime makes demo-trainer jobs short: work 6s is 300 steps.
+const demoStepTime = 20 * time.Millisecond
+
+// startStack runs a whole control plane on an in-memory embedded server
+// with free ports, stopped when the test ends.
+func startStack(t *testing.T, edit func(*controlplane.Config)) *controlplane.Stack {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := controlplane.Config{
+		InMemory: true, DataDir: t.TempDir(),
+		FrontendAddr: "127.0.0.1:0", UIAddr: "-", MetricsAddr: "127.0.0.1:0",
+		SelfCommand: []string{self}, DemoStepTime: demoStepTime, JanitorEvery: -1,
+		Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := controlplane.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.Stop()
+		assertNoAgents(t)
+	})
+	return s
+}
+
+// assertNoAgents checks that no node-agent process of this test binary
+// is left running.
+func assertNoAgents(t *testing.T) {
+	t.Helper()
+	self, _ := os.Executable()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left := agentProcesses(self)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("node-agent processes left behind: %v", left)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func agentProcesses(exe string) []string {
+	entries, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range entries {
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || len(cmdline) == 0 {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+		if len(args) > 1 && args[0] == exe && (args[1] == "agent" || args[1] == "trainer") {
+			if status, err := os.ReadFile("/proc/" + e.Name() + "/status"); err == nil && strings.Contains(string(status), "State:\tZ") {
+				continue // a zombie has exited; its parent just has not reaped it yet
+			}
+			out = append(out, e.Name()+": "+strings.Join(args, " "))
+		}
+	}
+	return out
+}

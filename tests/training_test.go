@@ -1,0 +1,273 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"refuel/jobs"
+	"refuel/pkg/spec"
+	"refuel/workflows"
+)
+
+// TestDrill runs the field's acceptance test for real: a job checkpoints,
+// its instance is taken away, refuel acquires a replacement by itself and
+// resumes from the latest checkpoint, and the final model is bit-identical
+// to an uninterrupted run's.
+func TestDrill(t *testing.T) {
+	s := startStack(t, nil)
+	ctx := context.Background()
+	rep, err := jobs.Drill(ctx, s.Client, jobs.DrillOptions{
+		Work: 6 * time.Second, Interval: time.Second, NoticeGrace: 30 * time.Second, Timeout: 3 * time.Minute,
+		Progress: testWriter{t},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(rep)
+	t.Logf("drill report: %s", b)
+	if !rep.Passed || !rep.FinalIdentical {
+		t.Fatalf("drill failed: %s", rep.Reason)
+	}
+	if rep.ReplacementInstance == rep.InterruptedInstance || rep.ReplacementInstance == "" {
+		t.Errorf("replacement %q; want a new instance, not %q", rep.ReplacementInstance, rep.InterruptedInstance)
+	}
+	if rep.ResumedFromStep < rep.CheckpointStep {
+		t.Errorf("resumed from %d, before the checkpoint at %d", rep.ResumedFromStep, rep.CheckpointStep)
+	}
+	if rep.RecoverySeconds <= 0 || rep.RecoverySeconds < rep.ReplacementSeconds {
+		t.Errorf("recovery %.2fs, replacement %.2fs: recovery must follow the replacement", rep.RecoverySeconds, rep.ReplacementSeconds)
+	}
+	if left, _ := s.Cloud.List(ctx, nil); len(left) != 0 {
+		t.Errorf("instances still running after the run ended: %v", left)
+	}
+	st, err := jobs.Status(ctx, s.Client, rep.WorkflowID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Preemptions != 1 || st.Recoveries != 1 || st.CostUSD <= 0 || st.LastCheckpoint == nil {
+		t.Errorf("status after drill: preemptions %d recoveries %d cost %.6f checkpoint %v", st.Preemptions, st.Recoveries, st.CostUSD, st.LastCheckpoint)
+	}
+	metrics := scrape(t, s.MetricsURL())
+	for _, m := range []string{"refuel_acquisitions_total", "refuel_preemptions_total", "refuel_recoveries_total", "refuel_checkpoints_total", "refuel_releases_total"} {
+		if !strings.Contains(metrics, m) {
+			t.Errorf("/metrics lacks %s", m)
+		}
+	}
+	recordHistory(t, s.Client, rep.WorkflowID, "training-run-drill")
+}
+
+func TestDuplicateIDIsRefused(t *testing.T) {
+	s := startStack(t, nil)
+	ctx := context.Background()
+	js := quickJob("dup-1", spec.TierFlexible)
+	run, err := jobs.Submit(ctx, s.Client, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dup *jobs.DuplicateError
+	if _, err := jobs.Submit(ctx, s.Client, js); !errors.As(err, &dup) {
+		t.Fatalf("second submit: %v; want DuplicateError", err)
+	}
+	if err := run.Get(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jobs.Submit(ctx, s.Client, js); !errors.As(err, &dup) {
+		t.Fatalf("submit after the first run closed: %v; want DuplicateError", err)
+	}
+}
+
+// TestBadPriorityLeavesNoTrace checks that the set-priority validator
+// rejects a bad value before anything reaches the run's history.
+func TestBadPriorityLeavesNoTrace(t *testing.T) {
+	s := startStack(t, nil)
+	ctx := context.Background()
+	js := quickJob("prio-1", spec.TierFlexible)
+	js.Work = spec.Duration(4 * time.Second)
+	run, err := jobs.Submit(ctx, s.Client, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jobs.SetPriority(ctx, s.Client, js.ID, 150); err == nil || !strings.Contains(err.Error(), "0 (lowest) to 100") {
+		t.Errorf("priority 150: %v; want a rejection that says the range", err)
+	}
+	if got, err := jobs.SetPriority(ctx, s.Client, js.ID, 90); err != nil || got != 90 {
+		t.Fatalf("priority 90: got %d, %v", got, err)
+	}
+	if err := run.Get(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	updates := 0
+	iter := s.Client.GetWorkflowHistory(ctx, js.ID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetEventType() == enums.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED {
+			updates++
+		}
+	}
+	if updates != 1 {
+		t.Errorf("%d accepted updates in history; want only the valid one", updates)
+	}
+	st, _ := jobs.Status(ctx, s.Client, js.ID)
+	if st.Priority != 90 {
+		t.Errorf("priority %d; want 90", st.Priority)
+	}
+}
+
+// TestPauseAndResume pauses a training run: it checkpoints, gives its
+// instance back and holds nothing until resumed, then finishes from where
+// it stopped.
+func TestPauseAndResume(t *testing.T) {
+	s := startStack(t, nil)
+	ctx := context.Background()
+	js := quickJob("pause-1", spec.TierFlexible)
+	js.Work = spec.Duration(8 * time.Second)
+	run, err := jobs.Submit(ctx, s.Client, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if _, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st workflows.Status) bool { return st.LastCheckpoint != nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := jobs.Pause(ctx, s.Client, js.ID); err != nil {
+		t.Fatal(err)
+	}
+	paused, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st workflows.Status) bool { return st.State == workflows.StatePaused })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if paused.Instance != nil {
+		t.Errorf("paused run holds %v", paused.Instance)
+	}
+	if left, _ := s.Cloud.List(ctx, nil); len(left) != 0 {
+		t.Errorf("instances running while the only run is paused: %v", left)
+	}
+	if err := jobs.Resume(ctx, s.Client, js.ID); err != nil {
+		t.Fatal(err)
+	}
+	var final workflows.Status
+	if err := run.Get(wctx, &final); err != nil {
+		t.Fatal(err)
+	}
+	if final.State != workflows.StateCompleted || final.Preemptions != 0 || final.Step != final.TotalSteps {
+		t.Errorf("final %s step %d/%d preemptions %d", final.State, final.Step, final.TotalSteps, final.Preemptions)
+	}
+	recordHistory(t, s.Client, js.ID, "training-run-pause-resume")
+}
+
+// TestCancelReleasesInstances cancels a running job and checks that its
+// instance is released and its agent gone.
+func TestCancelReleasesInstances(t *testing.T) {
+	s := startStack(t, nil)
+	ctx := context.Background()
+	js := quickJob("cancel-1", spec.TierCritical)
+	js.Work = spec.Duration(time.Minute)
+	run, err := jobs.Submit(ctx, s.Client, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if _, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st workflows.Status) bool { return st.State == workflows.StateRunning }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Client.CancelWorkflow(ctx, js.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	err = run.Get(wctx, nil)
+	if err == nil {
+		t.Fatal("cancelled run completed")
+	}
+	if left, _ := s.Cloud.List(ctx, nil); len(left) != 0 {
+		t.Errorf("instances running after cancel: %v", left)
+	}
+}
+
+// TestInvalidSpecFromAnyClient starts a TrainingRun with an invalid spec
+// the way another SDK would (no client-side validation): the run fails
+// at once, naming the fields.
+func TestInvalidSpecFromAnyClient(t *testing.T) {
+	s := startStack(t, nil)
+	ctx := context.Background()
+	raw := map[string]any{"id": "bad-1", "tier": "deadline", "work": "1h", "priority": 300}
+	run, err := s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "bad-1", TaskQueue: workflows.TaskQueue}, workflows.TrainingRunName, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = run.Get(ctx, nil)
+	if err == nil || !strings.Contains(err.Error(), "deadline") || !strings.Contains(err.Error(), "priority") {
+		t.Fatalf("error %v; want a failure naming deadline and priority", err)
+	}
+}
+
+func quickJob(id string, tier spec.Tier) spec.JobSpec {
+	js := spec.JobSpec{ID: id, Team: "test", Tier: tier, Priority: 50, Work: spec.Duration(2 * time.Second),
+		Checkpoint: spec.Checkpoint{Interval: "500ms"}}
+	js.Normalize()
+	return js
+}
+
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// recordHistory saves a run's history for the replay test when
+// REFUEL_RECORD_HISTORIES names a directory (testdata/histories).
+func recordHistory(t *testing.T, c client.Client, id, name string) {
+	t.Helper()
+	dir := os.Getenv("REFUEL_RECORD_HISTORIES")
+	if dir == "" {
+		return
+	}
+	path := filepath.Join(dir, name+".json")
+	iter := c.GetWorkflowHistory(context.Background(), id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var events []json.RawMessage
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := protoJSON(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, b)
+	}
+	b, _ := json.MarshalIndent(map[string]any{"events": events}, "", "  ")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("recorded %d events to %s", len(events), path)
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
