@@ -40,9 +40,19 @@ func NewMetrics(log *zap.Logger) (*Metrics, error) {
 	scope, closer := tally.NewRootScope(tally.ScopeOptions{
 		CachedReporter:  reporter,
 		Separator:       tallyprom.DefaultSeparator,
-		SanitizeOptions: &sdktally.PrometheusSanitizeOptions,
+		SanitizeOptions: &sanitize,
 	}, time.Second)
 	return &Metrics{Registry: reg, Handler: sdktally.NewMetricsHandler(scope), scope: scope, closer: closer.Close}, nil
+}
+
+// sanitize keeps names and keys to Prometheus' rules but lets label
+// values keep the dashes of markets and zones ("on-demand", "us-west-2a"),
+// so a dashboard's filters read like the JobSpec.
+var sanitize = tally.SanitizeOptions{
+	NameCharacters:       sdktally.PrometheusSanitizeOptions.NameCharacters,
+	KeyCharacters:        sdktally.PrometheusSanitizeOptions.KeyCharacters,
+	ValueCharacters:      tally.ValidCharacters{Ranges: tally.AlphanumericRange, Characters: []rune{'_', '-', '.', ':', '/'}},
+	ReplacementCharacter: tally.DefaultReplacementCharacter,
 }
 
 // Serve exposes /metrics on addr (and any extra handlers) until the
