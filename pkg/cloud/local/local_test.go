@@ -1,0 +1,165 @@
+package local
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"refuel/pkg/capacity"
+	"refuel/pkg/spec"
+)
+
+// fakeAgent is a node agent made of sh: it reports ready and sleeps, or
+// exits at once when broken.
+func fakeAgent(broken bool) func(AgentLaunch) []string {
+	return func(l AgentLaunch) []string {
+		if broken {
+			return []string{"sh", "-c", "exit 3"}
+		}
+		return []string{"sh", "-c", "touch " + l.ReadyFile + "; exec sleep 600"}
+	}
+}
+
+func newCloud(t *testing.T, stock map[string]int, broken bool) *Cloud {
+	t.Helper()
+	c, err := New(Config{AgentCommand: fakeAgent(broken), Stock: stock, Dir: t.TempDir(), ReadyTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func request(run string, attempt int, os ...capacity.Offering) capacity.Request {
+	return capacity.Request{RunID: run, Attempt: attempt, Offerings: os}
+}
+
+func TestAcquireReleaseAndIdempotency(t *testing.T) {
+	ctx := context.Background()
+	offs := DefaultOfferings()
+	c := newCloud(t, nil, false)
+	inst, err := c.Acquire(ctx, request("run-1", 1, offs[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.Acquire(ctx, request("run-1", 1, offs[0]))
+	if err != nil || again.ID != inst.ID {
+		t.Fatalf("retried acquire gave %v, %v; want the same instance %s", again.ID, err, inst.ID)
+	}
+	if list, _ := c.List(ctx, map[string]string{capacity.TagRun: "run-1"}); len(list) != 1 {
+		t.Fatalf("List by run tag = %d instances; want 1", len(list))
+	}
+	if inst.TaskQueue != TaskQueueFor(inst.ID) || inst.Tags[capacity.TagManagedBy] != capacity.ManagedBy {
+		t.Errorf("instance %+v lacks its task queue or tags", inst)
+	}
+	if err := c.Release(ctx, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Release(ctx, inst.ID); !capacity.IsNotFound(err) {
+		t.Errorf("second release: %v; want NotFound", err)
+	}
+}
+
+func TestAcquireFailsOverAndClassifies(t *testing.T) {
+	ctx := context.Background()
+	offs := DefaultOfferings() // spot a, on-demand a, spot b, on-demand b
+	c := newCloud(t, map[string]int{offs[0].Key(): 0}, false)
+	inst, err := c.Acquire(ctx, request("run-2", 1, offs[0], offs[2]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inst.Offering != offs[2] {
+		t.Errorf("acquired %s; want failover to %s", inst.Offering.Key(), offs[2].Key())
+	}
+
+	_, err = c.Acquire(ctx, request("run-3", 1, offs[0], capacity.Offering{Provider: ProviderName, InstanceType: "tpu", Zone: "x", Market: capacity.Spot}))
+	fs := capacity.Failures(err)
+	if len(fs) != 2 || fs[0].Class != capacity.NoCapacity || fs[1].Class != capacity.SpecMismatch {
+		t.Fatalf("failures %v; want no-capacity then spec-mismatch", err)
+	}
+}
+
+func TestBrokenAgentIsAnInitFailure(t *testing.T) {
+	c := newCloud(t, nil, true)
+	_, err := c.Acquire(context.Background(), request("run-4", 1, DefaultOfferings()[0]))
+	if capacity.ClassOf(err) != capacity.InitFailure {
+		t.Fatalf("error %v; want init-failure", err)
+	}
+	if list, _ := c.List(context.Background(), nil); len(list) != 0 {
+		t.Errorf("a failed launch left %v", list)
+	}
+}
+
+func TestInterruptServesNoticeThenTakesTheInstance(t *testing.T) {
+	ctx := context.Background()
+	c := newCloud(t, nil, false)
+	inst, err := c.Acquire(ctx, request("run-5", 1, DefaultOfferings()[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	endpoint, pid := c.instances[inst.ID].meta.Endpoint(), c.instances[inst.ID].cmd.Process.Pid
+	c.mu.Unlock()
+	if body := imds(t, endpoint, "spot/instance-action"); body != "404" {
+		t.Fatalf("before the notice: %s; want 404", body)
+	}
+	if _, err := c.Interrupt(inst.ID, 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if body := imds(t, endpoint, "spot/instance-action"); !strings.Contains(body, `"action":"terminate"`) {
+		t.Errorf("notice %s; want a terminate action", body)
+	}
+	if _, state, _ := c.Describe(ctx, inst.ID); state != capacity.StateInterrupted {
+		t.Errorf("state %s after notice; want interrupted", state)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, state, _ := c.Describe(ctx, inst.ID); state != capacity.StateTerminated {
+		t.Errorf("state %s after the grace; want terminated", state)
+	}
+}
+
+func TestOfferingsMatchResources(t *testing.T) {
+	c := newCloud(t, nil, false)
+	got, _ := c.Offerings(context.Background(), spec.Resources{GPUs: 1, Zones: []string{"local-b"}, MaxPricePerHour: 1})
+	if len(got) != 1 || got[0].Zone != "local-b" || got[0].Market != capacity.Spot {
+		t.Errorf("offerings %v; want the one spot offering in local-b", got)
+	}
+}
+
+// imds reads a metadata path the IMDSv2 way: token first.
+func imds(t *testing.T, endpoint, path string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPut, endpoint+"/latest/api/token", nil)
+	req.Header.Set("X-aws-ec2-metadata-token-ttl-seconds", "60")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	req, _ = http.NewRequest(http.MethodGet, endpoint+"/latest/meta-data/"+path, nil)
+	req.Header.Set("X-aws-ec2-metadata-token", string(tok))
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return "404"
+	}
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func TestNewRequiresAgentCommand(t *testing.T) {
+	if _, err := New(Config{}); err == nil || !strings.Contains(err.Error(), "AgentCommand") {
+		t.Errorf("New without AgentCommand: %v", err)
+	}
+}
