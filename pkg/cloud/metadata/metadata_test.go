@@ -3,7 +3,6 @@ package metadata
 import (
 	"net/http"
 	"testing"
-	"time"
 )
 
 func TestReadsNeedASessionToken(t *testing.T) {
@@ -38,6 +37,4 @@ func TestReadsNeedASessionToken(t *testing.T) {
 			}
 		})
 	}
-	s.RecommendRebalance(time.Now())
-	s.Interrupt("stop", time.Now())
 }
