@@ -103,8 +103,8 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 			"--checkpoint-url", cfg.CheckpointURL, "--demo-step-time", cfg.DemoStepTime.String())
 	}
 	s.Cloud, err = local.New(local.Config{
-		Offerings: cfg.Offerings, Stock: cfg.Stock, AgentCommand: agentArgs,
-		Dir: filepath.Join(cfg.DataDir, "instances"), Logger: cfg.Logger,
+		LauncherConfig: local.LauncherConfig{AgentCommand: agentArgs, Dir: filepath.Join(cfg.DataDir, "instances"), Logger: cfg.Logger},
+		Offerings:      cfg.Offerings, Stock: cfg.Stock,
 	})
 	if err != nil {
 		return nil, err

@@ -1,56 +1,37 @@
 // Package local is a cloud made of this machine: each instance it
 // "launches" is a real node-agent process serving its own task queue, with
 // its own instance metadata endpoint for interruption notices. It is the
-// embedded default, and the place where preemptions are injected by hand.
+// simplest provider (unlimited stock unless capped) and the place where
+// preemptions are injected by hand; its Launcher is the machine side of
+// every simulated cloud.
 package local
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"sync"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
 
 	"refuel/pkg/capacity"
-	"refuel/pkg/cloud/metadata"
 	"refuel/pkg/spec"
 )
 
 // ProviderName is how JobSpecs name this cloud in resources.providers.
 const ProviderName = "local"
 
-// AgentLaunch says how to start the node agent of one instance.
-type AgentLaunch struct {
-	InstanceID       string
-	TaskQueue        string
-	MetadataEndpoint string
-	Dir              string // the instance's own scratch directory
-	ReadyFile        string // the agent creates it once it serves its task queue
-}
-
 // Config configures a local cloud. Zero values mean the defaults noted.
 type Config struct {
+	LauncherConfig
 	// Offerings are what the cloud sells; default DefaultOfferings().
 	Offerings []capacity.Offering
 	// Stock caps running instances per offering key; missing means unlimited.
 	Stock map[string]int
-	// AgentCommand returns the argv that starts a node agent.
-	AgentCommand func(AgentLaunch) []string
-	// Dir holds the instances' scratch directories; default a temp dir.
-	Dir string
-	// ReadyTimeout bounds how long an agent may take to come up before the
-	// launch counts as an initialisation failure; default 60s.
-	ReadyTimeout time.Duration
 	// Now is the clock; default time.Now.
-	Now    func() time.Time
-	Logger *zap.Logger
+	Now func() time.Time
 }
 
 // DefaultOfferings is a small catalogue shaped like a real one: one GPU
@@ -68,9 +49,9 @@ func DefaultOfferings() []capacity.Offering {
 
 // Cloud is the local provider. Safe for concurrent use.
 type Cloud struct {
-	cfg    Config
-	log    *zap.Logger
-	ownDir bool // Dir was made by New, so Close removes it
+	cfg      Config
+	launcher *Launcher
+	log      *zap.Logger
 
 	mu        sync.Mutex
 	seq       int
@@ -81,26 +62,15 @@ type Cloud struct {
 
 type instance struct {
 	capacity.Instance
-	state  capacity.State
-	cmd    *exec.Cmd
-	meta   *metadata.Service
-	dir    string
-	exited chan struct{}
-	kill   *time.Timer
+	state capacity.State
 }
 
 var _ capacity.Provider = (*Cloud)(nil)
 
 // New returns a local cloud.
 func New(cfg Config) (*Cloud, error) {
-	if cfg.AgentCommand == nil {
-		return nil, errors.New("local cloud: AgentCommand is required: it says how to start a node agent")
-	}
 	if cfg.Offerings == nil {
 		cfg.Offerings = DefaultOfferings()
-	}
-	if cfg.ReadyTimeout <= 0 {
-		cfg.ReadyTimeout = 60 * time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -108,18 +78,11 @@ func New(cfg Config) (*Cloud, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	ownDir := cfg.Dir == ""
-	if ownDir {
-		d, err := os.MkdirTemp("", "refuel-local-")
-		if err != nil {
-			return nil, err
-		}
-		cfg.Dir = d
+	l, err := NewLauncher(cfg.LauncherConfig)
+	if err != nil {
+		return nil, fmt.Errorf("local cloud: %w", err)
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("local cloud: instance directory: %w", err)
-	}
-	return &Cloud{cfg: cfg, ownDir: ownDir, log: cfg.Logger.Named("local-cloud"), instances: map[string]*instance{}, byToken: map[string]string{}}, nil
+	return &Cloud{cfg: cfg, launcher: l, log: cfg.Logger.Named("local-cloud"), instances: map[string]*instance{}, byToken: map[string]string{}}, nil
 }
 
 // Name implements capacity.Provider.
@@ -137,7 +100,10 @@ func (c *Cloud) Acquire(ctx context.Context, req capacity.Request) (capacity.Ins
 	if id, ok := c.byToken[req.IdempotencyToken()]; ok {
 		inst := c.instances[id]
 		c.mu.Unlock()
-		return inst.Instance, nil
+		if inst != nil {
+			return inst.Instance, nil
+		}
+		return capacity.Instance{}, &capacity.NotFoundError{ID: id}
 	}
 	c.mu.Unlock()
 
@@ -183,65 +149,22 @@ func (c *Cloud) launch(ctx context.Context, req capacity.Request, o capacity.Off
 	}
 	c.seq++
 	id := fmt.Sprintf("local-%s-%d", o.Zone, c.seq)
-	c.mu.Unlock()
-
-	meta, err := metadata.Start(id)
-	if err != nil {
-		return capacity.Instance{}, capacity.NewError(capacity.InitFailure, o, "", "metadata endpoint: %v", err)
-	}
-	dir := filepath.Join(c.cfg.Dir, id)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		_ = meta.Close()
-		return capacity.Instance{}, capacity.NewError(capacity.InitFailure, o, "", "scratch directory: %v", err)
-	}
-	launch := AgentLaunch{
-		InstanceID:       id,
-		TaskQueue:        TaskQueueFor(id),
-		MetadataEndpoint: meta.Endpoint(),
-		Dir:              dir,
-		ReadyFile:        filepath.Join(dir, "agent.ready"),
-	}
-	argv := c.cfg.AgentCommand(launch)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = dir
-	logf, err := os.Create(filepath.Join(dir, "agent.log"))
-	if err == nil {
-		cmd.Stdout, cmd.Stderr = logf, logf
-	}
-	// Own process group, so releasing the instance takes the trainer with
-	// it; and die with us, so a crashed worker leaves no instance behind.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		_ = meta.Close()
-		return capacity.Instance{}, capacity.NewError(capacity.InitFailure, o, "", "start agent: %v", err)
-	}
 	inst := &instance{
-		Instance: capacity.Instance{
-			ID: id, Offering: o, TaskQueue: launch.TaskQueue, LaunchedAt: c.cfg.Now(), Tags: withRequestTags(req),
-		},
-		state: capacity.StatePending, cmd: cmd, meta: meta, dir: dir, exited: make(chan struct{}),
+		Instance: capacity.Instance{ID: id, Offering: o, TaskQueue: TaskQueueFor(id), LaunchedAt: c.cfg.Now(), Tags: RequestTags(req)},
+		state:    capacity.StatePending,
 	}
-	go func() {
-		_ = cmd.Wait()
-		if logf != nil {
-			_ = logf.Close()
-		}
-		c.mu.Lock()
-		inst.state = capacity.StateTerminated
-		c.mu.Unlock()
-		close(inst.exited)
-	}()
-	c.mu.Lock()
+	// Reserve the stock and the token before the slow start, so neither a
+	// concurrent request nor a retry launches a second machine.
 	c.instances[id] = inst
 	c.byToken[req.IdempotencyToken()] = id
 	c.mu.Unlock()
 
-	if err := c.waitReady(ctx, inst, launch.ReadyFile); err != nil {
-		_ = c.Release(context.Background(), id)
+	if err := c.launcher.Start(ctx, id); err != nil {
 		c.mu.Lock()
+		delete(c.instances, id)
 		delete(c.byToken, req.IdempotencyToken())
 		c.mu.Unlock()
-		return capacity.Instance{}, capacity.NewError(capacity.InitFailure, o, "", "%v (agent log: %s)", err, filepath.Join(dir, "agent.log"))
+		return capacity.Instance{}, capacity.NewError(capacity.InitFailure, o, "", "%v", err)
 	}
 	c.mu.Lock()
 	if inst.state == capacity.StatePending {
@@ -250,27 +173,6 @@ func (c *Cloud) launch(ctx context.Context, req capacity.Request, o capacity.Off
 	c.mu.Unlock()
 	c.log.Info("instance launched", zap.String("instance", id), zap.String("offering", o.Key()), zap.String("run", req.RunID))
 	return inst.Instance, nil
-}
-
-func (c *Cloud) waitReady(ctx context.Context, inst *instance, readyFile string) error {
-	deadline := time.NewTimer(c.cfg.ReadyTimeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if _, err := os.Stat(readyFile); err == nil {
-			return nil
-		}
-		select {
-		case <-inst.exited:
-			return fmt.Errorf("node agent exited during start-up")
-		case <-deadline.C:
-			return fmt.Errorf("node agent not ready after %s", c.cfg.ReadyTimeout)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
-	}
 }
 
 func (c *Cloud) runningLocked(key string) int {
@@ -283,7 +185,9 @@ func (c *Cloud) runningLocked(key string) int {
 	return n
 }
 
-func withRequestTags(req capacity.Request) map[string]string {
+// RequestTags are the tags an instance launched for req carries: refuel's
+// own, so a janitor can find it, and the request's.
+func RequestTags(req capacity.Request) map[string]string {
 	tags := map[string]string{
 		capacity.TagManagedBy: capacity.ManagedBy,
 		capacity.TagRun:       req.RunID,
@@ -295,53 +199,41 @@ func withRequestTags(req capacity.Request) map[string]string {
 	return tags
 }
 
-// TaskQueueFor is the task queue the agent of an instance serves.
-func TaskQueueFor(instanceID string) string { return "refuel-node-" + instanceID }
-
 // Release implements capacity.Provider.
 func (c *Cloud) Release(_ context.Context, id string) error {
 	c.mu.Lock()
-	inst, ok := c.instances[id]
-	if ok {
-		delete(c.instances, id)
-	}
+	_, ok := c.instances[id]
+	delete(c.instances, id)
 	c.mu.Unlock()
 	if !ok {
 		return &capacity.NotFoundError{ID: id}
 	}
-	c.terminate(inst)
+	_ = c.launcher.Stop(id)
 	c.log.Info("instance released", zap.String("instance", id))
 	return nil
-}
-
-// terminate ends the agent's whole process group and waits for it.
-func (c *Cloud) terminate(inst *instance) {
-	if inst.kill != nil {
-		inst.kill.Stop()
-	}
-	_ = syscall.Kill(-inst.cmd.Process.Pid, syscall.SIGKILL)
-	<-inst.exited
-	_ = inst.meta.Close()
-	_ = os.RemoveAll(inst.dir)
 }
 
 // Interrupt serves an interruption notice to an instance and takes it
 // away after grace, the way a spot market reclaims capacity.
 func (c *Cloud) Interrupt(id string, grace time.Duration) (time.Time, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	inst, ok := c.instances[id]
-	if !ok || inst.state == capacity.StateTerminated {
+	if !ok || c.stateLocked(inst) == capacity.StateTerminated {
+		c.mu.Unlock()
 		return time.Time{}, &capacity.NotFoundError{ID: id}
 	}
-	now := c.cfg.Now()
 	inst.state = capacity.StateInterrupted
-	inst.meta.Interrupt("terminate", now.Add(grace))
-	inst.kill = time.AfterFunc(grace, func() {
-		_ = syscall.Kill(-inst.cmd.Process.Pid, syscall.SIGKILL)
-	})
-	c.log.Info("interruption notice served", zap.String("instance", id), zap.Duration("grace", grace))
-	return now, nil
+	c.mu.Unlock()
+	now := c.cfg.Now()
+	return now, c.launcher.Interrupt(id, now.Add(grace))
+}
+
+// stateLocked is the instance's state, terminated once its agent is gone.
+func (c *Cloud) stateLocked(inst *instance) capacity.State {
+	if inst.state != capacity.StatePending && !c.launcher.Alive(inst.ID) {
+		return capacity.StateTerminated
+	}
+	return inst.state
 }
 
 // Describe implements capacity.Provider.
@@ -352,7 +244,7 @@ func (c *Cloud) Describe(_ context.Context, id string) (capacity.Instance, capac
 	if !ok {
 		return capacity.Instance{}, capacity.StateTerminated, &capacity.NotFoundError{ID: id}
 	}
-	return inst.Instance, inst.state, nil
+	return inst.Instance, c.stateLocked(inst), nil
 }
 
 // List implements capacity.Provider.
@@ -361,7 +253,7 @@ func (c *Cloud) List(_ context.Context, tags map[string]string) ([]capacity.Inst
 	defer c.mu.Unlock()
 	var out []capacity.Instance
 	for _, inst := range c.instances {
-		if inst.state != capacity.StateTerminated && hasTags(inst.Tags, tags) {
+		if c.stateLocked(inst) != capacity.StateTerminated && HasTags(inst.Tags, tags) {
 			out = append(out, inst.Instance)
 		}
 	}
@@ -369,7 +261,8 @@ func (c *Cloud) List(_ context.Context, tags map[string]string) ([]capacity.Inst
 	return out, nil
 }
 
-func hasTags(have, want map[string]string) bool {
+// HasTags reports whether have includes every tag of want.
+func HasTags(have, want map[string]string) bool {
 	for k, v := range want {
 		if have[k] != v {
 			return false
@@ -382,17 +275,8 @@ func hasTags(have, want map[string]string) bool {
 func (c *Cloud) Close() error {
 	c.mu.Lock()
 	c.closed = true
-	all := make([]*instance, 0, len(c.instances))
-	for id, inst := range c.instances {
-		all = append(all, inst)
-		delete(c.instances, id)
-	}
+	c.instances = map[string]*instance{}
 	c.mu.Unlock()
-	for _, inst := range all {
-		c.terminate(inst)
-	}
-	if c.ownDir {
-		_ = os.RemoveAll(c.cfg.Dir)
-	}
+	c.launcher.Close()
 	return nil
 }

@@ -26,7 +26,7 @@ func fakeAgent(broken bool) func(AgentLaunch) []string {
 
 func newCloud(t *testing.T, stock map[string]int, broken bool) *Cloud {
 	t.Helper()
-	c, err := New(Config{AgentCommand: fakeAgent(broken), Stock: stock, Dir: t.TempDir(), ReadyTimeout: 5 * time.Second})
+	c, err := New(Config{LauncherConfig: LauncherConfig{AgentCommand: fakeAgent(broken), Dir: t.TempDir(), ReadyTimeout: 5 * time.Second}, Stock: stock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,9 +101,8 @@ func TestInterruptServesNoticeThenTakesTheInstance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.mu.Lock()
-	endpoint, pid := c.instances[inst.ID].meta.Endpoint(), c.instances[inst.ID].cmd.Process.Pid
-	c.mu.Unlock()
+	p := c.launcher.process(inst.ID)
+	endpoint, pid := p.meta.Endpoint(), p.cmd.Process.Pid
 	if body := imds(t, endpoint, "spot/instance-action"); body != "404" {
 		t.Fatalf("before the notice: %s; want 404", body)
 	}
