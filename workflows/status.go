@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"refuel/activities"
+	"refuel/pkg/cost"
 )
 
 // State is where a run is; it is also the RefuelState search attribute.
@@ -46,6 +47,10 @@ type Status struct {
 	LastPreemption *PreemptionInfo `json:"last_preemption,omitempty"`
 	LastRecovery   *RecoveryInfo   `json:"last_recovery,omitempty"`
 	ModelDigest    string          `json:"model_digest,omitempty"`
+	// Cost breaks cost_usd down by market and pool, lost work included;
+	// Ledger is every paid stretch of instance time behind it.
+	Cost   cost.Breakdown `json:"cost"`
+	Ledger cost.Ledger    `json:"ledger"`
 }
 
 // InstanceRef is the instance a run holds now.

@@ -363,7 +363,10 @@ func (r *run) end(ctx workflow.Context, err error) (Status, error) {
 func (r *run) snapshot(ctx workflow.Context) Status {
 	s := r.status
 	s.Paused = r.paused
-	s.CostUSD = r.ledger.CostUSD(workflow.Now(ctx))
+	now := workflow.Now(ctx)
+	s.CostUSD = r.ledger.CostUSD(now)
+	s.Cost = r.ledger.Breakdown(now)
+	s.Ledger = r.ledger
 	s.Failures = append([]Failure(nil), r.status.Failures...)
 	return s
 }
