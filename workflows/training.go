@@ -136,7 +136,8 @@ func (r *run) acquire(ctx workflow.Context) error {
 		r.setState(ctx, StateAcquiring)
 		req := capacity.Request{
 			RunID: workflow.GetInfo(ctx).WorkflowExecution.ID, Attempt: r.attempt, Offerings: order,
-			Tags: map[string]string{capacity.TagTeam: r.spec.Team, capacity.TagPool: "burst"},
+			Tags:            map[string]string{capacity.TagTeam: r.spec.Team, capacity.TagPool: "burst"},
+			MaxPricePerHour: r.spec.Resources.MaxPricePerHour,
 		}
 		var inst capacity.Instance
 		err := workflow.ExecuteActivity(acquireOptions(ctx), activities.AcquireName, req).Get(ctx, &inst)

@@ -73,6 +73,9 @@ type Request struct {
 	// the first it can fill.
 	Offerings []Offering        `json:"offerings"`
 	Tags      map[string]string `json:"tags,omitempty"`
+	// MaxPricePerHour caps what a spot instance may cost (0: no cap beyond
+	// the on-demand price); a market above it fails with class Price.
+	MaxPricePerHour float64 `json:"max_price_per_hour,omitempty"`
 }
 
 // IdempotencyToken is the client token derived from run and attempt.

@@ -171,6 +171,9 @@ func (c *Cloud) fleetInput(req capacity.Request, r fleetRun) *ec2.CreateFleetInp
 		if subnet, ok := c.cfg.Subnets[o.Zone]; ok {
 			ov.SubnetId = aws.String(subnet)
 		}
+		if r.market == capacity.Spot && req.MaxPricePerHour > 0 {
+			ov.MaxPrice = aws.String(strconv.FormatFloat(req.MaxPricePerHour, 'f', -1, 64))
+		}
 		overrides[i] = ov
 	}
 	spec := &types.FleetLaunchTemplateSpecificationRequest{Version: aws.String(c.cfg.LaunchTemplate.Version)}

@@ -47,7 +47,7 @@ func fleetCallOf(v url.Values) fleetCall {
 		Tags:     tagsOf(v),
 	}
 	for _, ov := range indexed(v, "LaunchTemplateConfigs.1.Overrides") {
-		fc.Overrides = append(fc.Overrides, strings.TrimSpace(ov["InstanceType"]+" "+ov["AvailabilityZone"]+" "+ov["Priority"]+" "+ov["SubnetId"]))
+		fc.Overrides = append(fc.Overrides, strings.TrimSpace(ov["InstanceType"]+" "+ov["AvailabilityZone"]+" "+ov["Priority"]+" "+ov["SubnetId"]+" "+ov["MaxPrice"]))
 	}
 	return fc
 }
@@ -62,6 +62,8 @@ func TestAcquireRequestShape(t *testing.T) {
 		RunID: "run-7", Attempt: 2,
 		Offerings: []capacity.Offering{spotP3a, spotP3b, spotG5a, spotG5b, odG5b, odP3a},
 		Tags:      map[string]string{capacity.TagPool: "burst", capacity.TagTeam: "vision"},
+		// A price cap goes on the spot overrides only.
+		MaxPricePerHour: 4.5,
 	}
 	inst, err := c.Acquire(context.Background(), req)
 	if err != nil {
@@ -74,7 +76,7 @@ func TestAcquireRequestShape(t *testing.T) {
 	}
 	want := []fleetCall{{
 		Token: "run-7-2-spot", Type: "instant", Template: "refuel-node@3", Capacity: "1 spot", Strategy: "price-capacity-optimized",
-		Overrides: []string{"p3.2xlarge us-east-1a 0 subnet-0a", "p3.2xlarge us-east-1b 1", "g5.xlarge us-east-1a 2 subnet-0a", "g5.xlarge us-east-1b 3"},
+		Overrides: []string{"p3.2xlarge us-east-1a 0 subnet-0a 4.5", "p3.2xlarge us-east-1b 1  4.5", "g5.xlarge us-east-1a 2 subnet-0a 4.5", "g5.xlarge us-east-1b 3  4.5"},
 		Tags:      tags,
 	}, {
 		Token: "run-7-2-on-demand", Type: "instant", Template: "refuel-node@3", Capacity: "1 on-demand", Strategy: "prioritized",
