@@ -1,0 +1,113 @@
+// Package policy holds refuel's decisions as pure functions: which market a
+// run holds for its next step, per tier and deadline, and how often it
+// checkpoints. Nothing here reads a clock, draws a random number or ranges
+// over a map, so a Temporal workflow may call it directly and the replay
+// simulator reaches the same decisions from the same inputs.
+package policy
+
+import (
+	"fmt"
+	"time"
+
+	"refuel/pkg/capacity"
+)
+
+// Choice is what a run holds during its next step: nothing, or one
+// instance on a market in a zone.
+type Choice struct {
+	// Market is capacity.Spot or capacity.OnDemand; empty holds nothing
+	// (paused, spending nothing). Base capacity is granted elsewhere.
+	Market capacity.Market `json:"market,omitempty"`
+	Zone   string          `json:"zone,omitempty"`
+}
+
+// None holds no instance.
+var None = Choice{}
+
+// Holds reports whether the choice holds an instance.
+func (c Choice) Holds() bool { return c.Market != "" }
+
+func (c Choice) String() string {
+	if !c.Holds() {
+		return "none"
+	}
+	if c.Zone == "" {
+		return string(c.Market)
+	}
+	return fmt.Sprintf("%s/%s", c.Market, c.Zone)
+}
+
+// State is what a run knows of itself at a decision.
+type State struct {
+	// Elapsed is the time since the run started.
+	Elapsed time.Duration
+	// TimeLeft is the time until the deadline; negative once it passed.
+	// Runs without a deadline leave it 0 and are not asked about one.
+	TimeLeft time.Duration
+	// Done is the work kept in checkpoints; Remaining is what is left.
+	Done, Remaining time.Duration
+	// RestartOverhead is what every start of an instance costs before
+	// the work progresses: boot, setup, restoring the checkpoint.
+	RestartOverhead time.Duration
+	// OverheadLeft is the part of the current instance's restart
+	// overhead not yet paid; 0 when it is running the work.
+	OverheadLeft time.Duration
+	// Current is what the run holds now. A spot instance that was just
+	// preempted is not held any more: Current is None then.
+	Current Choice
+}
+
+// slack is the time the run may still lose before only an immediate,
+// uninterrupted run would meet the deadline.
+func (s State) slack() time.Duration { return s.TimeLeft - s.Remaining }
+
+// Market is what is known of the market at a decision.
+type Market struct {
+	// Step is the time until the next decision; the choice is held that
+	// long unless a preemption comes first.
+	Step time.Duration
+	// OnDemandPrice is in USD per instance-hour; 0 if unknown.
+	OnDemandPrice float64
+	// Zones are the places the run may use, in order of preference:
+	// ties between zones go to the earlier one.
+	Zones []Zone
+}
+
+// Zone is one place the run may hold an instance.
+type Zone struct {
+	Name string
+	// SpotAvailable reports whether spot capacity can be had now.
+	SpotAvailable bool
+	// SpotPrice is in USD per instance-hour; 0 if unknown.
+	SpotPrice float64
+	// History is what has been seen of this zone's spot stock.
+	History Availability
+}
+
+// zone returns the index of the named zone, or -1.
+func (m Market) zone(name string) int {
+	for i, z := range m.Zones {
+		if z.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// onDemand is on-demand in the zone the run is in, or the first zone:
+// on-demand is in stock everywhere, so staying put saves nothing but a
+// needless move.
+func (m Market) onDemand(s State) Choice {
+	if s.Current.Holds() {
+		return Choice{Market: capacity.OnDemand, Zone: s.Current.Zone}
+	}
+	if len(m.Zones) == 0 {
+		return Choice{Market: capacity.OnDemand}
+	}
+	return Choice{Market: capacity.OnDemand, Zone: m.Zones[0].Name}
+}
+
+// spot is spot in the zone at index i.
+func (m Market) spot(i int) Choice {
+	return Choice{Market: capacity.Spot, Zone: m.Zones[i].Name}
+}

@@ -1,0 +1,193 @@
+package replay
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"refuel/pkg/capacity"
+	"refuel/pkg/policy"
+	"refuel/pkg/spec"
+	"refuel/pkg/trace"
+)
+
+var (
+	spot = policy.Choice{Market: capacity.Spot, Zone: "z0"}
+	od   = policy.Choice{Market: capacity.OnDemand}
+	none = policy.None
+)
+
+func TestRunFollowsTheModel(t *testing.T) {
+	m := time.Minute
+	cases := map[string]struct {
+		points []int
+		ovh    time.Duration
+		work   time.Duration
+		plan   Plan
+		want   Result
+	}{
+		"overhead spans ticks; the last tick counts until done": {
+			points: []int{1, 1, 1, 1, 1, 1}, ovh: 12 * m, work: 30 * m, plan: Plan{spot, spot, spot, spot, spot},
+			want: Result{Finish: 42 * m, Finished: true, DeadlineMet: true, Spot: 42 * m, Starts: 1},
+		},
+		"preempted at the start of a tick without stock; progress kept": {
+			points: []int{1, 0, 1, 1, 1, 1}, ovh: 12 * m, work: 20 * m, plan: Plan{spot, od, od, od, od},
+			want: Result{Finish: 42 * m, Finished: true, DeadlineMet: true, Spot: 10 * m, OnDemand: 32 * m, Preemptions: 1, Starts: 2},
+		},
+		"a changeover is a start": {
+			points: []int{1, 1, 1, 1}, ovh: 0, work: 25 * m, plan: Plan{od, spot, spot},
+			want: Result{Finish: 25 * m, Finished: true, DeadlineMet: true, Spot: 15 * m, OnDemand: 10 * m, Changeovers: 1, Starts: 2},
+		},
+		"a pause costs nothing, the start after it costs the overhead": {
+			points: []int{1, 1, 1, 1, 1}, ovh: 5 * m, work: 20 * m, plan: Plan{spot, none, spot, spot},
+			want: Result{Finish: 40 * m, Finished: true, DeadlineMet: true, Spot: 30 * m, Starts: 2},
+		},
+		"late": {
+			points: []int{0, 0, 0, 0, 0, 0, 0, 0}, ovh: 0, work: 20 * m, plan: Plan{none, none, none, none, od, od},
+			want: Result{Finish: 60 * m, Finished: true, DeadlineMet: false, OnDemand: 20 * m, Starts: 1},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			mk := market(t, 10*m, tc.points)
+			job := Job{Tier: spec.TierDeadline, Work: tc.work, Deadline: 50 * m, RestartOverhead: tc.ovh, SpotPrice: 1, OnDemandPrice: 3}
+			got, err := Run(mk, job, 0, tc.plan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.want.Cost = tc.want.Spot.Hours() + 3*tc.want.OnDemand.Hours()
+			if d := cmp.Diff(got, tc.want, cmpopts.IgnoreFields(Result{}, "Steps"), cmpopts.EquateApprox(0, 1e-12)); d != "" {
+				t.Errorf("got(-), want(+):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestRunRejectsSpotOutOfStock(t *testing.T) {
+	mk := market(t, time.Minute, []int{1, 0, 1})
+	_, err := Run(mk, Job{Tier: spec.TierDeadline, Work: 2 * time.Minute, Deadline: 3 * time.Minute}, 0, Plan{spot, spot, spot})
+	var ce *ChoiceError
+	if !errors.As(err, &ce) || ce.Tick != 1 {
+		t.Fatalf("got %v, want a ChoiceError at tick 1", err)
+	}
+}
+
+func TestStartsSpreadEvenly(t *testing.T) {
+	mk := market(t, time.Hour, make([]int, 100))
+	cases := map[string]struct {
+		n        int
+		deadline time.Duration
+		want     []int
+		fails    bool
+	}{
+		"one":                  {1, 10 * time.Hour, []int{0}, false},
+		"ends at the last fit": {4, 10 * time.Hour, []int{0, 30, 60, 90}, false},
+		"deadline mid-tick":    {2, 9*time.Hour + time.Minute, []int{0, 90}, false},
+		"too long a deadline":  {3, 101 * time.Hour, nil, true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := mk.Starts(tc.n, tc.deadline)
+			if (err != nil) != tc.fails {
+				t.Fatalf("error %v", err)
+			}
+			if d := cmp.Diff(got, tc.want); d != "" {
+				t.Errorf("got(-), want(+):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestNewMarketRefusesMismatchedTraces(t *testing.T) {
+	a := &trace.Trace{Name: "a_v100_1", Zone: "a", Gap: time.Minute, Points: []int{1}}
+	b := &trace.Trace{Name: "b_v100_1", Zone: "b", Gap: time.Hour, Points: []int{1}}
+	if _, err := NewMarket([]*trace.Trace{a, b}); err == nil {
+		t.Error("different gaps were accepted")
+	}
+	if _, err := NewMarket([]*trace.Trace{a, a}); err == nil {
+		t.Error("the same zone twice was accepted")
+	}
+	c := &trace.Trace{Name: "a_k80_1", Zone: "a", Gap: time.Minute, Points: []int{1, 1}}
+	m, err := NewMarket([]*trace.Trace{a, c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]any{m.Zones, m.Ticks()}, []any{[]string{"a_v100_1", "a_k80_1"}, 1}); d != "" {
+		t.Errorf("got(-), want(+):\n%s", d)
+	}
+}
+
+// randomMarket has stretches of stock and outages of random lengths.
+func randomMarket(t *testing.T, rng *rand.Rand, zones, ticks int) *Market {
+	var points [][]int
+	for range zones {
+		var p []int
+		in := rng.IntN(2)
+		for len(p) < ticks {
+			for range 1 + rng.IntN(30) {
+				p = append(p, in)
+			}
+			in = 1 - in
+		}
+		points = append(points, p[:ticks])
+	}
+	return market(t, 10*time.Minute, points...)
+}
+
+// TestPolicyInvariants replays every online policy on random markets:
+// none takes spot out of stock (Run would fail), the deadline policies
+// meet every deadline on-demand alone could meet, flexible runs never pay
+// on-demand and critical runs never take spot, nothing costs less than
+// the optimum, and a replay repeated gives the same result.
+func TestPolicyInvariants(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for n := range 12 {
+		mk := randomMarket(t, rng, 1+n%2, 150)
+		work := time.Duration(6+rng.IntN(6)) * time.Hour
+		job := Job{Tier: spec.TierDeadline, Work: work, Deadline: work + 12*time.Minute + time.Duration(rng.IntN(240))*time.Minute,
+			RestartOverhead: 12 * time.Minute, SpotPrice: 0.97, OnDemandPrice: 3.06}
+		start := rng.IntN(40)
+		plan, err := Optimal(mk, job, start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		best, err := Run(mk, job, start, plan)
+		if err != nil || !best.DeadlineMet {
+			t.Fatalf("optimal: %v, deadline met %v", err, best.DeadlineMet)
+		}
+		for _, name := range []policy.Name{policy.OnDemandOnly, policy.Greedy, policy.UniformProgress, policy.Refuel} {
+			t.Run(fmt.Sprintf("%d/%s", n, name), func(t *testing.T) {
+				r, err := Run(mk, job, start, NewOnline(spec.TierDeadline, name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !r.DeadlineMet {
+					t.Errorf("missed the deadline: finished at %s of %s", r.Finish, job.Deadline)
+				}
+				if r.Cost < best.Cost-1e-9 {
+					t.Errorf("cost %.4f below the optimum %.4f", r.Cost, best.Cost)
+				}
+				again, _ := Run(mk, job, start, NewOnline(spec.TierDeadline, name))
+				if d := cmp.Diff(r, again); d != "" {
+					t.Errorf("a second replay differs:\n%s", d)
+				}
+			})
+		}
+		for _, tier := range []spec.Tier{spec.TierFlexible, spec.TierCritical} {
+			j := job
+			j.Tier = tier
+			r, err := Run(mk, j, start, NewOnline(tier, policy.Refuel))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (tier == spec.TierFlexible && r.OnDemand > 0) || (tier == spec.TierCritical && r.Spot > 0) {
+				t.Errorf("%s run held spot %s and on-demand %s", tier, r.Spot, r.OnDemand)
+			}
+		}
+	}
+}
