@@ -4,7 +4,7 @@ BIN     := bin
 DATA    ?= .refuel
 TRACES  ?= ../shared/traces
 
-.PHONY: build run test vet lint unit e2e bench bench-policy clean
+.PHONY: build run test lint unit e2e bench bench-policy clean
 
 build:
 	$(GO) build -o $(BIN)/ ./worker ./starter
@@ -41,6 +41,11 @@ e2e:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./pkg/...
+
+# Market policies over every availability trace: 48h of work, 52h and 70h
+# deadlines, 10 start offsets per trace (issue 4's table).
+bench-policy:
+	$(GO) run ./starter sim-bench --traces $(TRACES)/availability
 
 clean:
 	rm -rf $(BIN)

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+
+	"refuel/jobs"
+	"refuel/workflows"
+)
+
+func runPause(args []string, stdout, stderr io.Writer) error {
+	return signalRun("pause", workflows.SignalPause, args, stdout, stderr)
+}
+
+func runResume(args []string, stdout, stderr io.Writer) error {
+	return signalRun("resume", workflows.SignalResume, args, stdout, stderr)
+}
+
+func signalRun(cmd, signal string, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	conn := addConnFlags(fs)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("give one job id: starter %s ID", cmd)
+	}
+	ctx := context.Background()
+	c, err := conn.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.SignalWorkflow(ctx, pos[0], "", signal, nil); err != nil {
+		return fmt.Errorf("%s %s: %w", cmd, pos[0], err)
+	}
+	fmt.Fprintf(stdout, "%s sent to %s\n", signal, pos[0])
+	return nil
+}
+
+func runPriority(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("priority", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	conn := addConnFlags(fs)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 {
+		return usagef("give a job id and a priority: starter priority ID N (0..100)")
+	}
+	p, err := strconv.Atoi(pos[1])
+	if err != nil {
+		return usagef("priority %q is not an integer: use 0..100", pos[1])
+	}
+	ctx := context.Background()
+	c, err := conn.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	got, err := jobs.SetPriority(ctx, c, pos[0], p)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s priority is now %d\n", pos[0], got)
+	return nil
+}

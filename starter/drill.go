@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"refuel/jobs"
+)
+
+func runDrill(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("drill", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	conn := addConnFlags(fs)
+	asJSON := fs.Bool("json", false, "print the drill report as one JSON object")
+	o := jobs.DrillOptions{Progress: stderr}
+	fs.DurationVar(&o.Work, "work", 20*time.Second, "compute of the drill's training job")
+	fs.DurationVar(&o.Interval, "checkpoint-interval", 3*time.Second, "its checkpoint interval")
+	fs.DurationVar(&o.NoticeGrace, "notice", 30*time.Second, "interruption notice window before the instance is taken")
+	fs.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "give up after this long")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	c, err := conn.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	rep, err := jobs.Drill(ctx, c, o)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(rep)
+	}
+	fmt.Fprintf(stdout, "drill %s: passed=%v checkpoint@%d preempted@%d resumed@%d lost=%d replacement=%.1fs recovery=%.1fs identical=%v\n",
+		rep.WorkflowID, rep.Passed, rep.CheckpointStep, rep.PreemptedAtStep, rep.ResumedFromStep, rep.LostSteps,
+		rep.ReplacementSeconds, rep.RecoverySeconds, rep.FinalIdentical)
+	if !rep.Passed {
+		return fmt.Errorf("drill failed: %s", rep.Reason)
+	}
+	return nil
+}

@@ -1,0 +1,338 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"refuel/pkg/policy"
+	"refuel/pkg/replay"
+	"refuel/pkg/spec"
+	"refuel/pkg/trace"
+)
+
+const simUsage = `usage: starter sim --trace FILE [--trace FILE ...] [flags]
+
+Replays spot availability traces (shared/traces format) under market
+policies, with the simulation model of design section 3. Several --trace
+files are several zones the job may move between.
+
+Policies (--policy, repeated or comma-separated; default refuel):
+  ondemand, greedy, uniform-progress, refuel, optimal (the omniscient
+  offline optimum; "all" runs every one).
+
+Output: one JSON object per line per window and policy with --json (policy,
+start, cost_usd, finish_hours, deadline_met, spot_hours, ondemand_hours,
+preemptions, changeovers, and more), else a table. With --starts N, the
+windows' rows come first, window by window, then one summary row per
+policy ("summary": true).
+
+Flags:
+`
+
+// simFlags is what `starter sim` was asked.
+type simFlags struct {
+	traces   []string
+	policies []policy.Name
+	tier     spec.Tier
+	job      replay.Job
+	start    int
+	starts   int
+	json     bool
+	plot     string
+}
+
+// FlagError is a flag given a value `starter sim` cannot use.
+type FlagError struct {
+	Flag, Problem, Fix string
+}
+
+func (e *FlagError) Error() string { return fmt.Sprintf("--%s %s; %s", e.Flag, e.Problem, e.Fix) }
+
+func parseSimFlags(args []string, stderr io.Writer) (simFlags, error) {
+	f := simFlags{tier: spec.TierDeadline, job: replay.Job{
+		Work: 48 * time.Hour, Deadline: 52 * time.Hour, RestartOverhead: 12 * time.Minute,
+		SpotPrice: 0.9701, OnDemandPrice: 3.06,
+	}}
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, simUsage)
+		fs.PrintDefaults()
+	}
+	fs.Func("trace", "a trace file (JSON); repeat for several zones", func(v string) error {
+		f.traces = append(f.traces, v)
+		return nil
+	})
+	fs.Func("policy", "policy NAME; repeat or comma-separate to compare (default refuel)", func(v string) error {
+		for _, n := range strings.Split(v, ",") {
+			if strings.TrimSpace(n) == "all" {
+				f.policies = append(f.policies, policy.Names...)
+				continue
+			}
+			name, err := policy.ParseName(n)
+			if err != nil {
+				return err
+			}
+			f.policies = append(f.policies, name)
+		}
+		return nil
+	})
+	durationFlag := func(name string, dst *time.Duration, help string) {
+		fs.Func(name, fmt.Sprintf("%s (default %s)", help, *dst), func(v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("%q is not a duration; write it like 48h, 90m or 30s", v)
+			}
+			*dst = d
+			return nil
+		})
+	}
+	durationFlag("work", &f.job.Work, "compute time the job needs on one instance")
+	durationFlag("deadline", &f.job.Deadline, "time from start by which the job must finish")
+	durationFlag("restart-overhead", &f.job.RestartOverhead, "paid time without progress on every start of an instance")
+	priceFlag := func(name string, dst *float64, help string) {
+		fs.Func(name, fmt.Sprintf("%s, USD per instance-hour (default %v)", help, *dst), func(v string) error {
+			p, err := strconv.ParseFloat(v, 64)
+			if err != nil || p < 0 {
+				return fmt.Errorf("%q is not a price; write USD per hour such as 3.06", v)
+			}
+			*dst = p
+			return nil
+		})
+	}
+	priceFlag("spot-price", &f.job.SpotPrice, "spot price")
+	priceFlag("ondemand-price", &f.job.OnDemandPrice, "on-demand price")
+	fs.Func("tier", "tier of the job: deadline, flexible or critical (default deadline)", func(v string) error {
+		t := spec.Tier(strings.ToLower(v))
+		if t != spec.TierDeadline && t != spec.TierFlexible && t != spec.TierCritical {
+			return fmt.Errorf("%q is not a tier; use deadline, flexible or critical", v)
+		}
+		f.tier = t
+		return nil
+	})
+	fs.IntVar(&f.start, "start", 0, "tick of the traces the job starts at")
+	fs.IntVar(&f.starts, "starts", 0, "run N windows whose starts are spread evenly over the traces, then a summary")
+	fs.BoolVar(&f.json, "json", false, "print one JSON object per line")
+	fs.StringVar(&f.plot, "plot", "", "draw progress and market over time to FILE (.png or .svg)")
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if fs.NArg() > 0 {
+		return f, usagef("sim: unexpected argument %q; give traces with --trace FILE", fs.Arg(0))
+	}
+	f.job.Tier = f.tier
+	if len(f.policies) == 0 {
+		f.policies = []policy.Name{policy.Refuel}
+	}
+	return f, f.check()
+}
+
+// check rejects combinations of flags that cannot be run, naming the flag.
+func (f simFlags) check() error {
+	bad := func(flag, problem, fix string) error { return &FlagError{flag, problem, fix} }
+	j := f.job
+	switch {
+	case len(f.traces) == 0:
+		return bad("trace", "is missing", "give at least one trace file, e.g. --trace shared/traces/availability/1-node/aws-10-26-2022/us-west-2a_v100_1.json")
+	case j.Work <= 0:
+		return bad("work", "must be positive", "give the compute time, e.g. --work 48h")
+	case j.Deadline < j.Work:
+		return bad("deadline", fmt.Sprintf("%s is shorter than --work %s", j.Deadline, j.Work), "give a deadline at least as long as the work")
+	case j.RestartOverhead < 0:
+		return bad("restart-overhead", "is negative", "give 0 or more, e.g. --restart-overhead 12m")
+	case f.start < 0:
+		return bad("start", fmt.Sprintf("%d is negative", f.start), "give a tick from 0")
+	case f.starts < 0:
+		return bad("starts", fmt.Sprintf("%d is negative", f.starts), "give a number of windows, e.g. --starts 10")
+	case f.starts > 0 && f.start != 0:
+		return bad("starts", "and --start were both given", "use --start for one window or --starts for several")
+	case f.plot != "" && !strings.HasSuffix(f.plot, ".png") && !strings.HasSuffix(f.plot, ".svg"):
+		return bad("plot", fmt.Sprintf("%q names neither a .png nor an .svg file", f.plot), "end the file name with .png or .svg")
+	}
+	for _, p := range f.policies {
+		if p == policy.Optimal && f.tier != spec.TierDeadline {
+			return bad("policy", "optimal is computed for tier deadline only", "drop optimal or use --tier deadline")
+		}
+	}
+	return nil
+}
+
+// simRow is one window replayed under one policy. The first nine fields
+// are the contract of design section 3; the rest were added.
+type simRow struct {
+	Policy        policy.Name `json:"policy"`
+	Start         int         `json:"start"`
+	CostUSD       float64     `json:"cost_usd"`
+	FinishHours   float64     `json:"finish_hours"`
+	DeadlineMet   bool        `json:"deadline_met"`
+	SpotHours     float64     `json:"spot_hours"`
+	OnDemandHours float64     `json:"ondemand_hours"`
+	Preemptions   int         `json:"preemptions"`
+	Changeovers   int         `json:"changeovers"`
+	Finished      bool        `json:"finished"`
+	Restarts      int         `json:"restarts"`
+	// CostFraction is the cost as a share of on-demand from start to end.
+	CostFraction float64 `json:"cost_fraction"`
+	Tier         string  `json:"tier"`
+}
+
+// simSummary closes a run of several windows, per policy.
+type simSummary struct {
+	Summary          bool        `json:"summary"`
+	Policy           policy.Name `json:"policy"`
+	Windows          int         `json:"windows"`
+	DeadlinesMet     int         `json:"deadlines_met"`
+	MeanCostUSD      float64     `json:"mean_cost_usd"`
+	MeanCostFraction float64     `json:"mean_cost_fraction"`
+	MaxCostUSD       float64     `json:"max_cost_usd"`
+	MeanFinishHours  float64     `json:"mean_finish_hours"`
+	Preemptions      int         `json:"preemptions"`
+	Changeovers      int         `json:"changeovers"`
+}
+
+func runSim(args []string, stdout, stderr io.Writer) error {
+	f, err := parseSimFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	traces, err := trace.LoadAll(f.traces)
+	if err != nil {
+		return err
+	}
+	market, err := replay.NewMarket(traces)
+	if err != nil {
+		return err
+	}
+	starts := []int{f.start}
+	if f.starts > 0 {
+		if starts, err = market.Starts(f.starts, f.job.Deadline); err != nil {
+			return &FlagError{"starts", err.Error(), "or give a single --start"}
+		}
+	} else if f.start >= market.Ticks() {
+		return &FlagError{"start", fmt.Sprintf("%d is past the traces' last tick %d", f.start, market.Ticks()-1), "start within the traces"}
+	} else if last, err := market.LastStart(f.job.Deadline); err != nil || f.start > last {
+		fmt.Fprintf(stderr, "sim: the deadline runs past the end of the traces; spot counts as out of stock there\n")
+	}
+	var rows []simRow
+	var plotted []replay.Result
+	for w, start := range starts {
+		if len(starts) > 1 {
+			fmt.Fprintf(stderr, "sim: window %d/%d (start tick %d)\n", w+1, len(starts), start)
+		}
+		for _, p := range f.policies {
+			res, err := replaySim(market, f.job, start, p)
+			if err != nil {
+				return fmt.Errorf("policy %s, start %d: %w", p, start, err)
+			}
+			rows = append(rows, rowOf(p, f.job, res))
+			if w == 0 {
+				plotted = append(plotted, res)
+			}
+		}
+	}
+	if err := printSim(stdout, f, rows); err != nil {
+		return err
+	}
+	if f.plot != "" {
+		if len(starts) > 1 {
+			fmt.Fprintf(stderr, "sim: plotting the first window (start tick %d)\n", starts[0])
+		}
+		return writePlot(f.plot, market, f.job, f.policies, plotted)
+	}
+	return nil
+}
+
+// replaySim replays one window under one policy.
+func replaySim(m *replay.Market, job replay.Job, start int, p policy.Name) (replay.Result, error) {
+	if p == policy.Optimal {
+		plan, err := replay.Optimal(m, job, start)
+		if err != nil {
+			return replay.Result{}, err
+		}
+		return replay.Run(m, job, start, plan)
+	}
+	return replay.Run(m, job, start, replay.NewOnline(job.Tier, p))
+}
+
+func rowOf(p policy.Name, job replay.Job, r replay.Result) simRow {
+	return simRow{
+		Policy: p, Start: r.Start, CostUSD: r.Cost, FinishHours: r.Finish.Hours(), DeadlineMet: r.DeadlineMet,
+		SpotHours: r.Spot.Hours(), OnDemandHours: r.OnDemand.Hours(),
+		Preemptions: r.Preemptions, Changeovers: r.Changeovers,
+		Finished: r.Finished, Restarts: r.Starts, CostFraction: r.Cost / job.OnDemandCost(), Tier: string(job.Tier),
+	}
+}
+
+func summarise(f simFlags, rows []simRow) []simSummary {
+	var out []simSummary
+	for _, p := range f.policies {
+		s := simSummary{Summary: true, Policy: p}
+		for _, r := range rows {
+			if r.Policy != p {
+				continue
+			}
+			s.Windows++
+			if r.DeadlineMet {
+				s.DeadlinesMet++
+			}
+			s.MeanCostUSD += r.CostUSD
+			s.MeanCostFraction += r.CostFraction
+			s.MaxCostUSD = max(s.MaxCostUSD, r.CostUSD)
+			s.MeanFinishHours += r.FinishHours
+			s.Preemptions += r.Preemptions
+			s.Changeovers += r.Changeovers
+		}
+		if s.Windows > 0 {
+			n := float64(s.Windows)
+			s.MeanCostUSD /= n
+			s.MeanCostFraction /= n
+			s.MeanFinishHours /= n
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func printSim(w io.Writer, f simFlags, rows []simRow) error {
+	var sums []simSummary
+	if f.starts > 0 {
+		sums = summarise(f, rows)
+	}
+	if f.json {
+		enc := json.NewEncoder(w)
+		for _, r := range rows {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		for _, s := range sums {
+			if err := enc.Encode(s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "policy\tstart\tcost $\tof on-demand\tfinish h\tdeadline\tspot h\ton-demand h\tpreemptions\tchangeovers\t")
+	for _, r := range rows {
+		met := "met"
+		if !r.DeadlineMet {
+			met = "MISSED"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.1f%%\t%.2f\t%s\t%.2f\t%.2f\t%d\t%d\t\n", r.Policy, r.Start, r.CostUSD, 100*r.CostFraction, r.FinishHours, met, r.SpotHours, r.OnDemandHours, r.Preemptions, r.Changeovers)
+	}
+	if len(sums) > 0 {
+		fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t\t\t")
+		fmt.Fprintln(tw, "policy\twindows\tmean cost $\tof on-demand\tmean finish h\tdeadlines met\tmax cost $\t\tpreemptions\tchangeovers\t")
+		for _, s := range sums {
+			fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.1f%%\t%.2f\t%d/%d\t%.2f\t\t%d\t%d\t\n", s.Policy, s.Windows, s.MeanCostUSD, 100*s.MeanCostFraction, s.MeanFinishHours, s.DeadlinesMet, s.Windows, s.MaxCostUSD, s.Preemptions, s.Changeovers)
+		}
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// simTrace writes a small trace: 40 ticks of 10 minutes, stock coming and
+// going.
+func simTrace(t *testing.T, name string) string {
+	t.Helper()
+	var pts []string
+	for i := range 40 {
+		if (i/5)%3 == 2 {
+			pts = append(pts, "0")
+		} else {
+			pts = append(pts, "1")
+		}
+	}
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(`{"metadata": {"gap_seconds": 600}, "data": [`+strings.Join(pts, ", ")+`]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+var simJob = []string{"--work", "3h", "--deadline", "4h", "--restart-overhead", "12m", "--spot-price", "0.9701", "--ondemand-price", "3.06"}
+
+func simJSON(t *testing.T, args ...string) []map[string]any {
+	t.Helper()
+	var out, errs bytes.Buffer
+	if err := runSim(append(args, "--json"), &out, &errs); err != nil {
+		t.Fatalf("runSim: %v\n%s", err, errs.String())
+	}
+	var rows []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var row map[string]any
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			t.Fatalf("line %q is not one JSON object: %v", line, err)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// checkRow checks the fields design section 3 promises, and their types.
+func checkRow(t *testing.T, row map[string]any) {
+	t.Helper()
+	kinds := map[string]string{
+		"policy": "string", "start": "number", "cost_usd": "number", "finish_hours": "number", "deadline_met": "bool",
+		"spot_hours": "number", "ondemand_hours": "number", "preemptions": "number", "changeovers": "number",
+	}
+	for field, kind := range kinds {
+		v, ok := row[field]
+		if !ok {
+			t.Errorf("row %v has no %q", row, field)
+			continue
+		}
+		got := "number"
+		switch v.(type) {
+		case string:
+			got = "string"
+		case bool:
+			got = "bool"
+		}
+		if got != kind {
+			t.Errorf("%q is a %s, want a %s", field, got, kind)
+		}
+	}
+}
+
+func TestSimPrintsOneJSONRowPerPolicy(t *testing.T) {
+	tr := simTrace(t, "z1_v100_1.json")
+	rows := simJSON(t, append([]string{"--trace", tr, "--policy", "greedy,refuel", "--policy", "optimal", "--start", "2"}, simJob...)...)
+	if len(rows) != 3 {
+		t.Fatalf("got %d rows, want 3", len(rows))
+	}
+	for i, want := range []string{"greedy", "refuel", "optimal"} {
+		checkRow(t, rows[i])
+		if rows[i]["policy"] != want || rows[i]["start"] != 2.0 || rows[i]["deadline_met"] != true {
+			t.Errorf("row %d: %v", i, rows[i])
+		}
+	}
+	if rows[2]["cost_usd"].(float64) > rows[0]["cost_usd"].(float64)+1e-9 {
+		t.Errorf("optimal costs more than greedy: %v", rows)
+	}
+}
+
+func TestSimStartsEndWithASummaryPerPolicy(t *testing.T) {
+	a, b := simTrace(t, "za_v100_1.json"), simTrace(t, "zb_v100_1.json")
+	rows := simJSON(t, append([]string{"--trace", a, "--trace", b, "--policy", "ondemand,uniform-progress", "--starts", "3"}, simJob...)...)
+	if len(rows) != 3*2+2 {
+		t.Fatalf("got %d rows, want 8", len(rows))
+	}
+	for _, row := range rows[:6] {
+		checkRow(t, row)
+	}
+	if rows[0]["start"] != 0.0 || rows[4]["start"] != 16.0 {
+		t.Errorf("starts are %v and %v, want 0 and 16 (the last that leaves room for the deadline)", rows[0]["start"], rows[4]["start"])
+	}
+	for i, want := range []string{"ondemand", "uniform-progress"} {
+		s := rows[6+i]
+		if s["summary"] != true || s["policy"] != want || s["windows"] != 3.0 || s["deadlines_met"] != 3.0 {
+			t.Errorf("summary %d: %v", i, s)
+		}
+	}
+}
+
+func TestSimRejectsBadFlags(t *testing.T) {
+	tr := simTrace(t, "z1_v100_1.json")
+	cases := map[string]struct {
+		args []string
+		want string
+	}{
+		"no trace":          {nil, "--trace is missing"},
+		"bad duration":      {[]string{"--trace", tr, "--work", "two days"}, "-work"},
+		"bad price":         {[]string{"--trace", tr, "--spot-price", "cheap"}, "-spot-price"},
+		"unknown policy":    {[]string{"--trace", tr, "--policy", "fast"}, `unknown policy "fast"`},
+		"deadline too soon": {[]string{"--trace", tr, "--work", "5h", "--deadline", "4h"}, "--deadline"},
+		"start and starts":  {[]string{"--trace", tr, "--start", "3", "--starts", "2"}, "--starts"},
+		"start past end":    {[]string{"--trace", tr, "--start", "99"}, "--start 99 is past"},
+		"plot format":       {[]string{"--trace", tr, "--plot", "out.jpg"}, "--plot"},
+		"missing file":      {[]string{"--trace", filepath.Join(t.TempDir(), "none.json")}, "none.json cannot be read"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var out, errs bytes.Buffer
+			err := runSim(tc.args, &out, &errs)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSimPlots(t *testing.T) {
+	tr := simTrace(t, "z1_v100_1.json")
+	for _, ext := range []string{".svg", ".png"} {
+		path := filepath.Join(t.TempDir(), "plot"+ext)
+		var out, errs bytes.Buffer
+		if err := runSim(append([]string{"--trace", tr, "--policy", "greedy,optimal", "--plot", path}, simJob...), &out, &errs); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (ext == ".svg" && !bytes.Contains(b, []byte("<svg"))) || (ext == ".png" && !bytes.HasPrefix(b, []byte("\x89PNG"))) {
+			t.Errorf("%s is not a %s file", path, ext)
+		}
+	}
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"refuel/jobs"
+	"refuel/workflows"
+)
+
+func runStatus(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	conn := addConnFlags(fs)
+	asJSON := fs.Bool("json", false, "print the status query's answer as JSON")
+	watch := fs.Bool("watch", false, "follow live progress until the run ends")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("give one job id: starter status ID")
+	}
+	ctx := context.Background()
+	c, err := conn.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	id := pos[0]
+	if !*watch {
+		st, err := jobs.Status(ctx, c, id)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(st)
+		}
+		printStatus(stdout, st, jobs.LiveStep(ctx, c, id))
+		return nil
+	}
+	return watchStatus(ctx, c, id, stdout, *asJSON)
+}
+
+func watchStatus(ctx context.Context, c client.Client, id string, stdout io.Writer, asJSON bool) error {
+	for {
+		st, err := jobs.Status(ctx, c, id)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			b, _ := json.Marshal(st)
+			fmt.Fprintln(stdout, string(b))
+		} else {
+			fmt.Fprintln(stdout, statusLine(st, jobs.LiveStep(ctx, c, id)))
+		}
+		desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+		if err == nil && desc.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			return nil
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// statusLine is one line of live progress.
+func statusLine(st workflows.Status, live int64) string {
+	step := max(st.Step, live)
+	bar := progressBar(step, st.TotalSteps, 20)
+	where := "-"
+	if st.Instance != nil {
+		where = st.Instance.ID + " (" + st.Instance.Market + ")"
+	}
+	return fmt.Sprintf("%s %-22s %s step %d/%d  on %s  preempted %d recovered %d  $%.4f",
+		time.Now().Format("15:04:05"), st.State, bar, step, st.TotalSteps, where, st.Preemptions, st.Recoveries, st.CostUSD)
+}
+
+func progressBar(done, total int64, width int) string {
+	if total <= 0 {
+		return "[" + strings.Repeat("?", width) + "]"
+	}
+	n := int(min(done, total) * int64(width) / total)
+	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
+}
+
+func printStatus(w io.Writer, st workflows.Status, live int64) {
+	fmt.Fprintf(w, "job        %s (team %s, tier %s, priority %d)\n", st.ID, st.Team, st.Tier, st.Priority)
+	fmt.Fprintf(w, "state      %s%s\n", st.State, map[bool]string{true: " (paused)"}[st.Paused])
+	fmt.Fprintf(w, "progress   %s step %d of %d\n", progressBar(max(st.Step, live), st.TotalSteps, 30), max(st.Step, live), st.TotalSteps)
+	if ck := st.LastCheckpoint; ck != nil {
+		fmt.Fprintf(w, "checkpoint step %d at %s\n           %s\n", ck.Step, ck.Time.Format(time.RFC3339), ck.URL)
+	}
+	if in := st.Instance; in != nil {
+		fmt.Fprintf(w, "instance   %s %s $%.4f/h since %s\n", in.ID, in.Offering, in.PricePerHour, in.Since.Format(time.TimeOnly))
+	}
+	fmt.Fprintf(w, "preempted  %d, recovered %d, lost work %.1fs\n", st.Preemptions, st.Recoveries, st.LostWorkSecs)
+	fmt.Fprintf(w, "cost       $%.4f\n", st.CostUSD)
+	for _, f := range st.Failures {
+		fmt.Fprintf(w, "failure    %s %s %s: %s\n", f.Time.Format(time.TimeOnly), f.Class, f.Offering, f.Message)
+	}
+}
