@@ -26,6 +26,8 @@ func main() {
 		os.Exit(nodeagent.Main(args, os.Stderr))
 	case "trainer":
 		os.Exit(trainer.Main(args, os.Stdout, os.Stderr))
+	case "ec2-sim":
+		os.Exit(ec2sim(args))
 	case "help":
 		usage()
 	default:
@@ -39,6 +41,7 @@ func usage() {
 	fmt.Fprint(os.Stderr, `usage: worker [serve] [flags]   serve the control plane (default)
        worker agent [flags]     run a node agent (started by clouds, one per instance)
        worker trainer [flags]   run the demo trainer (started by node agents)
+       worker ec2-sim --traces DIR [flags]   serve a trace-driven simulated cloud over EC2's API
 Run a command with -h for its flags.
 `)
 }
