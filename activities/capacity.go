@@ -21,24 +21,28 @@ type Interrupter interface {
 
 // Capacity holds the control plane's capacity activities.
 type Capacity struct {
-	Providers   []capacity.Provider
-	Unavailable *capacity.UnavailableCache
+	Providers []capacity.Provider
+	// Interrupters are the clouds that can reclaim an instance on demand
+	// (the local and simulated ones), for drills and demos.
+	Interrupters []Interrupter
+	Unavailable  *capacity.UnavailableCache
 }
 
 // ListOfferings asks each allowed provider what it sells for the resources.
 func (a *Capacity) ListOfferings(ctx context.Context, in OfferingsInput) ([]capacity.Offering, error) {
+	providers := a.allowed(in.Resources.Providers)
+	if len(providers) == 0 {
+		return nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("resources.providers %v names no provider this worker has (it has %v)", in.Resources.Providers, a.names()),
+			string(capacity.SpecMismatch), nil)
+	}
 	var out []capacity.Offering
-	for _, p := range a.allowed(in.Resources.Providers) {
+	for _, p := range providers {
 		os, err := p.Offerings(ctx, in.Resources)
 		if err != nil {
 			return nil, fmt.Errorf("%s offerings: %w", p.Name(), err)
 		}
 		out = append(out, os...)
-	}
-	if len(in.Resources.Providers) > 0 && len(a.allowed(in.Resources.Providers)) == 0 {
-		return nil, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("resources.providers %v names no provider this worker has (it has %v)", in.Resources.Providers, a.names()),
-			string(capacity.SpecMismatch), nil)
 	}
 	return out, nil
 }
@@ -105,22 +109,18 @@ func (a *Capacity) Release(ctx context.Context, in ReleaseInput) error {
 
 // Interrupt asks the provider holding an instance to reclaim it.
 func (a *Capacity) Interrupt(ctx context.Context, in InterruptInput) (InterruptResult, error) {
-	for _, p := range a.Providers {
-		ip, ok := p.(Interrupter)
-		if !ok {
-			continue
-		}
-		if _, _, err := p.Describe(ctx, in.InstanceID); err != nil {
-			continue
-		}
+	for _, ip := range a.Interrupters {
 		at, err := ip.Interrupt(in.InstanceID, in.Grace)
+		if capacity.IsNotFound(err) {
+			continue
+		}
 		if err != nil {
 			return InterruptResult{}, err
 		}
 		return InterruptResult{NoticeAt: at}, nil
 	}
 	return InterruptResult{}, temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("instance %s is not running on any provider that can interrupt it", in.InstanceID), "NotFound", nil)
+		fmt.Sprintf("instance %s is not running on any cloud that can interrupt it", in.InstanceID), "NotFound", nil)
 }
 
 // preferAvailable moves offerings that recently had no capacity to the

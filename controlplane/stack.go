@@ -19,7 +19,9 @@ import (
 	"refuel/internal/cluster"
 	"refuel/internal/telemetry"
 	"refuel/pkg/capacity"
+	awscloud "refuel/pkg/cloud/aws"
 	"refuel/pkg/cloud/local"
+	"refuel/pkg/cloud/sim"
 	"refuel/pkg/devserver"
 	"refuel/workflows"
 )
@@ -47,6 +49,13 @@ type Config struct {
 	SelfCommand []string
 	// DemoStepTime paces the demo trainer: work / DemoStepTime steps.
 	DemoStepTime time.Duration
+	// Provider is the cloud: local (default), sim or aws.
+	Provider string
+	// Sim configures the simulated cloud (provider sim, or aws over the
+	// sim's EC2 endpoint).
+	Sim SimConfig
+	// AWS configures the AWS provider.
+	AWS awscloud.Config
 	// Offerings the local cloud sells; default local.DefaultOfferings().
 	Offerings []capacity.Offering
 	// Stock caps running local instances per offering key.
@@ -59,15 +68,20 @@ type Config struct {
 
 // Stack is a running control plane.
 type Stack struct {
-	Client  client.Client
-	Server  *devserver.Server // nil with an external cluster
-	Cloud   *local.Cloud
-	Metrics *telemetry.Metrics
-	Address string
-	cfg     Config
-	worker  worker.Worker
-	metrics *http.Server
-	log     *zap.Logger
+	Client   client.Client
+	Server   *devserver.Server // nil with an external cluster
+	Provider capacity.Provider // the cloud runs acquire from
+	Cloud    *local.Cloud      // set with the local provider
+	Sim      *sim.Cloud        // set when the simulated cloud runs here
+	// EC2Endpoint is where the in-process sim serves EC2's API, if it does.
+	EC2Endpoint string
+	Metrics     *telemetry.Metrics
+	Address     string
+	cfg         Config
+	worker      worker.Worker
+	metrics     *http.Server
+	closers     []func()
+	log         *zap.Logger
 }
 
 // Start brings the control plane up and returns once its worker polls.
@@ -95,22 +109,15 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	}
 	s.Address = opts.HostPort
 
-	agentArgs := func(l local.AgentLaunch) []string {
-		return append(append([]string{}, cfg.SelfCommand...), "agent",
-			"--instance-id", l.InstanceID, "--task-queue", l.TaskQueue,
-			"--metadata-endpoint", l.MetadataEndpoint, "--dir", l.Dir, "--ready-file", l.ReadyFile,
-			"--temporal-address", opts.HostPort, "--namespace", opts.Namespace,
-			"--checkpoint-url", cfg.CheckpointURL, "--demo-step-time", cfg.DemoStepTime.String())
-	}
-	s.Cloud, err = local.New(local.Config{
-		LauncherConfig: local.LauncherConfig{AgentCommand: agentArgs, Dir: filepath.Join(cfg.DataDir, "instances"), Logger: cfg.Logger},
-		Offerings:      cfg.Offerings, Stock: cfg.Stock,
-	})
+	launcher := AgentLauncher(cfg.SelfCommand, opts.HostPort, opts.Namespace, cfg.CheckpointURL, cfg.DemoStepTime, cfg.instancesDir(), cfg.Logger)
+	set, err := s.startProviders(ctx, launcher)
+	s.closers = set.closers
 	if err != nil {
 		return nil, err
 	}
-	providers := []capacity.Provider{s.Cloud}
-	caps := &activities.Capacity{Providers: providers, Unavailable: capacity.NewUnavailableCache(0, nil)}
+	s.Provider = set.provider
+	providers := []capacity.Provider{set.provider}
+	caps := &activities.Capacity{Providers: providers, Interrupters: set.interrupters, Unavailable: capacity.NewUnavailableCache(0, nil)}
 	ckpts := &activities.Checkpoints{DefaultURL: cfg.CheckpointURL}
 	jan := &activities.Janitor{Providers: providers, Client: s.Client, Grace: 2 * time.Minute}
 
@@ -186,8 +193,8 @@ func (s *Stack) Stop() {
 	if s.worker != nil {
 		s.worker.Stop()
 	}
-	if s.Cloud != nil {
-		_ = s.Cloud.Close()
+	for _, close := range s.closers {
+		close()
 	}
 	if s.metrics != nil {
 		_ = s.metrics.Close()

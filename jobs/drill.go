@@ -77,8 +77,13 @@ func Drill(ctx context.Context, c client.Client, o DrillOptions) (DrillReport, e
 	if err != nil {
 		return rep, err
 	}
+	// On a real or simulated spot market the job may already have been
+	// preempted and recovered before the drill struck: wait for a recovery
+	// from this interruption, onto another instance.
+	before := st.Recoveries
 	st, err = WaitFor(ctx, c, js.ID, func(s workflows.Status) bool {
-		return s.Recoveries > 0 && s.LastRecovery != nil && !s.LastRecovery.ResumedAt.IsZero()
+		return s.Recoveries > before && s.LastRecovery != nil && !s.LastRecovery.ResumedAt.IsZero() &&
+			s.LastRecovery.InstanceID != rep.InterruptedInstance
 	})
 	if err != nil {
 		return rep, err

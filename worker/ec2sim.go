@@ -19,6 +19,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"refuel/controlplane"
 	"refuel/internal/cluster"
 	"refuel/internal/telemetry"
 	"refuel/pkg/cloud/local"
@@ -163,16 +164,8 @@ func agentLauncher(dataDir, address, namespace, ckptURL string, stepTime time.Du
 	if err != nil {
 		return local.LauncherConfig{}, fmt.Errorf("cannot find this executable to start agents: %w", err)
 	}
-	return local.LauncherConfig{
-		AgentCommand: func(l local.AgentLaunch) []string {
-			return []string{self, "agent",
-				"--instance-id", l.InstanceID, "--task-queue", l.TaskQueue,
-				"--metadata-endpoint", l.MetadataEndpoint, "--dir", l.Dir, "--ready-file", l.ReadyFile,
-				"--temporal-address", opts.HostPort, "--namespace", opts.Namespace,
-				"--checkpoint-url", ckptURL, "--demo-step-time", stepTime.String()}
-		},
-		Dir: filepath.Join(dir, "ec2-sim-instances"), Logger: log,
-	}, nil
+	return controlplane.AgentLauncher([]string{self}, opts.HostPort, opts.Namespace, ckptURL, stepTime,
+		filepath.Join(dir, "ec2-sim-instances"), log), nil
 }
 
 // announce prints what is served where.

@@ -14,6 +14,7 @@ import (
 	"refuel/controlplane"
 	"refuel/internal/cluster"
 	"refuel/internal/telemetry"
+	awscloud "refuel/pkg/cloud/aws"
 )
 
 func serve(args []string) int {
@@ -27,6 +28,14 @@ func serve(args []string) int {
 		metrics   = fs.String("metrics", envOr("REFUEL_METRICS", cluster.DefaultMetricsAddr), "Prometheus /metrics address, - for none (env REFUEL_METRICS)")
 		ckptURL   = fs.String("checkpoint-url", os.Getenv("REFUEL_CHECKPOINT_URL"), "checkpoint store for specs that name none (default file://<data-dir>/checkpoints)")
 		stepTime  = fs.Duration("demo-step-time", 100*time.Millisecond, "pace of the demo trainer: a spec's work becomes work/step-time steps")
+		provider  = fs.String("provider", envOr("REFUEL_PROVIDER", controlplane.ProviderSim), "cloud to acquire from: sim (trace-driven spot market), local (this machine, unlimited stock) or aws (env REFUEL_PROVIDER)")
+		simTraces = fs.String("sim-traces", envOr("REFUEL_SIM_TRACES", "../shared/traces/availability/1-node/aws-10-26-2022"), "availability traces the sim's spot market replays, ZONE_GPU_COUNT.json files (env REFUEL_SIM_TRACES)")
+		simSpeed  = fs.Float64("sim-speed", 1, "trace ticks per second of the sim's market (0 stands still)")
+		simNotice = fs.Duration("sim-notice", 20*time.Second, "sim: time between a spot interruption notice and the instance being taken")
+		ec2Sim    = fs.String("ec2-sim", "", "also serve the sim over EC2's API on this address (e.g. 127.0.0.1:4566); with --provider aws the AWS provider then talks to it")
+		awsURL    = fs.String("aws-endpoint", os.Getenv("AWS_ENDPOINT_URL_EC2"), "EC2 endpoint for --provider aws (default AWS's; the sim's with --ec2-sim)")
+		awsRegion = fs.String("aws-region", os.Getenv("AWS_REGION"), "AWS region for --provider aws")
+		awsLT     = fs.String("aws-launch-template", envOr("REFUEL_AWS_LAUNCH_TEMPLATE", "refuel-node"), "launch template (name) whose user data starts `worker agent`, for --provider aws")
 		logLevel  = fs.String("log-level", "info", "debug, info, warn or error")
 		logJSON   = fs.Bool("log-json", false, "log JSON lines instead of console text")
 	)
@@ -49,6 +58,9 @@ func serve(args []string) int {
 		Target:  cluster.Target{Address: *address, Namespace: *namespace},
 		DataDir: *dataDir, FrontendAddr: *frontend, UIAddr: *ui, MetricsAddr: *metrics,
 		CheckpointURL: *ckptURL, DemoStepTime: *stepTime, Logger: log,
+		Provider: *provider,
+		Sim:      controlplane.SimConfig{Traces: *simTraces, Speed: *simSpeed, Notice: *simNotice, ServeEC2: *ec2Sim},
+		AWS:      awsConfig(*awsURL, *awsRegion, *awsLT, *ec2Sim != ""),
 	})
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))
@@ -59,7 +71,9 @@ func serve(args []string) int {
 		zap.String("temporal", stack.Address),
 		zap.String("web_ui", stack.UIURL()),
 		zap.String("metrics", stack.MetricsURL()),
-		zap.String("task_queue", "refuel"))
+		zap.String("task_queue", "refuel"),
+		zap.String("provider", *provider),
+		zap.String("ec2_endpoint", stack.EC2Endpoint))
 	if ui := stack.UIURL(); ui != "" {
 		fmt.Fprintf(os.Stderr, "\n  Temporal Web UI: %s/namespaces/default/workflows\n  Submit a job:    go run ./starter submit examples/job.yaml\n\n", ui)
 	}
@@ -73,4 +87,18 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// awsConfig is the AWS provider's configuration from flags. Against the
+// in-process sim any static credentials and region do: it checks neither.
+func awsConfig(endpoint, region, launchTemplate string, againstSim bool) awscloud.Config {
+	cfg := awscloud.Config{Endpoint: endpoint, Region: region, LaunchTemplate: awscloud.LaunchTemplate{Name: launchTemplate}}
+	if againstSim {
+		if cfg.Region == "" {
+			cfg.Region = "us-west-2"
+		}
+		cfg.AccessKeyID, cfg.SecretAccessKey = "sim", "sim"
+		cfg.PollInterval = time.Second // a simulated boot takes a moment, not a minute
+	}
+	return cfg
 }

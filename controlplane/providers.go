@@ -1,0 +1,151 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"refuel/activities"
+
+	"go.uber.org/zap"
+
+	"refuel/pkg/capacity"
+	awscloud "refuel/pkg/cloud/aws"
+	"refuel/pkg/cloud/local"
+	"refuel/pkg/cloud/sim"
+	"refuel/pkg/cloud/sim/ec2api"
+)
+
+// Provider names the control plane knows.
+const (
+	ProviderLocal = "local"
+	ProviderSim   = "sim"
+	ProviderAWS   = "aws"
+)
+
+// SimConfig configures the trace-driven simulated cloud.
+type SimConfig struct {
+	// Traces is a directory of ZONE_GPU_COUNT.json availability traces.
+	Traces string
+	// Speed is trace ticks per wall second (0: the market stands still).
+	Speed float64
+	// Notice is the time between an interruption notice and the kill.
+	Notice time.Duration
+	// ServeEC2, when set, also serves the sim over EC2's Query API on this
+	// address, so standard EC2 clients and the AWS provider can use it.
+	ServeEC2 string
+}
+
+// AgentLauncher is how every simulated cloud of this control plane starts
+// node agents: this binary's agent subcommand, connected to the cluster.
+func AgentLauncher(self []string, address, namespace, checkpointURL string, stepTime time.Duration, dir string, log *zap.Logger) local.LauncherConfig {
+	return local.LauncherConfig{
+		AgentCommand: func(l local.AgentLaunch) []string {
+			return append(append([]string{}, self...), "agent",
+				"--instance-id", l.InstanceID, "--task-queue", l.TaskQueue,
+				"--metadata-endpoint", l.MetadataEndpoint, "--dir", l.Dir, "--ready-file", l.ReadyFile,
+				"--temporal-address", address, "--namespace", namespace,
+				"--checkpoint-url", checkpointURL, "--demo-step-time", stepTime.String())
+		},
+		Dir: dir, Logger: log,
+	}
+}
+
+// providerSet is what startProviders built.
+type providerSet struct {
+	provider     capacity.Provider
+	interrupters []activities.Interrupter
+	closers      []func()
+}
+
+// startProviders builds the configured provider. The aws provider with
+// Sim.ServeEC2 set runs the simulated cloud in this process and talks to
+// it over EC2's wire protocol, the way it would talk to EC2.
+func (s *Stack) startProviders(ctx context.Context, launcher local.LauncherConfig) (providerSet, error) {
+	cfg := s.cfg
+	var set providerSet
+	switch cfg.Provider {
+	case "", ProviderLocal:
+		c, err := local.New(local.Config{LauncherConfig: launcher, Offerings: cfg.Offerings, Stock: cfg.Stock})
+		if err != nil {
+			return set, err
+		}
+		s.Cloud = c
+		set.provider = c
+		set.interrupters = append(set.interrupters, c)
+		set.closers = append(set.closers, func() { _ = c.Close() })
+	case ProviderSim:
+		c, err := s.startSim(launcher, &set)
+		if err != nil {
+			return set, err
+		}
+		set.provider = c
+	case ProviderAWS:
+		awsCfg := cfg.AWS
+		if cfg.Sim.ServeEC2 != "" {
+			if _, err := s.startSim(launcher, &set); err != nil {
+				return set, err
+			}
+			if awsCfg.Endpoint == "" {
+				awsCfg.Endpoint = "http://" + s.EC2Endpoint
+			}
+		}
+		if awsCfg.Logger == nil {
+			awsCfg.Logger = cfg.Logger.Named("aws")
+		}
+		c, err := awscloud.New(ctx, awsCfg)
+		if err != nil {
+			return set, fmt.Errorf("--provider aws: %w", err)
+		}
+		set.provider = c
+	default:
+		return set, fmt.Errorf("--provider %q: use local, sim or aws", cfg.Provider)
+	}
+	return set, nil
+}
+
+// startSim starts the simulated cloud, and its EC2 endpoint if asked.
+func (s *Stack) startSim(launcher local.LauncherConfig, set *providerSet) (*sim.Cloud, error) {
+	cfg := s.cfg
+	if cfg.Sim.Traces == "" {
+		return nil, errors.New("--sim-traces is required with the sim cloud: a directory of ZONE_GPU_COUNT.json availability traces")
+	}
+	simCfg, skipped, err := sim.FromTraces(cfg.Sim.Traces, nil)
+	if err != nil {
+		return nil, fmt.Errorf("--sim-traces %s: %w", cfg.Sim.Traces, err)
+	}
+	for _, why := range skipped {
+		s.log.Warn("trace skipped", zap.String("why", why))
+	}
+	simCfg.Launcher = launcher
+	simCfg.Speed, simCfg.NoticeWindow, simCfg.Logger = cfg.Sim.Speed, cfg.Sim.Notice, cfg.Logger.Named("sim")
+	c, err := sim.New(simCfg)
+	if err != nil {
+		return nil, err
+	}
+	s.Sim = c
+	set.interrupters = append(set.interrupters, c)
+	set.closers = append(set.closers, func() { _ = c.Close() })
+	if cfg.Sim.ServeEC2 == "" {
+		return c, nil
+	}
+	ln, err := net.Listen("tcp", cfg.Sim.ServeEC2)
+	if err != nil {
+		return nil, fmt.Errorf("--ec2-sim %s: %w", cfg.Sim.ServeEC2, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/sim/", c.ControlHandler())
+	mux.Handle("/", ec2api.New(c, cfg.Logger.Named("ec2api")))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	s.EC2Endpoint = ln.Addr().String()
+	set.closers = append(set.closers, func() { _ = srv.Close() })
+	return c, nil
+}
+
+// instancesDir is where simulated machines keep their scratch space.
+func (cfg Config) instancesDir() string { return filepath.Join(cfg.DataDir, "instances") }
