@@ -38,6 +38,8 @@ type SimConfig struct {
 	// ServeEC2, when set, also serves the sim over EC2's Query API on this
 	// address, so standard EC2 clients and the AWS provider can use it.
 	ServeEC2 string
+	// Quotas are the simulated account's limits (zero: unlimited).
+	Quotas sim.Quotas
 }
 
 // AgentLauncher is how every simulated cloud of this control plane starts
@@ -123,6 +125,7 @@ func (s *Stack) startSim(launcher local.LauncherConfig, set *providerSet) (*sim.
 	}
 	simCfg.Launcher = launcher
 	simCfg.Speed, simCfg.NoticeWindow, simCfg.Logger = cfg.Sim.Speed, cfg.Sim.Notice, cfg.Logger.Named("sim")
+	simCfg.Quotas = cfg.Sim.Quotas
 	c, err := sim.New(simCfg)
 	if err != nil {
 		return nil, err
