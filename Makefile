@@ -4,7 +4,7 @@ BIN     := bin
 DATA    ?= .refuel
 TRACES  ?= ../shared/traces
 
-.PHONY: build run test lint unit e2e bench bench-policy clean
+.PHONY: build run test lint unit e2e bench bench-policy bench-autoscale clean
 
 build:
 	$(GO) build -o $(BIN)/ ./worker ./starter
@@ -46,6 +46,12 @@ bench:
 # deadlines, 10 start offsets per trace (issue 4's table).
 bench-policy:
 	$(GO) run ./starter sim-bench --traces $(TRACES)/availability
+
+# Inference autoscaling on a real hour of LLM traffic and a day composed
+# from it: SLO attainment and cost of refuel, a SkyServe-like reactive
+# autoscaler, static peak provisioning and an oracle (issue 5's table).
+bench-autoscale:
+	$(GO) run ./starter autoscale-bench --trace $(TRACES)/inference/azure-llm-conv-2023-11-16.csv
 
 clean:
 	rm -rf $(BIN)

@@ -29,6 +29,8 @@ func commands() []command {
 		{"setup", "", "register refuel's search attributes on an external cluster", runSetup},
 		{"sim", "--trace FILE ... --policy NAME", "replay spot traces against market policies", runSim},
 		{"sim-bench", "[--traces DIR]", "compare the market policies over every trace (make bench-policy)", runSimBench},
+		{"autoscale-bench", "[--trace FILE] [--json]", "compare autoscaling policies on inference traffic (make bench-autoscale)",
+			func(args []string, stdout, _ io.Writer) error { return runAutoscaleBench(args, stdout) }},
 	}
 }
 

@@ -1,0 +1,129 @@
+// Package pool holds the configuration of the capacity refuel manages:
+// one dedicated base resource group (owned or reserved machines, listed
+// by name or counted by instance type) that carries everyday load, and
+// the public burst pools of offerings it overflows to.
+package pool
+
+import (
+	"fmt"
+	"os"
+
+	"refuel/pkg/capacity"
+	"refuel/pkg/spec"
+)
+
+// Config is a pools file.
+type Config struct {
+	Base  BaseGroup   `json:"base"`
+	Burst []BurstPool `json:"burst,omitempty"`
+	// AgingPerHour is the priority a waiting request gains per hour of
+	// waiting, so low priority is never starved; 0 means DefaultAgingPerHour.
+	AgingPerHour float64 `json:"aging_per_hour,omitempty"`
+}
+
+// DefaultAgingPerHour lets a priority-0 job waiting 5 h rank with a
+// priority-50 job just submitted: slow enough that priority means
+// something over a working day, fast enough that nothing waits past one.
+const DefaultAgingPerHour = 10
+
+// BaseGroup is the dedicated capacity: machines listed by name, and
+// machines counted by instance type, which get names of their own.
+type BaseGroup struct {
+	Name     string      `json:"name"`
+	Provider string      `json:"provider,omitempty"`
+	Nodes    []BaseNode  `json:"nodes,omitempty"`
+	Counts   []BaseCount `json:"counts,omitempty"`
+}
+
+// BaseNode is one named machine of the base group.
+type BaseNode struct {
+	Name         string `json:"name"`
+	InstanceType string `json:"instance_type"`
+	GPUs         int    `json:"gpus"`
+	Zone         string `json:"zone,omitempty"`
+	// PricePerHour is what an hour of the machine costs (amortised or
+	// reserved), for cost reports; 0 when already paid for.
+	PricePerHour float64 `json:"price_per_hour,omitempty"`
+}
+
+// BaseCount is Count identical machines of one instance type.
+type BaseCount struct {
+	InstanceType string  `json:"instance_type"`
+	GPUs         int     `json:"gpus"`
+	Count        int     `json:"count"`
+	Zone         string  `json:"zone,omitempty"`
+	PricePerHour float64 `json:"price_per_hour,omitempty"`
+}
+
+// BurstPool is a set of public offerings used only when the base is full.
+type BurstPool struct {
+	Name string `json:"name"`
+	// MaxInstances caps the instances held in the pool at once (an
+	// account quota or a budget); 0 means no cap.
+	MaxInstances int                 `json:"max_instances,omitempty"`
+	Offerings    []capacity.Offering `json:"offerings"`
+}
+
+// Node is one machine of the base inventory.
+type Node struct {
+	Name         string  `json:"name"`
+	InstanceType string  `json:"instance_type"`
+	GPUs         int     `json:"gpus"`
+	Zone         string  `json:"zone,omitempty"`
+	PricePerHour float64 `json:"price_per_hour,omitempty"`
+}
+
+// Inventory lists the base machines: the named ones in order, then the
+// counted ones named <group>-<instance type>-<n>, n from 1.
+func (b BaseGroup) Inventory() []Node {
+	var out []Node
+	for _, n := range b.Nodes {
+		out = append(out, Node(n))
+	}
+	for _, c := range b.Counts {
+		for i := 1; i <= c.Count; i++ {
+			out = append(out, Node{Name: fmt.Sprintf("%s-%s-%d", b.Name, c.InstanceType, i), InstanceType: c.InstanceType, GPUs: c.GPUs, Zone: c.Zone, PricePerHour: c.PricePerHour})
+		}
+	}
+	return out
+}
+
+// Offering is the node as an offering on the base market, for matching
+// against a request's resources and for the cost ledger.
+func (n Node) Offering(provider string) capacity.Offering {
+	return capacity.Offering{Provider: provider, InstanceType: n.InstanceType, Zone: n.Zone, Market: capacity.Base, GPUs: n.GPUs, PricePerHour: n.PricePerHour}
+}
+
+// Normalize fills defaults for fields left out.
+func (c *Config) Normalize() {
+	if c.AgingPerHour == 0 {
+		c.AgingPerHour = DefaultAgingPerHour
+	}
+	if c.Base.Provider == "" {
+		c.Base.Provider = "base"
+	}
+}
+
+// ParseConfig reads a pools file from YAML or JSON, rejecting unknown
+// fields, fills defaults and validates it.
+func ParseConfig(data []byte) (Config, error) {
+	var c Config
+	if err := spec.DecodeStrict(data, &c, "pool config"); err != nil {
+		return Config{}, err
+	}
+	c.Normalize()
+	return c, c.Validate()
+}
+
+// ReadConfig reads and parses a pools file.
+func ReadConfig(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, err
+	}
+	c, err := ParseConfig(data)
+	if err != nil {
+		return c, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}

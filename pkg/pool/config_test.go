@@ -1,0 +1,133 @@
+package pool
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"refuel/pkg/capacity"
+	"refuel/pkg/spec"
+)
+
+const example = `
+base:
+  name: dc1
+  provider: onprem
+  nodes:
+    - {name: gpu-node-01, instance_type: a100-8x, gpus: 8, zone: dc1-a}
+  counts:
+    - {instance_type: l4-1x, gpus: 1, count: 2, zone: dc1-b, price_per_hour: 0.3}
+burst:
+  - name: aws-us-east-1
+    max_instances: 10
+    offerings:
+      - {provider: aws, instance_type: g5.xlarge, zone: us-east-1a, market: spot, gpus: 1, price_per_hour: 0.45}
+      - {provider: aws, instance_type: g5.xlarge, zone: us-east-1a, market: on-demand, gpus: 1, price_per_hour: 1.006}
+aging_per_hour: 5
+`
+
+func TestParseConfig(t *testing.T) {
+	c, err := ParseConfig([]byte(example))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Node{
+		{Name: "gpu-node-01", InstanceType: "a100-8x", GPUs: 8, Zone: "dc1-a"},
+		{Name: "dc1-l4-1x-1", InstanceType: "l4-1x", GPUs: 1, Zone: "dc1-b", PricePerHour: 0.3},
+		{Name: "dc1-l4-1x-2", InstanceType: "l4-1x", GPUs: 1, Zone: "dc1-b", PricePerHour: 0.3},
+	}
+	if diff := cmp.Diff(c.Base.Inventory(), want); diff != "" {
+		t.Errorf("inventory got(-), want(+):\n%s", diff)
+	}
+	if c.AgingPerHour != 5 || c.Burst[0].MaxInstances != 10 || c.Burst[0].Offerings[1].Market != capacity.OnDemand {
+		t.Errorf("parsed %+v", c)
+	}
+	if got := want[0].Offering("onprem"); got.Market != capacity.Base || got.Key() != "onprem/a100-8x/dc1-a/base" {
+		t.Errorf("node offering %+v", got)
+	}
+}
+
+func TestParseConfigFillsDefaults(t *testing.T) {
+	c, err := ParseConfig([]byte("base: {name: b, counts: [{instance_type: t, gpus: 1, count: 1}]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.AgingPerHour != DefaultAgingPerHour || c.Base.Provider != "base" {
+		t.Errorf("defaults not filled: %+v", c)
+	}
+}
+
+func TestValidateNamesEveryBadField(t *testing.T) {
+	cases := map[string]struct {
+		edit   func(*Config)
+		fields []string
+	}{
+		"base without name": {func(c *Config) { c.Base.Name = "" }, []string{"base.name"}},
+		"bad base name":     {func(c *Config) { c.Base.Name = "DC 1" }, []string{"base.name"}},
+		"node without name": {func(c *Config) { c.Base.Nodes[0].Name = "" }, []string{"base.nodes[0].name"}},
+		"node twice":        {func(c *Config) { c.Base.Nodes = append(c.Base.Nodes, c.Base.Nodes[0]) }, []string{"base.nodes[1].name"}},
+		"node takes a name": {func(c *Config) { c.Base.Nodes[0].Name = "dc1-l4-1x-2" }, []string{"base.nodes[0].name"}},
+		"node type":         {func(c *Config) { c.Base.Nodes[0].InstanceType = " " }, []string{"base.nodes[0].instance_type"}},
+		"node gpus":         {func(c *Config) { c.Base.Nodes[0].GPUs = 0 }, []string{"base.nodes[0].gpus"}},
+		"count":             {func(c *Config) { c.Base.Counts[0].Count = 0 }, []string{"base.counts[0].count"}},
+		"count price":       {func(c *Config) { c.Base.Counts[0].PricePerHour = -1 }, []string{"base.counts[0].price_per_hour"}},
+		"pool name":         {func(c *Config) { c.Burst[0].Name = "" }, []string{"burst[0].name"}},
+		"pool twice": {func(c *Config) {
+			c.Burst = append(c.Burst, BurstPool{Name: c.Burst[0].Name, Offerings: []capacity.Offering{odOffering}})
+		}, []string{"burst[1].name"}},
+		"pool cap":                      {func(c *Config) { c.Burst[0].MaxInstances = -1 }, []string{"burst[0].max_instances"}},
+		"no offerings":                  {func(c *Config) { c.Burst[0].Offerings = nil }, []string{"burst[0].offerings"}},
+		"offering market":               {func(c *Config) { c.Burst[0].Offerings[0].Market = capacity.Base }, []string{"burst[0].offerings[0].market"}},
+		"offering price":                {func(c *Config) { c.Burst[0].Offerings[0].PricePerHour = 0 }, []string{"burst[0].offerings[0].price_per_hour"}},
+		"offering gpus":                 {func(c *Config) { c.Burst[0].Offerings[1].GPUs = 0 }, []string{"burst[0].offerings[1].gpus"}},
+		"offering fields":               {func(c *Config) { c.Burst[0].Offerings[0].Provider, c.Burst[0].Offerings[0].Zone = "", "" }, []string{"burst[0].offerings[0].provider", "burst[0].offerings[0].zone"}},
+		"offering twice":                {func(c *Config) { c.Burst[0].Offerings[1] = c.Burst[0].Offerings[0] }, []string{"burst[0].offerings[1]"}},
+		"aging":                         {func(c *Config) { c.AgingPerHour = -1 }, []string{"aging_per_hour"}},
+		"no capacity at all":            {func(c *Config) { c.Base = BaseGroup{}; c.Burst = nil }, []string{"base"}},
+		"several at once":               {func(c *Config) { c.Base.Nodes[0].GPUs = -1; c.Burst[0].Offerings[0].Market = "reserved" }, []string{"base.nodes[0].gpus", "burst[0].offerings[0].market"}},
+		"burst without base is allowed": {func(c *Config) { c.Base = BaseGroup{}; c.AgingPerHour = -1 }, []string{"aging_per_hour"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c, err := ParseConfig([]byte(example))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.edit(&c)
+			var ve *spec.ValidationError
+			if err := c.Validate(); !errors.As(err, &ve) {
+				t.Fatalf("error %v; want *spec.ValidationError", err)
+			}
+			var got []string
+			for _, f := range ve.Fields {
+				got = append(got, f.Field)
+				if f.Fix == "" {
+					t.Errorf("%s: no fix given", f.Field)
+				}
+			}
+			if diff := cmp.Diff(got, tc.fields); diff != "" {
+				t.Errorf("fields got(-), want(+):\n%s", diff)
+			}
+		})
+	}
+}
+
+var odOffering = capacity.Offering{Provider: "aws", InstanceType: "p3.2xlarge", Zone: "us-east-1b", Market: capacity.OnDemand, GPUs: 1, PricePerHour: 3.06}
+
+func TestParseConfigRejectsUnknownAndMistypedFields(t *testing.T) {
+	cases := map[string]struct{ doc, mention string }{
+		"typo":       {"base: {name: b, node: []}\n", "node"},
+		"wrong type": {"base: {name: b, counts: [{instance_type: t, gpus: one, count: 1}]}\n", "gpus"},
+		"empty":      {"", "empty"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseConfig([]byte(tc.doc))
+			if err == nil || !strings.Contains(err.Error(), tc.mention) {
+				t.Errorf("error %v; want one mentioning %q", err, tc.mention)
+			}
+		})
+	}
+}

@@ -1,0 +1,251 @@
+package spec
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// Placement says where a service's replicas may run once the dedicated
+// base group is full.
+type Placement string
+
+const (
+	// PlacementSpotFirst overflows to spot and falls back to on-demand
+	// when no spot offering can be had.
+	PlacementSpotFirst Placement = "spot-first"
+	// PlacementOnDemand overflows to on-demand only.
+	PlacementOnDemand Placement = "on-demand"
+)
+
+// Tier returns the job tier whose markets match the placement, so
+// services and training runs share one offering order.
+func (p Placement) Tier() Tier {
+	if p == PlacementOnDemand {
+		return TierCritical
+	}
+	return TierDeadline
+}
+
+// Defaults applied by ServiceSpec.Normalize to fields left out.
+const (
+	DefaultTolerance      = 0.1
+	DefaultDownscaleDelay = 10 * time.Minute
+	DefaultLeadTime       = "auto"
+	DefaultPlacement      = PlacementSpotFirst
+)
+
+// ServiceSpec is one inference service, the InferenceService workflow's
+// input (design section 3).
+type ServiceSpec struct {
+	ID          string `json:"id"`
+	Team        string `json:"team,omitempty"`
+	Priority    int    `json:"priority"`
+	MinReplicas int    `json:"min_replicas"`
+	MaxReplicas int    `json:"max_replicas"`
+	// Target is the load one replica should carry; with several targets
+	// the one asking for most replicas wins.
+	Target ScalingTarget `json:"target"`
+	// Tolerance is the fall in load, as a share of the replicas, ignored
+	// as noise (0.1: 10%); 0 means DefaultTolerance. Rises are never
+	// ignored: too few replicas breaks the SLO at once.
+	Tolerance float64 `json:"tolerance,omitempty"`
+	// UpscaleDelay is how long more replicas must be wanted before they
+	// are requested; 0 requests at once.
+	UpscaleDelay Duration `json:"upscale_delay,omitempty"`
+	// DownscaleDelay is how long fewer replicas must be wanted before any
+	// is released; 0 means DefaultDownscaleDelay.
+	DownscaleDelay Duration `json:"downscale_delay,omitempty"`
+	// Schedules are windows with a replica floor, for load known in advance.
+	Schedules []ScalingWindow `json:"schedules,omitempty"`
+	// LeadTime is how far ahead to scale: "auto" learns it from measured
+	// provision, initialisation and model-load times; a duration fixes it.
+	LeadTime string `json:"lead_time,omitempty"`
+	// WarmPool is how many prepared instances to keep ready to join.
+	WarmPool  int       `json:"warm_pool,omitempty"`
+	Placement Placement `json:"placement,omitempty"`
+	Resources Resources `json:"resources"`
+}
+
+// ScalingTarget is the load one replica should carry. Zero fields are not
+// targeted; at least one must be set.
+type ScalingTarget struct {
+	QPS            float64 `json:"qps,omitempty"`             // requests per second per replica
+	QueueLength    float64 `json:"queue_length,omitempty"`    // waiting requests per replica
+	GPUUtilization float64 `json:"gpu_utilization,omitempty"` // busy share of a replica's GPUs, in (0, 1]
+}
+
+// ScalingWindow keeps at least MinReplicas from each time Cron fires for
+// Duration.
+type ScalingWindow struct {
+	// Cron is a 5-field cron expression ("0 8 * * 1-5") in UTC, or with a
+	// CRON_TZ=Area/City prefix; @daily and the like work too.
+	Cron        string   `json:"cron"`
+	Duration    Duration `json:"duration"`
+	MinReplicas int      `json:"min_replicas"`
+}
+
+// AutoLeadTime reports whether the lead time is learned.
+func (s ServiceSpec) AutoLeadTime() bool { return s.LeadTime == "" || s.LeadTime == "auto" }
+
+// FixedLeadTime returns the configured lead time; ok is false for "auto".
+func (s ServiceSpec) FixedLeadTime() (d time.Duration, ok bool) {
+	if s.AutoLeadTime() {
+		return 0, false
+	}
+	d, err := time.ParseDuration(s.LeadTime)
+	return d, err == nil
+}
+
+// Normalize fills defaults for fields left out, never overriding a value
+// that was given.
+func (s *ServiceSpec) Normalize() {
+	if s.Tolerance == 0 {
+		s.Tolerance = DefaultTolerance
+	}
+	if s.DownscaleDelay == 0 {
+		s.DownscaleDelay = Duration(DefaultDownscaleDelay)
+	}
+	if s.LeadTime == "" {
+		s.LeadTime = DefaultLeadTime
+	}
+	if s.Placement == "" {
+		s.Placement = DefaultPlacement
+	}
+	if s.Resources.GPUs == 0 {
+		s.Resources.GPUs = DefaultGPUs
+	}
+	s.Placement = Placement(strings.ToLower(string(s.Placement)))
+}
+
+// ParseServiceSpec reads a ServiceSpec from YAML or JSON, rejecting
+// unknown fields, fills defaults and validates it.
+func ParseServiceSpec(data []byte) (ServiceSpec, error) {
+	var s ServiceSpec
+	if err := DecodeStrict(data, &s, "ServiceSpec"); err != nil {
+		return ServiceSpec{}, err
+	}
+	s.Normalize()
+	return s, s.Validate()
+}
+
+// ReadServiceSpec reads and parses a ServiceSpec file.
+func ReadServiceSpec(path string) (ServiceSpec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ServiceSpec{}, err
+	}
+	s, err := ParseServiceSpec(data)
+	if err != nil {
+		return s, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Validate checks a normalised spec and returns a *ValidationError listing
+// every problem, or nil.
+func (s *ServiceSpec) Validate() error {
+	var fe fieldErrors
+	switch {
+	case s.ID == "":
+		fe.add("id", "is required", "give the service a unique id such as chat-13b")
+	case !idPattern.MatchString(s.ID):
+		fe.add("id", fmt.Sprintf("%q is not a valid id", s.ID), "use 1-128 lower-case letters, digits, '.', '_' or '-', starting and ending with a letter or digit")
+	}
+	if s.Priority < 0 || s.Priority > MaxPriority {
+		fe.add("priority", fmt.Sprintf("%d is out of range", s.Priority), "use an integer from 0 (lowest) to 100 (highest)")
+	}
+	s.validateReplicas(&fe)
+	s.validateTarget(&fe)
+	if s.Tolerance < 0 || s.Tolerance >= 1 {
+		fe.add("tolerance", fmt.Sprintf("%g is out of range", s.Tolerance), "give a share below 1, e.g. 0.1 to ignore falls within 10%")
+	}
+	if s.UpscaleDelay < 0 {
+		fe.add("upscale_delay", "is negative", "give a duration such as 30s, or leave it out to scale up at once")
+	}
+	if s.DownscaleDelay < 0 {
+		fe.add("downscale_delay", "is negative", "give a duration such as 10m")
+	}
+	for i, w := range s.Schedules {
+		s.validateWindow(&fe, fmt.Sprintf("schedules[%d]", i), w)
+	}
+	if !s.AutoLeadTime() {
+		d, err := time.ParseDuration(s.LeadTime)
+		switch {
+		case err != nil:
+			fe.add("lead_time", fmt.Sprintf("%q is not a duration", s.LeadTime), "write a duration such as 5m, or auto to learn it")
+		case d < 0:
+			fe.add("lead_time", "is negative", "write a duration such as 5m, or auto to learn it")
+		}
+	}
+	if s.WarmPool < 0 || (s.MaxReplicas >= 1 && s.WarmPool > s.MaxReplicas) {
+		fe.add("warm_pool", fmt.Sprintf("%d is out of range", s.WarmPool), "keep 0 to max_replicas prepared instances")
+	}
+	if s.Placement != PlacementSpotFirst && s.Placement != PlacementOnDemand {
+		fe.add("placement", fmt.Sprintf("%q is not a placement", s.Placement), "use spot-first or on-demand")
+	}
+	r := s.Resources
+	if r.GPUs < 0 {
+		fe.add("resources.gpus", fmt.Sprintf("%d is negative", r.GPUs), "ask for 1 or more GPUs per replica")
+	}
+	if r.MaxPricePerHour < 0 {
+		fe.add("resources.max_price_per_hour", "is negative", "give a price in USD per instance-hour, or leave it out for no cap")
+	}
+	checkNames(&fe, "resources.instance_types", r.InstanceTypes)
+	checkNames(&fe, "resources.zones", r.Zones)
+	checkNames(&fe, "resources.providers", r.Providers)
+	return fe.err("ServiceSpec", s.ID)
+}
+
+func (s *ServiceSpec) validateReplicas(fe *fieldErrors) {
+	if s.MinReplicas < 0 {
+		fe.add("min_replicas", fmt.Sprintf("%d is negative", s.MinReplicas), "keep 0 or more replicas")
+	}
+	switch {
+	case s.MaxReplicas < 1:
+		fe.add("max_replicas", "must be at least 1", "give the most replicas the service may have")
+	case s.MaxReplicas < s.MinReplicas:
+		fe.add("max_replicas", fmt.Sprintf("%d is below min_replicas %d", s.MaxReplicas, s.MinReplicas), "raise max_replicas or lower min_replicas")
+	}
+}
+
+func (s *ServiceSpec) validateTarget(fe *fieldErrors) {
+	t := s.Target
+	if t.QPS < 0 {
+		fe.add("target.qps", "is negative", "give the requests per second one replica serves well, e.g. 2.5")
+	}
+	if t.QueueLength < 0 {
+		fe.add("target.queue_length", "is negative", "give the waiting requests per replica to allow, e.g. 4")
+	}
+	if t.GPUUtilization < 0 || t.GPUUtilization > 1 {
+		fe.add("target.gpu_utilization", fmt.Sprintf("%g is out of range", t.GPUUtilization), "give a share in (0, 1], e.g. 0.8 for 80%")
+	}
+	switch {
+	case t.QPS == 0 && t.QueueLength == 0 && t.GPUUtilization == 0:
+		fe.add("target", "sets no target", "set at least one of qps, queue_length, gpu_utilization")
+	case s.MinReplicas == 0 && t.QPS <= 0 && t.QueueLength <= 0:
+		// With no replica running there is no utilisation to measure,
+		// so nothing would ever bring the service back from zero.
+		fe.add("target", "has only gpu_utilization, which cannot wake a service scaled to zero", "set target.qps or target.queue_length, or min_replicas of 1 or more")
+	}
+}
+
+func (s *ServiceSpec) validateWindow(fe *fieldErrors, at string, w ScalingWindow) {
+	if _, err := ParseCron(w.Cron); err != nil {
+		fe.add(at+".cron", fmt.Sprintf("%q: %v", w.Cron, err), "write 5 fields: minute hour day-of-month month day-of-week, e.g. \"0 8 * * 1-5\"")
+	}
+	if w.Duration <= 0 {
+		fe.add(at+".duration", "must be a positive duration", "say how long the window stays open, e.g. 10h")
+	}
+	if w.MinReplicas < 0 || (s.MaxReplicas >= 1 && w.MinReplicas > s.MaxReplicas) {
+		fe.add(at+".min_replicas", fmt.Sprintf("%d is out of range", w.MinReplicas), fmt.Sprintf("give a floor from 0 to max_replicas (%d)", s.MaxReplicas))
+	}
+}
+
+// ParseCron reads a standard 5-field cron expression.
+func ParseCron(expr string) (cron.Schedule, error) {
+	return cron.ParseStandard(expr)
+}
