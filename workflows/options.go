@@ -89,6 +89,17 @@ func permanent(details []activities.FailureDetail) bool {
 	return len(details) > 0
 }
 
+// retryableClass is the class a waiting run waits on: the first failure
+// that waiting can cure.
+func retryableClass(details []activities.FailureDetail) capacity.Class {
+	for _, d := range details {
+		if d.Class.Retryable() {
+			return d.Class
+		}
+	}
+	return capacity.Unknown
+}
+
 func describeFailures(details []activities.FailureDetail) string {
 	parts := make([]string, len(details))
 	for i, d := range details {

@@ -90,7 +90,7 @@ func newRun(ctx workflow.Context, js spec.JobSpec) (*run, error) {
 	if err := js.Validate(workflow.Now(ctx)); err != nil {
 		return nil, invalidSpecError(err)
 	}
-	r := &run{spec: js, opts: DefaultRunOptions, paused: false}
+	r := &run{spec: js, opts: DefaultRunOptions}
 	r.status = Status{
 		ID: js.ID, Team: js.Team, Tier: string(js.Tier), State: StatePending,
 		Priority: js.Priority, StartedAt: workflow.Now(ctx), Failures: []Failure{},
@@ -154,6 +154,8 @@ func (r *run) acquire(ctx workflow.Context) error {
 				"no offering can ever be acquired: "+describeFailures(details), string(details[0].Class), nil, details)
 		}
 		r.setState(ctx, StateWaiting)
+		// Operators filter on why a run waits: RefuelState names the class.
+		_ = workflow.UpsertTypedSearchAttributes(ctx, AttrState.ValueSet(string(StateWaiting)+":"+string(retryableClass(details))))
 		if _, err := workflow.AwaitWithTimeout(ctx, backoff, func() bool { return r.paused }); err != nil {
 			return err
 		}
