@@ -370,7 +370,7 @@ func (r *run) snapshot(ctx workflow.Context) Status {
 	s.CostUSD = r.ledger.CostUSD(now)
 	s.Cost = r.ledger.Breakdown(now)
 	s.Ledger = r.ledger
-	s.Failures = append([]Failure(nil), r.status.Failures...)
+	s.Failures = append([]Failure{}, r.status.Failures...) // [] rather than null for clients
 	return s
 }
 
