@@ -7,6 +7,7 @@ TRACES  ?= ../shared/traces
 .PHONY: build run test lint unit e2e bench bench-policy bench-autoscale clean
 
 build:
+	@echo "building bin/worker and bin/starter (the first build compiles the Temporal server: a few minutes)"
 	$(GO) build -o $(BIN)/ ./worker ./starter
 
 # Starts the control plane (embedded Temporal server, Web UI, local cloud,
@@ -36,7 +37,7 @@ unit:
 
 # End-to-end tests on the embedded server, with real node-agent processes.
 e2e:
-	@echo "== end-to-end tests"
+	@echo "== end-to-end tests (the first build links the Temporal server: a few minutes)"
 	$(GO) test -count=1 -timeout 20m ./tests/
 
 bench:

@@ -38,13 +38,17 @@ func planKey(s State, m Market, model stockModel) outlookKey {
 
 // refuel chooses, among holding nothing, spot in each zone in stock and
 // on-demand, the action whose expected cost to finish is lowest under
-// each zone's fitted stock model (see outlook), then checks it with safe.
+// the fitted stock model (see outlook), then checks it with safe. With
+// one zone, or nothing known of the stock across zones, each zone's own
+// model prices it (costZones); with several, the model of a run roaming
+// between them does (costRoaming), so that a preemption in one zone is
+// not priced as if the run had to wait for that zone to come back.
 // Spot is held while the slack can absorb the preemptions the zone's
 // stretches promise; out of stock the run waits while the outage is
 // young and the slack ample, and holds on-demand once the outage has
 // aged into the kind that lasts; it returns to spot when the stretch
 // looks long enough to repay the changeover; and it moves to the zone
-// whose stock is likely to last longest.
+// whose stock has lasted longest.
 func (d *Decider) refuel(s State, m Market) Choice {
 	if s.Remaining <= 0 {
 		return None
@@ -59,21 +63,91 @@ func (d *Decider) refuel(s State, m Market) Choice {
 	if slack < 0 {
 		return od
 	}
-	type option struct {
-		c    Choice
-		cost float32
-	}
-	options := []option{{None, inf32}}
+	options := []option{{c: None, cost: inf32}}
 	for i, z := range m.Zones {
 		if z.SpotAvailable {
-			options = append(options, option{m.spot(i), inf32})
+			options = append(options, option{m.spot(i), inf32, z.stockAge()})
 		}
 	}
-	options = append(options, option{od, inf32})
+	options = append(options, option{c: od, cost: inf32})
+	p := planPoint{r: r, slack: slack, step: step}
+	if roams(m) {
+		d.costRoaming(s, m, p, options)
+	} else {
+		d.costZones(s, m, p, options)
+	}
+	best := od
+	bestCost, bestAge := inf32, time.Duration(0)
+	for _, o := range options {
+		if o.cost < bestCost || (o.cost == bestCost && (o.c == s.Current || (best != s.Current && o.age > bestAge))) {
+			best, bestCost, bestAge = o.c, o.cost, o.age
+		}
+	}
+	if !safe(s, m, best) {
+		return od
+	}
+	return best
+}
+
+// option is one choice refuel weighs, with its expected cost to finish.
+type option struct {
+	c    Choice
+	cost float32
+	age  time.Duration // of the zone's stretch in stock, for ties between zones
+}
+
+// planPoint is where a run stands on the plan's grid: remaining work and
+// slack in plan steps.
+type planPoint struct {
+	r, slack int
+	step     time.Duration
+}
+
+// costRoaming costs every option with the outlook for the stock across
+// the zones (see Roaming): while any zone is in stock spot can be had,
+// and once the zone held runs out the run restarts in another without
+// waiting if one is in stock. Every spot option costs the same but for
+// the restart the current zone saves; ties go to the zone in stock the
+// longest.
+func (d *Decider) costRoaming(s State, m Market, p planPoint, options []option) {
+	o := d.outlook(planKey(s, m, fitStock(m.Roaming.Availability)))
+	k := o.key
+	owed := min(k.overhead, int((s.OverheadLeft+p.step-1)/p.step))
+	in, b := 0, 0
+	for _, z := range m.Zones {
+		if z.SpotAvailable {
+			in = 1
+		}
+	}
+	if m.Roaming.Last == (in == 1) {
+		b = bucketOf(m.Roaming.Since)
+	}
+	for j := range options {
+		c := options[j].c
+		h, act := 0, actNone
+		switch {
+		case c.Market == capacity.Spot && c == s.Current:
+			h = k.spotHeld(owed)
+		case c.Market != capacity.Spot && s.Current.Market == capacity.OnDemand:
+			h = k.odHeld(owed)
+		}
+		switch c.Market {
+		case capacity.Spot:
+			act = actSpot
+		case capacity.OnDemand:
+			act = actOnDemand
+		}
+		options[j].cost = o.q(p.r, p.slack, h, in, b, act)
+	}
+}
+
+// costZones costs every option with each zone's own outlook: spot in a
+// zone by that zone's, holding nothing or on-demand by the best zone's.
+func (d *Decider) costZones(s State, m Market, p planPoint, options []option) {
 	for i, z := range m.Zones {
 		o := d.outlook(planKey(s, m, fitStock(z.History)))
 		k := o.key
-		owed := min(k.overhead, int((s.OverheadLeft+step-1)/step))
+		owed := min(k.overhead, int((s.OverheadLeft+p.step-1)/p.step))
 		h := 0
 		switch {
 		case s.Current.Market == capacity.OnDemand:
@@ -91,46 +165,31 @@ func (d *Decider) refuel(s State, m Market) Choice {
 		for j := range options {
 			switch c := options[j].c; {
 			case !c.Holds():
-				options[j].cost = min(options[j].cost, o.q(r, slack, h, in, b, actNone))
+				options[j].cost = min(options[j].cost, o.q(p.r, p.slack, h, in, b, actNone))
 			case c.Market == capacity.OnDemand:
-				options[j].cost = min(options[j].cost, o.q(r, slack, h, in, b, actOnDemand))
+				options[j].cost = min(options[j].cost, o.q(p.r, p.slack, h, in, b, actOnDemand))
 			case c.Zone == z.Name:
-				options[j].cost = o.q(r, slack, h, in, b, actSpot)
+				options[j].cost = o.q(p.r, p.slack, h, in, b, actSpot)
 			}
 		}
 	}
-	best := od
-	bestCost := inf32
-	for _, o := range options {
-		if o.cost < bestCost || (o.cost == bestCost && o.c == s.Current) {
-			best, bestCost = o.c, o.cost
-		}
-	}
-	if !safe(s, m, best) {
-		return od
-	}
-	return best
+}
+
+// roams reports whether refuel plans with the stock across the zones
+// rather than with each zone's own: when there are several and what a
+// run roaming between them would have seen is known. On the traces the
+// roaming model alone priced better than the cheaper of it and the
+// zones' own, which undervalue waiting for any zone's stock.
+func roams(m Market) bool {
+	return len(m.Zones) > 1 && m.Roaming.Since > 0
 }
 
 // refuelSpotZone is, for a flexible run, the zone the run is on spot in
 // if still in stock, else the zone in stock whose stretch is least likely
-// to end soon, or -1.
+// to end soon (the oldest: see longestInStock), or -1.
 func refuelSpotZone(s State, m Market) int {
 	if i := m.zone(s.Current.Zone); i >= 0 && s.Current.Market == capacity.Spot && m.Zones[i].SpotAvailable {
 		return i
 	}
-	best, bestRate := -1, 0
-	for i, z := range m.Zones {
-		if !z.SpotAvailable {
-			continue
-		}
-		b := 0
-		if z.History.Last {
-			b = bucketOf(z.History.Since)
-		}
-		if rate := fitStock(z.History).end[1][b]; best < 0 || rate < bestRate {
-			best, bestRate = i, rate
-		}
-	}
-	return best
+	return longestInStock(m.Zones)
 }

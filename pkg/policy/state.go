@@ -71,6 +71,11 @@ type Market struct {
 	// Zones are the places the run may use, in order of preference:
 	// ties between zones go to the earlier one.
 	Zones []Zone
+	// Roaming is what has been seen of spot stock across Zones, as a run
+	// moving between them would have seen it (see Roaming), up to but not
+	// including the step being decided. Its zero value means nothing is
+	// known, and refuel then plans with each zone alone.
+	Roaming Roaming
 }
 
 // Zone is one place the run may hold an instance.

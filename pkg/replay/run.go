@@ -98,12 +98,22 @@ func Run(m *Market, job Job, start int, d Decider) (Result, error) {
 	}
 	g, o := m.Gap, job.RestartOverhead
 	history := make([]policy.Availability, len(m.Zones))
-	for i := range start {
-		for z := range history {
-			history[z].Observe(m.Available(z, i), g)
+	view := policy.Market{Step: g, OnDemandPrice: job.OnDemandPrice, Zones: make([]policy.Zone, len(m.Zones))}
+	see := func(tick int) {
+		for z := range view.Zones {
+			view.Zones[z] = policy.Zone{Name: m.Zones[z], SpotAvailable: m.Available(z, tick), SpotPrice: job.SpotPrice, History: history[z]}
 		}
 	}
-	view := policy.Market{Step: g, OnDemandPrice: job.OnDemandPrice, Zones: make([]policy.Zone, len(m.Zones))}
+	observe := func(tick int) {
+		view.Roaming.Observe(view.Zones, g)
+		for z := range history {
+			history[z].Observe(m.Available(z, tick), g)
+		}
+	}
+	for i := range start {
+		see(i)
+		observe(i)
+	}
 	giveUp := m.ticks + 2*m.ticksIn(job.Work+o)
 
 	res := Result{Start: start}
@@ -123,9 +133,7 @@ func Run(m *Market, job Job, start int, d Decider) (Result, error) {
 			step.Preempted = true
 			cur, curZone, overheadLeft = policy.None, -1, 0
 		}
-		for z := range view.Zones {
-			view.Zones[z] = policy.Zone{Name: m.Zones[z], SpotAvailable: m.Available(z, tick), SpotPrice: job.SpotPrice, History: history[z]}
-		}
+		see(tick)
 		s := policy.State{
 			Elapsed: elapsed, TimeLeft: job.Deadline - elapsed,
 			Done: done, Remaining: job.Work - done,
@@ -143,9 +151,7 @@ func Run(m *Market, job Job, start int, d Decider) (Result, error) {
 		if zone >= 0 {
 			c.Zone = m.Zones[zone]
 		}
-		for z := range history {
-			history[z].Observe(m.Available(z, tick), g)
-		}
+		observe(tick)
 		step.Choice = c
 		if !c.Holds() {
 			cur, curZone, overheadLeft = policy.None, -1, 0

@@ -191,3 +191,44 @@ func TestPolicyInvariants(t *testing.T) {
 		}
 	}
 }
+
+// roamingSeen records the Roaming each decision was given.
+type roamingSeen []policy.Roaming
+
+func (r *roamingSeen) Decide(_ int, _ policy.State, m policy.Market) (policy.Choice, error) {
+	*r = append(*r, m.Roaming)
+	return policy.None, nil
+}
+
+// TestRunShowsTheRoamingStock checks that each decision sees the stock
+// across zones as a roaming run would have, from before the start on:
+// a preemption in the zone held followed at once by stock in the other
+// is a stretch out of stock of no length.
+func TestRunShowsTheRoamingStock(t *testing.T) {
+	mk := market(t, 10*time.Minute, []int{1, 1, 0, 0, 1, 1}, []int{0, 1, 1, 0, 0, 0})
+	job := Job{Tier: spec.TierFlexible, Work: time.Hour, Deadline: time.Hour, RestartOverhead: 0, SpotPrice: 0.97, OnDemandPrice: 3.06}
+	var seen roamingSeen
+	if _, err := Run(mk, job, 1, &seen); err != nil {
+		t.Fatal(err)
+	}
+	type view struct {
+		Zone     string
+		Last     bool
+		Since    time.Duration
+		In, Outs int
+	}
+	var got []view
+	for _, r := range seen[:4] {
+		got = append(got, view{r.Zone, r.Last, r.Since, r.In.Count, r.Out.Count})
+	}
+	m := 10 * time.Minute
+	want := []view{
+		{"z0", true, m, 0, 0},     // before tick 1: z0 in stock at tick 0
+		{"z0", true, 2 * m, 0, 0}, // z0 still in stock at tick 1
+		{"z1", true, m, 1, 1},     // tick 2: z0 lost, moved to z1 at once
+		{"", false, m, 2, 1},      // tick 3: no zone in stock
+	}
+	if d := cmp.Diff(got, want); d != "" {
+		t.Errorf("got(-), want(+):\n%s", d)
+	}
+}
