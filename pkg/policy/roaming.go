@@ -1,0 +1,74 @@
+package policy
+
+import "time"
+
+// Roaming accumulates what a run that may use several zones would have
+// seen of spot stock had it roamed: held spot in one zone while that zone
+// stayed in stock and, when it ran out, moved at once to the zone in
+// stock whose stretch had lasted longest (see longestInStock). Its
+// stretches in stock are the spans between preemptions; a move to another
+// zone shows as a stretch out of stock of no length (a preemption, and a
+// restart without waiting); its stretches out of stock are the times no
+// zone had stock at all. With one zone it is that zone's Availability.
+// It is plain data, like Availability: a workflow keeps it in its state
+// and calls Observe with the zones it decided with, after each step.
+type Roaming struct {
+	Availability
+	// Zone is the zone the roaming run holds spot in; empty while none
+	// is in stock.
+	Zone string `json:"zone,omitempty"`
+}
+
+// moveGap is the length of the stretch out of stock a move between zones
+// shows as.
+const moveGap = time.Nanosecond
+
+// Observe records one step of d in which each zone of zones was in stock
+// or not (SpotAvailable); each zone's History is what was seen of it
+// before the step, and gives the age of its stretch.
+func (r *Roaming) Observe(zones []Zone, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	for _, z := range zones {
+		if z.SpotAvailable && z.Name == r.Zone {
+			r.Availability.Observe(true, d)
+			return
+		}
+	}
+	best := longestInStock(zones)
+	if best < 0 {
+		r.Zone = ""
+		r.Availability.Observe(false, d)
+		return
+	}
+	if r.Zone != "" {
+		r.Availability.Observe(false, moveGap)
+	}
+	r.Zone = zones[best].Name
+	r.Availability.Observe(true, d)
+}
+
+// stockAge is how long the zone had been in stock before the step being
+// decided; 0 when it is out of stock now or was not before.
+func (z Zone) stockAge() time.Duration {
+	if !z.SpotAvailable || !z.History.Last {
+		return 0
+	}
+	return z.History.Since
+}
+
+// longestInStock is the index of the zone in stock whose stretch has
+// lasted longest, the earlier on ties, or -1 when none is in stock. Spot
+// stock that has lasted tends to go on lasting (see ageBuckets), and the
+// age goes on telling zones apart where the fitted models, whose last
+// age bucket is open, no longer do.
+func longestInStock(zones []Zone) int {
+	best := -1
+	for i, z := range zones {
+		if z.SpotAvailable && (best < 0 || z.stockAge() > zones[best].stockAge()) {
+			best = i
+		}
+	}
+	return best
+}
