@@ -73,24 +73,20 @@ func TestClassifiedErrors(t *testing.T) {
 	spec := NewError(SpecMismatch, odA, "Unsupported", "not in zone")
 	stock := NewError(NoCapacity, spotB, "InsufficientInstanceCapacity", "none")
 	cases := map[string]struct {
-		err       error
-		class     Class
-		permanent bool
-		n         int
+		err   error
+		class Class
+		n     int
 	}{
-		"single":             {quota, Quota, true, 1},
-		"wrapped":            {fmt.Errorf("acquire: %w", stock), NoCapacity, false, 1},
-		"all permanent":      {errors.Join(quota, spec), Quota, true, 2},
-		"retryable wins":     {errors.Join(quota, stock), NoCapacity, false, 2},
-		"unclassified error": {errors.New("boom"), Unknown, false, 0},
+		"single":             {quota, Quota, 1},
+		"wrapped":            {fmt.Errorf("acquire: %w", stock), NoCapacity, 1},
+		"all permanent":      {errors.Join(quota, spec), Quota, 2},
+		"retryable wins":     {errors.Join(quota, stock), NoCapacity, 2},
+		"unclassified error": {errors.New("boom"), Unknown, 0},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			if got := ClassOf(tc.err); got != tc.class {
 				t.Errorf("ClassOf = %s; want %s", got, tc.class)
-			}
-			if got := AllPermanent(tc.err); got != tc.permanent {
-				t.Errorf("AllPermanent = %v; want %v", got, tc.permanent)
 			}
 			if got := len(Failures(tc.err)); got != tc.n {
 				t.Errorf("%d failures; want %d", got, tc.n)
@@ -108,12 +104,6 @@ func TestUnavailableCacheExpires(t *testing.T) {
 	c.MarkUnavailable(spotA)
 	if !c.IsUnavailable(spotA) || c.IsUnavailable(spotB) {
 		t.Fatal("cache does not hold exactly the marked offering")
-	}
-	if got := keys(c.Filter([]Offering{spotA, spotB})); !cmp.Equal(got, []string{spotB.Key()}) {
-		t.Errorf("Filter = %v", got)
-	}
-	if got := c.Filter([]Offering{spotA}); len(got) != 1 {
-		t.Error("Filter of only unavailable offerings should return them rather than nothing")
 	}
 	now = now.Add(3 * time.Minute)
 	if c.IsUnavailable(spotA) {

@@ -29,9 +29,6 @@ const (
 	Unknown Class = "unknown"
 )
 
-// Classes lists every class, for metrics and docs.
-var Classes = []Class{NoCapacity, SpecMismatch, Quota, Price, Throttled, InitFailure, Unknown}
-
 // Retryable reports whether the same request may succeed later.
 func (c Class) Retryable() bool {
 	switch c {
@@ -106,31 +103,6 @@ func Failures(err error) []*Error {
 	}
 	walk(err)
 	return out
-}
-
-// AllPermanent reports whether err holds failures and none of them can be
-// cured by waiting: every offering is impossible for spec or quota.
-func AllPermanent(err error) bool {
-	fs := Failures(err)
-	if len(fs) == 0 {
-		return false
-	}
-	for _, f := range fs {
-		if f.Class.Retryable() {
-			return false
-		}
-	}
-	return true
-}
-
-// IsClass reports whether err holds a failure of class c.
-func IsClass(err error, c Class) bool {
-	for _, f := range Failures(err) {
-		if f.Class == c {
-			return true
-		}
-	}
-	return false
 }
 
 // Summary lists failures one per line for logs and error messages.

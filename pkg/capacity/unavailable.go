@@ -52,18 +52,3 @@ func (c *UnavailableCache) IsUnavailable(o Offering) bool {
 	}
 	return true
 }
-
-// Filter returns the offerings not currently marked unavailable. When all
-// are marked, it returns them all: trying something beats waiting idle.
-func (c *UnavailableCache) Filter(os []Offering) []Offering {
-	var out []Offering
-	for _, o := range os {
-		if !c.IsUnavailable(o) {
-			out = append(out, o)
-		}
-	}
-	if len(out) == 0 {
-		return os
-	}
-	return out
-}
