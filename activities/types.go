@@ -9,14 +9,13 @@ import (
 
 // Activity names, as registered on the workers.
 const (
-	ListOfferingsName    = "ListOfferings"
-	AcquireName          = "Acquire"
-	ReleaseName          = "Release"
-	InterruptName        = "Interrupt"
-	LatestCheckpointName = "LatestCheckpoint"
-	RunTrainingName      = "RunTraining"
-	ListManagedName      = "ListManagedInstances"
-	RunOwnsInstanceName  = "RunOwnsInstance"
+	ListOfferingsName   = "ListOfferings"
+	AcquireName         = "Acquire"
+	ReleaseName         = "Release"
+	InterruptName       = "Interrupt"
+	RunTrainingName     = "RunTraining"
+	ListManagedName     = "ListManagedInstances"
+	RunOwnsInstanceName = "RunOwnsInstance"
 )
 
 // OfferingsInput asks every allowed provider what it sells for a job.
@@ -52,12 +51,6 @@ type InterruptInput struct {
 // InterruptResult tells when the notice was served.
 type InterruptResult struct {
 	NoticeAt time.Time `json:"notice_at"`
-}
-
-// CheckpointInput names a job's checkpoint store.
-type CheckpointInput struct {
-	URL   string `json:"url"`
-	JobID string `json:"job_id"`
 }
 
 // CheckpointRef is a verified checkpoint, as status reports it.

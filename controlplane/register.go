@@ -18,16 +18,15 @@ import (
 // Register puts every control-plane workflow and activity on a worker
 // under its contract name. Replay tests use it too, so the names a
 // history was recorded with are the names registered.
-func Register(w worker.Registry, caps *activities.Capacity, ckpts *activities.Checkpoints, jan *activities.Janitor) {
+func Register(w worker.Registry, caps *activities.Capacity, jan *activities.Janitor) {
 	RegisterWorkflows(w)
 	acts := map[string]any{
-		activities.ListOfferingsName:    caps.ListOfferings,
-		activities.AcquireName:          caps.Acquire,
-		activities.ReleaseName:          caps.Release,
-		activities.InterruptName:        caps.Interrupt,
-		activities.LatestCheckpointName: ckpts.LatestCheckpoint,
-		activities.ListManagedName:      jan.ListManagedInstances,
-		activities.RunOwnsInstanceName:  jan.RunOwnsInstance,
+		activities.ListOfferingsName:   caps.ListOfferings,
+		activities.AcquireName:         caps.Acquire,
+		activities.ReleaseName:         caps.Release,
+		activities.InterruptName:       caps.Interrupt,
+		activities.ListManagedName:     jan.ListManagedInstances,
+		activities.RunOwnsInstanceName: jan.RunOwnsInstance,
 	}
 	for name, fn := range acts {
 		w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})

@@ -118,11 +118,10 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	s.Provider = set.provider
 	providers := []capacity.Provider{set.provider}
 	caps := &activities.Capacity{Providers: providers, Interrupters: set.interrupters, Unavailable: capacity.NewUnavailableCache(0, nil)}
-	ckpts := &activities.Checkpoints{DefaultURL: cfg.CheckpointURL}
 	jan := &activities.Janitor{Providers: providers, Client: s.Client, Grace: 2 * time.Minute}
 
 	s.worker = worker.New(s.Client, workflows.TaskQueue, worker.Options{})
-	Register(s.worker, caps, ckpts, jan)
+	Register(s.worker, caps, jan)
 	if err := s.worker.Start(); err != nil {
 		return nil, fmt.Errorf("control-plane worker: %w", err)
 	}

@@ -81,10 +81,6 @@ func (f *fakeCloud) Release(_ context.Context, in activities.ReleaseInput) error
 	return nil
 }
 
-func (f *fakeCloud) LatestCheckpoint(context.Context, activities.CheckpointInput) (*activities.CheckpointRef, error) {
-	return nil, nil
-}
-
 func (f *fakeCloud) RunTraining(ctx context.Context, in activities.TrainingInput) (activities.TrainingResult, error) {
 	f.mu.Lock()
 	n := len(f.trained)
@@ -130,7 +126,7 @@ func newEnv(t *testing.T, f *fakeCloud) *testsuite.TestWorkflowEnvironment {
 	env.RegisterWorkflowWithOptions(TrainingRun, workflow.RegisterOptions{Name: TrainingRunName})
 	for name, fn := range map[string]any{
 		activities.ListOfferingsName: f.ListOfferings, activities.AcquireName: f.Acquire,
-		activities.ReleaseName: f.Release, activities.LatestCheckpointName: f.LatestCheckpoint,
+		activities.ReleaseName:     f.Release,
 		activities.RunTrainingName: f.RunTraining,
 	} {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
