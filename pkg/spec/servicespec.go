@@ -187,16 +187,7 @@ func (s *ServiceSpec) Validate() error {
 	if s.Placement != PlacementSpotFirst && s.Placement != PlacementOnDemand {
 		fe.add("placement", fmt.Sprintf("%q is not a placement", s.Placement), "use spot-first or on-demand")
 	}
-	r := s.Resources
-	if r.GPUs < 0 {
-		fe.add("resources.gpus", fmt.Sprintf("%d is negative", r.GPUs), "ask for 1 or more GPUs per replica")
-	}
-	if r.MaxPricePerHour < 0 {
-		fe.add("resources.max_price_per_hour", "is negative", "give a price in USD per instance-hour, or leave it out for no cap")
-	}
-	checkNames(&fe, "resources.instance_types", r.InstanceTypes)
-	checkNames(&fe, "resources.zones", r.Zones)
-	checkNames(&fe, "resources.providers", r.Providers)
+	s.Resources.validate(&fe, "ask for 1 or more GPUs per replica")
 	return fe.err("ServiceSpec", s.ID)
 }
 

@@ -43,16 +43,7 @@ func (s *JobSpec) Validate(now time.Time) error {
 	if s.Work <= 0 {
 		fe.add("work", "must be a positive duration", "estimate the compute time on one instance, e.g. 48h")
 	}
-	r := s.Resources
-	if r.GPUs < 0 {
-		fe.add("resources.gpus", fmt.Sprintf("%d is negative", r.GPUs), "ask for 1 or more GPUs")
-	}
-	if r.MaxPricePerHour < 0 {
-		fe.add("resources.max_price_per_hour", "is negative", "give a price in USD per instance-hour, or leave it out for no cap")
-	}
-	checkNames(&fe, "resources.instance_types", r.InstanceTypes)
-	checkNames(&fe, "resources.zones", r.Zones)
-	checkNames(&fe, "resources.providers", r.Providers)
+	s.Resources.validate(&fe, "ask for 1 or more GPUs")
 	if len(s.Command) > 0 && strings.TrimSpace(s.Command[0]) == "" {
 		fe.add("command[0]", "is empty", "name the program to run, or leave command out to run the demo trainer")
 	}
@@ -107,4 +98,18 @@ func contains[T comparable](xs []T, x T) bool {
 		}
 	}
 	return false
+}
+
+// validate checks resources the same way for jobs and services; gpuFix
+// says how many GPUs to ask for in the spec's own terms.
+func (r Resources) validate(fe *fieldErrors, gpuFix string) {
+	if r.GPUs < 0 {
+		fe.add("resources.gpus", fmt.Sprintf("%d is negative", r.GPUs), gpuFix)
+	}
+	if r.MaxPricePerHour < 0 {
+		fe.add("resources.max_price_per_hour", "is negative", "give a price in USD per instance-hour, or leave it out for no cap")
+	}
+	checkNames(fe, "resources.instance_types", r.InstanceTypes)
+	checkNames(fe, "resources.zones", r.Zones)
+	checkNames(fe, "resources.providers", r.Providers)
 }
