@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"refuel/pkg/capacity"
 	"refuel/pkg/policy"
 	"refuel/pkg/spec"
 )
@@ -96,142 +95,46 @@ func Run(m *Market, job Job, start int, d Decider) (Result, error) {
 	if start < 0 || start >= m.ticks {
 		return Result{}, &MarketError{Problem: fmt.Sprintf("start tick %d is outside the traces' %d ticks", start, m.ticks), Fix: "start within the traces"}
 	}
-	g, o := m.Gap, job.RestartOverhead
-	history := make([]policy.Availability, len(m.Zones))
-	view := policy.Market{Step: g, OnDemandPrice: job.OnDemandPrice, Zones: make([]policy.Zone, len(m.Zones))}
-	see := func(tick int) {
-		for z := range view.Zones {
-			view.Zones[z] = policy.Zone{Name: m.Zones[z], SpotAvailable: m.Available(z, tick), SpotPrice: job.SpotPrice, History: history[z]}
-		}
-	}
-	observe := func(tick int) {
-		view.Roaming.Observe(view.Zones, g)
-		for z := range history {
-			history[z].Observe(m.Available(z, tick), g)
-		}
+	meter, err := NewMeter(job, m.Zones, m.Gap)
+	if err != nil {
+		return Result{}, err
 	}
 	for i := range start {
-		see(i)
-		observe(i)
+		if err := meter.Witness(m.StockAt(i)); err != nil {
+			return Result{}, err
+		}
 	}
-	giveUp := m.ticks + 2*m.ticksIn(job.Work+o)
-
-	res := Result{Start: start}
-	var (
-		cur          policy.Choice
-		curZone      = -1
-		done         time.Duration
-		overheadLeft time.Duration
-	)
-	cost := func() float64 { return res.Spot.Hours()*job.SpotPrice + res.OnDemand.Hours()*job.OnDemandPrice }
+	giveUp := m.ticks + 2*m.ticksIn(job.Work+job.RestartOverhead)
 	for t := 0; ; t++ {
 		tick := start + t
-		elapsed := time.Duration(t) * g
-		step := Step{}
-		if cur.Market == capacity.Spot && !m.Available(curZone, tick) {
-			res.Preemptions++
-			step.Preempted = true
-			cur, curZone, overheadLeft = policy.None, -1, 0
-		}
-		see(tick)
-		s := policy.State{
-			Elapsed: elapsed, TimeLeft: job.Deadline - elapsed,
-			Done: done, Remaining: job.Work - done,
-			RestartOverhead: o, OverheadLeft: overheadLeft,
-			Current: cur,
+		s, view, _, err := meter.Begin(m.StockAt(tick))
+		if err != nil {
+			return meter.Result(), err
 		}
 		c, err := d.Decide(t, s, view)
 		if err != nil {
-			return res, err
+			return meter.Result(), err
 		}
-		zone, err := m.resolve(c, cur, tick)
+		step, err := meter.Hold(c)
 		if err != nil {
-			return res, &ChoiceError{Tick: t, Choice: c, Reason: err.Error()}
+			return meter.Result(), err
 		}
-		if zone >= 0 {
-			c.Zone = m.Zones[zone]
-		}
-		observe(tick)
-		step.Choice = c
-		if !c.Holds() {
-			cur, curZone, overheadLeft = policy.None, -1, 0
-			step.Done, step.Cost = done, cost()
-			res.Steps = append(res.Steps, step)
-			if (tick >= m.ticks && !job.Tier.AllowsOnDemand()) || tick >= giveUp {
-				res.Finish = elapsed + g
-				break
-			}
-			continue
-		}
-		if c != cur {
-			if cur.Holds() {
-				res.Changeovers++
-			}
-			res.Starts++
-			overheadLeft = o
-		}
-		cur, curZone = c, zone
-		held := g
-		finished := false
-		if overheadLeft >= g {
-			overheadLeft -= g
-		} else {
-			work := g - overheadLeft
-			if done+work >= job.Work {
-				held = overheadLeft + job.Work - done
-				done, finished = job.Work, true
-			} else {
-				done += work
-			}
-			overheadLeft = 0
-		}
-		if c.Market == capacity.Spot {
-			res.Spot += held
-		} else {
-			res.OnDemand += held
-		}
-		step.Done, step.Cost = done, cost()
-		res.Steps = append(res.Steps, step)
-		if finished {
-			res.Finish, res.Finished = elapsed+held, true
-			break
-		}
-		if tick >= giveUp {
-			res.Finish = elapsed + g
+		if meter.Finished() || tick >= giveUp || (!step.Choice.Holds() && tick >= m.ticks && !job.Tier.AllowsOnDemand()) {
 			break
 		}
 	}
-	res.Cost = cost()
-	res.DeadlineMet = res.Finished && res.Finish <= job.Deadline
+	res := meter.Result()
+	res.Start = start
 	return res, nil
 }
 
-// resolve checks a choice against the model and returns its zone index:
-// -1 for none; on-demand without a zone stays in the current zone, or
-// takes the first.
-func (m *Market) resolve(c, cur policy.Choice, tick int) (int, error) {
-	switch c.Market {
-	case "":
-		return -1, nil
-	case capacity.OnDemand:
-		if c.Zone == "" {
-			if z := m.zoneIndex(cur.Zone); z >= 0 {
-				return z, nil
-			}
-			return 0, nil
-		}
-	case capacity.Spot:
-	default:
-		return 0, fmt.Errorf("is on market %q, which the replay does not have", c.Market)
+// StockAt is the market's stock during tick i, one entry per zone.
+func (m *Market) StockAt(i int) []bool {
+	out := make([]bool, len(m.Zones))
+	for z := range out {
+		out[z] = m.Available(z, i)
 	}
-	z := m.zoneIndex(c.Zone)
-	if z < 0 {
-		return 0, fmt.Errorf("names zone %q, which is not one of the traces", c.Zone)
-	}
-	if c.Market == capacity.Spot && !m.Available(z, tick) {
-		return 0, fmt.Errorf("takes spot out of stock")
-	}
-	return z, nil
+	return out
 }
 
 func (m *Market) zoneIndex(name string) int {

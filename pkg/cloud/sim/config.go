@@ -67,7 +67,10 @@ type Config struct {
 	// NoticeWindow is the wall time between a spot interruption notice
 	// and the instance being taken; default 2 minutes, as on EC2.
 	NoticeWindow time.Duration
-	Quotas       Quotas
+	// RestartOverhead is the market time a run counts for each start of an
+	// instance (see capacity.MarketClock); default DefaultRestartOverhead.
+	RestartOverhead time.Duration
+	Quotas          Quotas
 	// APIRateLimit throttles calls (RequestLimitExceeded) beyond this many
 	// per second, with bursts of APIBurst (default the rate, at least 1);
 	// 0 means no limit.
@@ -128,8 +131,8 @@ func (cfg Config) withDefaults() (Config, error) {
 	if len(cfg.Pools) == 0 {
 		return cfg, fmt.Errorf("sim: no pools: the cloud would sell nothing")
 	}
-	if cfg.Speed < 0 || cfg.StartTick < 0 || cfg.Tick < 0 || cfg.NoticeWindow < 0 || cfg.APIRateLimit < 0 {
-		return cfg, fmt.Errorf("sim: Speed, StartTick, Tick, NoticeWindow and APIRateLimit must not be negative")
+	if cfg.Speed < 0 || cfg.StartTick < 0 || cfg.Tick < 0 || cfg.NoticeWindow < 0 || cfg.RestartOverhead < 0 || cfg.APIRateLimit < 0 {
+		return cfg, fmt.Errorf("sim: Speed, StartTick, Tick, NoticeWindow, RestartOverhead and APIRateLimit must not be negative")
 	}
 	if cfg.Tick == 0 {
 		for _, p := range cfg.Pools {
@@ -143,6 +146,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.NoticeWindow == 0 {
 		cfg.NoticeWindow = 2 * time.Minute
+	}
+	if cfg.RestartOverhead == 0 {
+		cfg.RestartOverhead = DefaultRestartOverhead
 	}
 	if cfg.APIRateLimit > 0 && cfg.APIBurst <= 0 {
 		cfg.APIBurst = max(1, int(cfg.APIRateLimit))

@@ -1,0 +1,222 @@
+package replay
+
+import (
+	"fmt"
+	"time"
+
+	"refuel/pkg/capacity"
+	"refuel/pkg/policy"
+)
+
+// Meter keeps one run's account tick by tick under the simulation model:
+// what the policy saw of the market, what the run held, its progress,
+// overheads, preemptions and cost. Run replays traces through it, and a
+// TrainingRun on the simulated cloud's clock keeps one too, so both reach
+// the same decisions and the same bill from the same stock. A Meter is fed
+// each tick's stock, one entry per zone in the order of its zones.
+type Meter struct {
+	job   Job
+	gap   time.Duration
+	zones []string
+
+	history []policy.Availability
+	view    policy.Market
+
+	t            int // ticks of the run so far
+	stock        []bool
+	lostAtStart  bool // the open tick began with a preemption
+	cur          policy.Choice
+	curZone      int
+	done         time.Duration
+	overheadLeft time.Duration
+	res          Result
+}
+
+// NewMeter returns the meter of a run of job on a market of the named
+// zones whose ticks last gap.
+func NewMeter(job Job, zones []string, gap time.Duration) (*Meter, error) {
+	if err := job.Validate(); err != nil {
+		return nil, err
+	}
+	if len(zones) == 0 || gap <= 0 {
+		return nil, &MarketError{Problem: fmt.Sprintf("a market of %d zones with ticks of %s", len(zones), gap), Fix: "give at least one zone and a positive tick"}
+	}
+	m := &Meter{
+		job: job, gap: gap, zones: append([]string(nil), zones...), curZone: -1,
+		history: make([]policy.Availability, len(zones)),
+		view:    policy.Market{Step: gap, OnDemandPrice: job.OnDemandPrice, Zones: make([]policy.Zone, len(zones))},
+	}
+	return m, nil
+}
+
+// Witness records a tick of the market before the run starts: the run
+// knows the market's past as a scheduler watching the pools saw it.
+func (m *Meter) Witness(stock []bool) error {
+	if err := m.see(stock); err != nil {
+		return err
+	}
+	m.observe()
+	return nil
+}
+
+// Begin opens the run's next tick with its stock. Spot held into a tick
+// out of stock is lost at its start; Begin reports that, and returns what
+// the policy decides the tick on.
+func (m *Meter) Begin(stock []bool) (s policy.State, market policy.Market, preempted bool, err error) {
+	if err := m.see(stock); err != nil {
+		return policy.State{}, policy.Market{}, false, err
+	}
+	if m.cur.Market == capacity.Spot && !stock[m.curZone] {
+		m.res.Preemptions++
+		preempted = true
+		m.lostAtStart = true
+		m.cur, m.curZone, m.overheadLeft = policy.None, -1, 0
+	}
+	elapsed := m.Elapsed()
+	s = policy.State{
+		Elapsed: elapsed, TimeLeft: m.job.Deadline - elapsed,
+		Done: m.done, Remaining: m.job.Work - m.done,
+		RestartOverhead: m.job.RestartOverhead, OverheadLeft: m.overheadLeft,
+		Current: m.cur,
+	}
+	return s, m.view, preempted, nil
+}
+
+// Hold spends the opened tick holding c, and returns the tick as the
+// account shows it (its choice with the zone resolved). A choice the model
+// does not allow is a *ChoiceError and leaves the tick open.
+func (m *Meter) Hold(c policy.Choice) (Step, error) {
+	zone, err := m.resolve(c)
+	if err != nil {
+		return Step{}, &ChoiceError{Tick: m.t, Choice: c, Reason: err.Error()}
+	}
+	if zone >= 0 {
+		c.Zone = m.zones[zone]
+	}
+	m.observe()
+	step := Step{Choice: c, Preempted: m.lostAtStart}
+	m.lostAtStart = false
+	elapsed := m.Elapsed()
+	m.t++
+	if !c.Holds() {
+		m.cur, m.curZone, m.overheadLeft = policy.None, -1, 0
+		step.Done, step.Cost = m.done, m.cost()
+		m.res.Steps = append(m.res.Steps, step)
+		m.res.Finish = elapsed + m.gap
+		return step, nil
+	}
+	if c != m.cur {
+		if m.cur.Holds() {
+			m.res.Changeovers++
+		}
+		m.res.Starts++
+		m.overheadLeft = m.job.RestartOverhead
+	}
+	m.cur, m.curZone = c, zone
+	held := m.gap
+	if m.overheadLeft >= m.gap {
+		m.overheadLeft -= m.gap
+	} else {
+		work := m.gap - m.overheadLeft
+		if m.done+work >= m.job.Work {
+			held = m.overheadLeft + m.job.Work - m.done
+			m.done = m.job.Work
+			m.res.Finished = true
+		} else {
+			m.done += work
+		}
+		m.overheadLeft = 0
+	}
+	if c.Market == capacity.Spot {
+		m.res.Spot += held
+	} else {
+		m.res.OnDemand += held
+	}
+	step.Done, step.Cost = m.done, m.cost()
+	m.res.Steps = append(m.res.Steps, step)
+	m.res.Finish = elapsed + m.gap
+	if m.res.Finished {
+		m.res.Finish = elapsed + held
+	}
+	return step, nil
+}
+
+// Finished reports whether the work is done.
+func (m *Meter) Finished() bool { return m.res.Finished }
+
+// Elapsed is the market time since the run started.
+func (m *Meter) Elapsed() time.Duration { return time.Duration(m.t) * m.gap }
+
+// Gap is the market time of a tick.
+func (m *Meter) Gap() time.Duration { return m.gap }
+
+// Holding is what the run holds now.
+func (m *Meter) Holding() policy.Choice { return m.cur }
+
+// Result is the account so far.
+func (m *Meter) Result() Result {
+	res := m.res
+	res.Steps = append([]Step(nil), m.res.Steps...)
+	res.Cost = m.cost()
+	res.DeadlineMet = res.Finished && res.Finish <= m.job.Deadline
+	return res
+}
+
+func (m *Meter) cost() float64 {
+	return m.res.Spot.Hours()*m.job.SpotPrice + m.res.OnDemand.Hours()*m.job.OnDemandPrice
+}
+
+func (m *Meter) see(stock []bool) error {
+	if len(stock) != len(m.zones) {
+		return &MarketError{Problem: fmt.Sprintf("a tick's stock has %d zones, the market %d", len(stock), len(m.zones)), Fix: "give one stock entry per zone"}
+	}
+	m.stock = append(m.stock[:0], stock...)
+	for z := range m.view.Zones {
+		m.view.Zones[z] = policy.Zone{Name: m.zones[z], SpotAvailable: stock[z], SpotPrice: m.job.SpotPrice, History: m.history[z]}
+	}
+	return nil
+}
+
+func (m *Meter) observe() {
+	m.view.Roaming.Observe(m.view.Zones, m.gap)
+	for z := range m.history {
+		m.history[z].Observe(m.stock[z], m.gap)
+	}
+}
+
+// resolve checks a choice against the model and returns its zone index:
+// -1 for none; on-demand without a zone stays in the current zone, or
+// takes the first.
+func (m *Meter) resolve(c policy.Choice) (int, error) {
+	switch c.Market {
+	case "":
+		return -1, nil
+	case capacity.OnDemand:
+		if c.Zone == "" {
+			if m.curZone >= 0 {
+				return m.curZone, nil
+			}
+			return 0, nil
+		}
+	case capacity.Spot:
+	default:
+		return 0, fmt.Errorf("is on market %q, which the replay does not have", c.Market)
+	}
+	z := m.zoneIndex(c.Zone)
+	if z < 0 {
+		return 0, fmt.Errorf("names zone %q, which is not one of the traces", c.Zone)
+	}
+	if c.Market == capacity.Spot && !m.stock[z] {
+		return 0, fmt.Errorf("takes spot out of stock")
+	}
+	return z, nil
+}
+
+func (m *Meter) zoneIndex(name string) int {
+	for i, z := range m.zones {
+		if z == name {
+			return i
+		}
+	}
+	return -1
+}
