@@ -200,3 +200,17 @@ func TestParseName(t *testing.T) {
 		t.Error("ParseName(cheap) did not fail")
 	}
 }
+
+// A run names its policy in its JobSpec, which cannot import this package:
+// the names it accepts must be exactly the online policies.
+func TestSpecNamesTheOnlinePolicies(t *testing.T) {
+	var online []string
+	for _, n := range Names {
+		if n.Online() {
+			online = append(online, string(n))
+		}
+	}
+	if diff := cmp.Diff(online, spec.MarketPolicies); diff != "" {
+		t.Errorf("spec.MarketPolicies differ from the online policies, got(-), want(+):\n%s", diff)
+	}
+}

@@ -46,7 +46,18 @@ type JobSpec struct {
 	Command    []string   `json:"command,omitempty"`
 	Checkpoint Checkpoint `json:"checkpoint"`
 	BudgetUSD  float64    `json:"budget_usd,omitempty"`
+	// Policy is the market policy a deadline or flexible run follows on a
+	// market with a clock of its own (the simulated cloud), by the names
+	// of `starter sim`; default refuel.
+	Policy string `json:"policy,omitempty"`
 }
+
+// MarketPolicies are the policies a run may name: those of `starter sim`
+// that decide from the past alone.
+var MarketPolicies = []string{"ondemand", "greedy", "uniform-progress", "refuel"}
+
+// DefaultPolicy is the market policy of a run that names none.
+const DefaultPolicy = "refuel"
 
 // Resources says what an instance must have and what the job may pay.
 // Empty lists mean "any that the provider offers".
@@ -96,6 +107,9 @@ func (s *JobSpec) Normalize() {
 		s.Checkpoint.Keep = DefaultCheckpointKeep
 	}
 	s.Tier = Tier(strings.ToLower(string(s.Tier)))
+	if s.Policy == "" {
+		s.Policy = DefaultPolicy
+	}
 }
 
 // AllowsOnDemand reports whether the tier may ever pay on-demand prices.

@@ -31,6 +31,7 @@ checkpoint: {url: "file:///tmp/c", interval: 10m, keep: 2}
 		ID: "llama-ft-0427", Team: "nlp", Priority: 0, Tier: TierDeadline, Deadline: &deadline, Work: Duration(48 * time.Hour),
 		Resources:  Resources{GPUs: 1, InstanceTypes: []string{"p3.2xlarge"}, MaxPricePerHour: 4},
 		Checkpoint: Checkpoint{URL: "file:///tmp/c", Interval: "10m", Keep: 2},
+		Policy:     "refuel",
 	}
 	for name, doc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -66,6 +67,7 @@ func TestValidateNamesEveryBadField(t *testing.T) {
 		"id with spaces":          {func(s *JobSpec) { s.ID = "Bad ID" }, []string{"id"}},
 		"priority too high":       {func(s *JobSpec) { s.Priority = 101 }, []string{"priority"}},
 		"unknown tier":            {func(s *JobSpec) { s.Tier = "urgent" }, []string{"tier"}},
+		"unknown policy":          {func(s *JobSpec) { s.Policy = "optimal" }, []string{"policy"}},
 		"deadline tier without":   {func(s *JobSpec) { s.Tier = TierDeadline; s.Deadline = nil }, []string{"deadline"}},
 		"deadline in the past":    {func(s *JobSpec) { s.Deadline = &past }, []string{"deadline"}},
 		"deadline before work":    {func(s *JobSpec) { s.Deadline = &soon; s.Work = Duration(2 * time.Hour) }, []string{"deadline"}},

@@ -48,6 +48,9 @@ func (s *JobSpec) Validate(now time.Time) error {
 		fe.add("command[0]", "is empty", "name the program to run, or leave command out to run the demo trainer")
 	}
 	s.validateCheckpoint(&fe)
+	if !contains(MarketPolicies, s.Policy) {
+		fe.add("policy", fmt.Sprintf("%q is not a market policy a run can follow", s.Policy), "use one of "+strings.Join(MarketPolicies, ", ")+", or leave it out for refuel")
+	}
 	if s.BudgetUSD < 0 {
 		fe.add("budget_usd", "is negative", "give a budget in USD, or leave it out for none")
 	}
