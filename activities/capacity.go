@@ -26,6 +26,10 @@ type Capacity struct {
 	// (the local and simulated ones), for drills and demos.
 	Interrupters []Interrupter
 	Unavailable  *capacity.UnavailableCache
+	// Clocks are the providers, by name, whose runs keep their market's
+	// time (the simulated cloud when so configured); runs on any other
+	// provider keep wall time.
+	Clocks map[string]capacity.MarketClock
 }
 
 // ListOfferings asks each allowed provider what it sells for the resources.

@@ -16,6 +16,8 @@ const (
 	RunTrainingName     = "RunTraining"
 	ListManagedName     = "ListManagedInstances"
 	RunOwnsInstanceName = "RunOwnsInstance"
+	OpenMarketName      = "OpenMarket"
+	MarketAtName        = "MarketAt"
 )
 
 // OfferingsInput asks every allowed provider what it sells for a job.

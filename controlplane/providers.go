@@ -40,6 +40,15 @@ type SimConfig struct {
 	ServeEC2 string
 	// Quotas are the simulated account's limits (zero: unlimited).
 	Quotas sim.Quotas
+	// MarketTime makes deadline and flexible runs on the sim keep the
+	// market's time: they decide with their policy at every tick and
+	// count work, deadline and cost in market time, exactly as `starter
+	// sim` replays them. With Speed 0 the runs drive the market's clock.
+	// Off, runs keep wall time and the market merely moves under them.
+	MarketTime bool
+	// RestartOverhead is the market time each start of an instance costs
+	// a run keeping market time (0: sim.DefaultRestartOverhead).
+	RestartOverhead time.Duration
 }
 
 // AgentLauncher is how every simulated cloud of this control plane starts
@@ -61,6 +70,7 @@ func AgentLauncher(self []string, address, namespace, checkpointURL string, step
 type providerSet struct {
 	provider     capacity.Provider
 	interrupters []activities.Interrupter
+	clocks       map[string]capacity.MarketClock
 	closers      []func()
 }
 
@@ -125,10 +135,13 @@ func (s *Stack) startSim(launcher local.LauncherConfig, set *providerSet) (*sim.
 	}
 	simCfg.Launcher = launcher
 	simCfg.Speed, simCfg.NoticeWindow, simCfg.Logger = cfg.Sim.Speed, cfg.Sim.Notice, cfg.Logger.Named("sim")
-	simCfg.Quotas = cfg.Sim.Quotas
+	simCfg.Quotas, simCfg.RestartOverhead = cfg.Sim.Quotas, cfg.Sim.RestartOverhead
 	c, err := sim.New(simCfg)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Sim.MarketTime && cfg.Provider == ProviderSim {
+		set.clocks = map[string]capacity.MarketClock{c.Name(): c}
 	}
 	s.Sim = c
 	set.interrupters = append(set.interrupters, c)

@@ -23,6 +23,8 @@ func Register(w worker.Registry, caps *activities.Capacity, jan *activities.Jani
 	acts := map[string]any{
 		activities.ListOfferingsName:   caps.ListOfferings,
 		activities.AcquireName:         caps.Acquire,
+		activities.OpenMarketName:      caps.OpenMarket,
+		activities.MarketAtName:        caps.MarketAt,
 		activities.ReleaseName:         caps.Release,
 		activities.InterruptName:       caps.Interrupt,
 		activities.ListManagedName:     jan.ListManagedInstances,

@@ -117,7 +117,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	}
 	s.Provider = set.provider
 	providers := []capacity.Provider{set.provider}
-	caps := &activities.Capacity{Providers: providers, Interrupters: set.interrupters, Unavailable: capacity.NewUnavailableCache(0, nil)}
+	caps := &activities.Capacity{Providers: providers, Interrupters: set.interrupters, Unavailable: capacity.NewUnavailableCache(0, nil), Clocks: set.clocks}
 	jan := &activities.Janitor{Providers: providers, Client: s.Client, Grace: 2 * time.Minute}
 
 	s.worker = worker.New(s.Client, workflows.TaskQueue, worker.Options{})

@@ -20,24 +20,26 @@ import (
 func serve(args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var (
-		address   = fs.String("temporal-address", "", "external Temporal frontend host:port; default TEMPORAL_ADDRESS or profile, else the embedded server")
-		namespace = fs.String("namespace", "", "Temporal namespace (default TEMPORAL_NAMESPACE or "+cluster.DefaultNamespace+")")
-		dataDir   = fs.String("data-dir", envOr("REFUEL_DATA_DIR", ".refuel"), "embedded server database, checkpoints and instance scratch space (env REFUEL_DATA_DIR)")
-		frontend  = fs.String("frontend", envOr("REFUEL_FRONTEND", cluster.DefaultFrontendAddr), "embedded Temporal frontend address (env REFUEL_FRONTEND)")
-		ui        = fs.String("ui", envOr("REFUEL_UI", cluster.DefaultUIAddr), "embedded Web UI address, - for none (env REFUEL_UI)")
-		metrics   = fs.String("metrics", envOr("REFUEL_METRICS", cluster.DefaultMetricsAddr), "Prometheus /metrics address, - for none (env REFUEL_METRICS)")
-		ckptURL   = fs.String("checkpoint-url", os.Getenv("REFUEL_CHECKPOINT_URL"), "checkpoint store for specs that name none (default file://<data-dir>/checkpoints)")
-		stepTime  = fs.Duration("demo-step-time", 100*time.Millisecond, "pace of the demo trainer: a spec's work becomes work/step-time steps")
-		provider  = fs.String("provider", envOr("REFUEL_PROVIDER", controlplane.ProviderSim), "cloud to acquire from: sim (trace-driven spot market), local (this machine, unlimited stock) or aws (env REFUEL_PROVIDER)")
-		simTraces = fs.String("sim-traces", envOr("REFUEL_SIM_TRACES", "../shared/traces/availability/1-node/aws-10-26-2022"), "availability traces the sim's spot market replays, ZONE_GPU_COUNT.json files (env REFUEL_SIM_TRACES)")
-		simSpeed  = fs.Float64("sim-speed", 1, "trace ticks per second of the sim's market (0 stands still)")
-		simNotice = fs.Duration("sim-notice", 20*time.Second, "sim: time between a spot interruption notice and the instance being taken")
-		ec2Sim    = fs.String("ec2-sim", "", "also serve the sim over EC2's API on this address (e.g. 127.0.0.1:4566); with --provider aws the AWS provider then talks to it")
-		awsURL    = fs.String("aws-endpoint", os.Getenv("AWS_ENDPOINT_URL_EC2"), "EC2 endpoint for --provider aws (default AWS's; the sim's with --ec2-sim)")
-		awsRegion = fs.String("aws-region", os.Getenv("AWS_REGION"), "AWS region for --provider aws")
-		awsLT     = fs.String("aws-launch-template", envOr("REFUEL_AWS_LAUNCH_TEMPLATE", "refuel-node"), "launch template (name) whose user data starts `worker agent`, for --provider aws")
-		logLevel  = fs.String("log-level", "info", "debug, info, warn or error")
-		logJSON   = fs.Bool("log-json", false, "log JSON lines instead of console text")
+		address    = fs.String("temporal-address", "", "external Temporal frontend host:port; default TEMPORAL_ADDRESS or profile, else the embedded server")
+		namespace  = fs.String("namespace", "", "Temporal namespace (default TEMPORAL_NAMESPACE or "+cluster.DefaultNamespace+")")
+		dataDir    = fs.String("data-dir", envOr("REFUEL_DATA_DIR", ".refuel"), "embedded server database, checkpoints and instance scratch space (env REFUEL_DATA_DIR)")
+		frontend   = fs.String("frontend", envOr("REFUEL_FRONTEND", cluster.DefaultFrontendAddr), "embedded Temporal frontend address (env REFUEL_FRONTEND)")
+		ui         = fs.String("ui", envOr("REFUEL_UI", cluster.DefaultUIAddr), "embedded Web UI address, - for none (env REFUEL_UI)")
+		metrics    = fs.String("metrics", envOr("REFUEL_METRICS", cluster.DefaultMetricsAddr), "Prometheus /metrics address, - for none (env REFUEL_METRICS)")
+		ckptURL    = fs.String("checkpoint-url", os.Getenv("REFUEL_CHECKPOINT_URL"), "checkpoint store for specs that name none (default file://<data-dir>/checkpoints)")
+		stepTime   = fs.Duration("demo-step-time", 100*time.Millisecond, "pace of the demo trainer: a spec's work becomes work/step-time steps")
+		provider   = fs.String("provider", envOr("REFUEL_PROVIDER", controlplane.ProviderSim), "cloud to acquire from: sim (trace-driven spot market), local (this machine, unlimited stock) or aws (env REFUEL_PROVIDER)")
+		simTraces  = fs.String("sim-traces", envOr("REFUEL_SIM_TRACES", "../shared/traces/availability/1-node/aws-10-26-2022"), "availability traces the sim's spot market replays, ZONE_GPU_COUNT.json files (env REFUEL_SIM_TRACES)")
+		simSpeed   = fs.Float64("sim-speed", 1, "trace ticks per second of the sim's market (0 stands still)")
+		simNotice  = fs.Duration("sim-notice", 20*time.Second, "sim: time between a spot interruption notice and the instance being taken")
+		simMarket  = fs.Bool("sim-market-time", envOr("REFUEL_SIM_MARKET_TIME", "") == "true", "sim: deadline and flexible runs keep the market's time, deciding with their policy at every tick as `starter sim` does (with --sim-speed 0 they drive the clock; env REFUEL_SIM_MARKET_TIME=true)")
+		simRestart = fs.Duration("sim-restart-overhead", 0, "sim: market time each instance start costs a run keeping market time (default 12m)")
+		ec2Sim     = fs.String("ec2-sim", "", "also serve the sim over EC2's API on this address (e.g. 127.0.0.1:4566); with --provider aws the AWS provider then talks to it")
+		awsURL     = fs.String("aws-endpoint", os.Getenv("AWS_ENDPOINT_URL_EC2"), "EC2 endpoint for --provider aws (default AWS's; the sim's with --ec2-sim)")
+		awsRegion  = fs.String("aws-region", os.Getenv("AWS_REGION"), "AWS region for --provider aws")
+		awsLT      = fs.String("aws-launch-template", envOr("REFUEL_AWS_LAUNCH_TEMPLATE", "refuel-node"), "launch template (name) whose user data starts `worker agent`, for --provider aws")
+		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
+		logJSON    = fs.Bool("log-json", false, "log JSON lines instead of console text")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -59,8 +61,9 @@ func serve(args []string) int {
 		DataDir: *dataDir, FrontendAddr: *frontend, UIAddr: *ui, MetricsAddr: *metrics,
 		CheckpointURL: *ckptURL, DemoStepTime: *stepTime, Logger: log,
 		Provider: *provider,
-		Sim:      controlplane.SimConfig{Traces: *simTraces, Speed: *simSpeed, Notice: *simNotice, ServeEC2: *ec2Sim},
-		AWS:      awsConfig(*awsURL, *awsRegion, *awsLT, *ec2Sim != ""),
+		Sim: controlplane.SimConfig{Traces: *simTraces, Speed: *simSpeed, Notice: *simNotice, ServeEC2: *ec2Sim,
+			MarketTime: *simMarket, RestartOverhead: *simRestart},
+		AWS: awsConfig(*awsURL, *awsRegion, *awsLT, *ec2Sim != ""),
 	})
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))

@@ -34,6 +34,16 @@ func acquireOptions(ctx workflow.Context) workflow.Context {
 	})
 }
 
+// marketOptions wait for a market's next tick, however slow its clock:
+// a wait that outlasts its timeout is simply asked again.
+func marketOptions(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           TaskQueue,
+		StartToCloseTimeout: 10 * time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second},
+	})
+}
+
 // releaseOptions retry for as long as it takes: an instance must never be
 // left running because one call failed.
 func releaseOptions(ctx workflow.Context) workflow.Context {

@@ -51,6 +51,9 @@ type Status struct {
 	// Ledger is every paid stretch of instance time behind it.
 	Cost   cost.Breakdown `json:"cost"`
 	Ledger cost.Ledger    `json:"ledger"`
+	// Market is the run's account in market time, when it follows a
+	// market with a clock of its own (the simulated cloud).
+	Market *MarketStatus `json:"market,omitempty"`
 }
 
 // InstanceRef is the instance a run holds now.

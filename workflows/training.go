@@ -25,6 +25,16 @@ func TrainingRun(ctx workflow.Context, js spec.JobSpec) (Status, error) {
 	}
 	defer r.releaseOnExit(ctx)
 
+	if err := r.listOfferings(ctx); err != nil {
+		return r.end(ctx, err)
+	}
+	m, err := r.openMarket(ctx)
+	if err != nil {
+		return r.end(ctx, err)
+	}
+	if m != nil {
+		return r.end(ctx, r.followMarket(ctx, m))
+	}
 	for !r.done {
 		if err := r.waitWhilePaused(ctx); err != nil {
 			return r.end(ctx, err)
@@ -56,6 +66,9 @@ type run struct {
 	attempt   int
 	paused    bool
 	done      bool
+
+	market   *clockedMarket  // set when the run follows a market's own clock
+	training workflow.Future // the training attempt while the run watches a clocked market
 
 	recovering      bool      // a preemption happened and no replacement has resumed yet
 	trainingSince   time.Time // when the current attempt's training started
@@ -117,11 +130,6 @@ func (r *run) waitWhilePaused(ctx workflow.Context) error {
 // and waiting with backoff while none has capacity. It returns with no
 // instance if the run was paused meanwhile.
 func (r *run) acquire(ctx workflow.Context) error {
-	if r.offerings == nil {
-		if err := r.listOfferings(ctx); err != nil {
-			return err
-		}
-	}
 	backoff := r.opts.CapacityBackoff
 	for !r.paused {
 		order := capacity.Order(r.offerings, r.spec.Tier, r.avoidZone)
@@ -338,6 +346,9 @@ func (r *run) releaseOnExit(ctx workflow.Context) {
 
 // end records the final state and returns the run's result.
 func (r *run) end(ctx workflow.Context, err error) (Status, error) {
+	if r.training != nil {
+		r.stopTraining() // the release below takes the instance anyway
+	}
 	ctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
 	var canceled *temporal.CanceledError
@@ -371,6 +382,9 @@ func (r *run) snapshot(ctx workflow.Context) Status {
 	s.Cost = r.ledger.Breakdown(now)
 	s.Ledger = r.ledger
 	s.Failures = append([]Failure{}, r.status.Failures...) // [] rather than null for clients
+	if r.market != nil {
+		s.Market = r.market.marketStatus()
+	}
 	return s
 }
 

@@ -50,6 +50,11 @@ func (f *fakeCloud) ListOfferings(context.Context, activities.OfferingsInput) ([
 	return f.offerings, nil
 }
 
+// OpenMarket: the fake cloud's market keeps wall time.
+func (f *fakeCloud) OpenMarket(context.Context, activities.MarketInput) (activities.MarketView, error) {
+	return activities.MarketView{}, nil
+}
+
 func (f *fakeCloud) Acquire(_ context.Context, req capacity.Request) (capacity.Instance, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -126,6 +131,7 @@ func newEnv(t *testing.T, f *fakeCloud) *testsuite.TestWorkflowEnvironment {
 	env.RegisterWorkflowWithOptions(TrainingRun, workflow.RegisterOptions{Name: TrainingRunName})
 	for name, fn := range map[string]any{
 		activities.ListOfferingsName: f.ListOfferings, activities.AcquireName: f.Acquire,
+		activities.OpenMarketName:  f.OpenMarket,
 		activities.ReleaseName:     f.Release,
 		activities.RunTrainingName: f.RunTraining,
 	} {
