@@ -18,6 +18,7 @@ const (
 	RunOwnsInstanceName = "RunOwnsInstance"
 	OpenMarketName      = "OpenMarket"
 	MarketAtName        = "MarketAt"
+	EndedWorkflowsName  = "EndedWorkflows"
 )
 
 // OfferingsInput asks every allowed provider what it sells for a job.
@@ -32,6 +33,7 @@ const (
 	ReleaseCompleted ReleaseReason = "completed"
 	ReleasePreempted ReleaseReason = "preempted"
 	ReleasePaused    ReleaseReason = "paused"
+	ReleaseYielded   ReleaseReason = "yielded" // given back to the capacity pool for a higher priority, or to move to base
 	ReleaseFailed    ReleaseReason = "failed"
 	ReleaseCleanup   ReleaseReason = "cleanup"
 	ReleaseOrphaned  ReleaseReason = "orphaned"

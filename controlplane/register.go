@@ -29,6 +29,7 @@ func Register(w worker.Registry, caps *activities.Capacity, jan *activities.Jani
 		activities.InterruptName:       caps.Interrupt,
 		activities.ListManagedName:     jan.ListManagedInstances,
 		activities.RunOwnsInstanceName: jan.RunOwnsInstance,
+		activities.EndedWorkflowsName:  jan.EndedWorkflows,
 	}
 	for name, fn := range acts {
 		w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
@@ -45,4 +46,5 @@ func RegisterWorkflows(w WorkflowRegistry) {
 	w.RegisterWorkflowWithOptions(workflows.TrainingRun, workflow.RegisterOptions{Name: workflows.TrainingRunName})
 	w.RegisterWorkflowWithOptions(workflows.InjectInterruption, workflow.RegisterOptions{Name: workflows.InjectInterruptionName})
 	w.RegisterWorkflowWithOptions(workflows.Janitor, workflow.RegisterOptions{Name: workflows.JanitorName})
+	w.RegisterWorkflowWithOptions(workflows.CapacityPool, workflow.RegisterOptions{Name: workflows.CapacityPoolName})
 }

@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"refuel/activities"
+	"refuel/pkg/admission"
 	"refuel/pkg/spec"
 )
 
@@ -22,6 +23,11 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdatePriority,
 		func(ctx workflow.Context, p int) (int, error) {
 			r.status.Priority = p
+			if r.inPool && r.requested {
+				// A queued run moves in the queue at once; a running one
+				// changes what may preempt it.
+				r.tellPool(ctx, SignalPoolPriority, PoolPriority{ID: r.id, Priority: p})
+			}
 			return p, workflow.UpsertTypedSearchAttributes(ctx, AttrPriority.ValueSet(int64(p)))
 		},
 		workflow.UpdateHandlerOptions{Validator: validatePriority},
@@ -31,6 +37,8 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 	pause := workflow.GetSignalChannel(ctx, SignalPause)
 	resume := workflow.GetSignalChannel(ctx, SignalResume)
 	progress := workflow.GetSignalChannel(ctx, SignalProgress)
+	granted := workflow.GetSignalChannel(ctx, SignalCapacityGranted)
+	yield := workflow.GetSignalChannel(ctx, SignalYield)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
 			sel := workflow.NewSelector(ctx)
@@ -46,6 +54,16 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 				var p activities.Progress
 				c.Receive(ctx, &p)
 				r.onProgress(ctx, p)
+			})
+			sel.AddReceive(granted, func(c workflow.ReceiveChannel, _ bool) {
+				var a admission.Allocation
+				c.Receive(ctx, &a)
+				r.onGranted(a)
+			})
+			sel.AddReceive(yield, func(c workflow.ReceiveChannel, _ bool) {
+				var y YieldRequest
+				c.Receive(ctx, &y)
+				r.onYield(y)
 			})
 			sel.Select(ctx)
 		}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -83,6 +85,8 @@ func TestClockedRunDecidesAsTheSimulator(t *testing.T) {
 			} {
 				env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 			}
+			env.OnSignalExternalWorkflow(mock.Anything, PoolWorkflowID, "", mock.Anything, mock.Anything).
+				Return(serviceerror.NewNotFound("workflow not found"))
 			env.ExecuteWorkflow(TrainingRunName, js)
 			if err := env.GetWorkflowError(); err != nil {
 				t.Fatalf("run failed: %v", err)

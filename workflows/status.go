@@ -13,6 +13,7 @@ type State string
 const (
 	StatePending     State = "pending"
 	StateAcquiring   State = "acquiring"
+	StateQueued      State = "queued" // waiting for the capacity pool to admit the run
 	StateWaiting     State = "waiting-for-capacity"
 	StateRunning     State = "running"
 	StatePreempted   State = "preempted"
@@ -54,6 +55,8 @@ type Status struct {
 	// Market is the run's account in market time, when it follows a
 	// market with a clock of its own (the simulated cloud).
 	Market *MarketStatus `json:"market,omitempty"`
+	// Admission is the run's place with the capacity pool, when one runs.
+	Admission *AdmissionStatus `json:"admission,omitempty"`
 }
 
 // InstanceRef is the instance a run holds now.

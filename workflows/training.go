@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"refuel/activities"
+	"refuel/pkg/admission"
 	"refuel/pkg/capacity"
 	"refuel/pkg/cost"
 	"refuel/pkg/spec"
@@ -35,15 +36,25 @@ func TrainingRun(ctx workflow.Context, js spec.JobSpec) (Status, error) {
 	if m != nil {
 		return r.end(ctx, r.followMarket(ctx, m))
 	}
+	r.joinPool(ctx)
 	for !r.done {
 		if err := r.waitWhilePaused(ctx); err != nil {
 			return r.end(ctx, err)
+		}
+		if r.yield != nil {
+			r.yieldCapacity(ctx)
+		}
+		if err := r.admit(ctx); err != nil {
+			return r.end(ctx, err)
+		}
+		if r.paused || r.yield != nil {
+			continue
 		}
 		if err := r.acquire(ctx); err != nil {
 			return r.end(ctx, err)
 		}
 		if r.instance == nil {
-			continue // paused while waiting for capacity
+			continue // paused or asked to yield while waiting for capacity
 		}
 		res, err := r.train(ctx)
 		if err := r.settle(ctx, res, err); err != nil {
@@ -55,6 +66,7 @@ func TrainingRun(ctx workflow.Context, js spec.JobSpec) (Status, error) {
 
 // run is the state of one TrainingRun; its methods are the steps.
 type run struct {
+	id       string // the workflow id: the job's id when started through the contract
 	spec     spec.JobSpec
 	status   Status
 	ledger   cost.Ledger
@@ -66,6 +78,13 @@ type run struct {
 	attempt   int
 	paused    bool
 	done      bool
+
+	// With a capacity pool: whether the pool took the run's request, what
+	// it granted, whether it holds the request paused, and a yield it
+	// asked for that is not done yet.
+	inPool, requested, heldInQueue bool
+	grant                          *admission.Allocation
+	yield                          *YieldRequest
 
 	market   *clockedMarket  // set when the run follows a market's own clock
 	training workflow.Future // the training attempt while the run watches a clocked market
@@ -103,7 +122,7 @@ func newRun(ctx workflow.Context, js spec.JobSpec) (*run, error) {
 	if err := js.Validate(workflow.Now(ctx)); err != nil {
 		return nil, invalidSpecError(err)
 	}
-	r := &run{spec: js, opts: DefaultRunOptions}
+	r := &run{id: workflow.GetInfo(ctx).WorkflowExecution.ID, spec: js, opts: DefaultRunOptions}
 	r.status = Status{
 		ID: js.ID, Team: js.Team, Tier: string(js.Tier), State: StatePending,
 		Priority: js.Priority, StartedAt: workflow.Now(ctx), Failures: []Failure{},
@@ -122,6 +141,7 @@ func (r *run) waitWhilePaused(ctx workflow.Context) error {
 	if !r.paused {
 		return nil
 	}
+	r.leavePool(ctx) // a paused run holds no capacity; it asks again on resume
 	r.setState(ctx, StatePaused)
 	return workflow.Await(ctx, func() bool { return !r.paused })
 }
@@ -131,8 +151,11 @@ func (r *run) waitWhilePaused(ctx workflow.Context) error {
 // instance if the run was paused meanwhile.
 func (r *run) acquire(ctx workflow.Context) error {
 	backoff := r.opts.CapacityBackoff
-	for !r.paused {
+	for !r.paused && r.yield == nil {
 		order := capacity.Order(r.offerings, r.spec.Tier, r.avoidZone)
+		if r.grant != nil {
+			order = r.grantedOfferings()
+		}
 		if len(order) == 0 {
 			return temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("no offering matching resources suits tier %s (it allows spot: %v, on-demand: %v)",
@@ -144,13 +167,14 @@ func (r *run) acquire(ctx workflow.Context) error {
 		r.setState(ctx, StateAcquiring)
 		req := capacity.Request{
 			RunID: workflow.GetInfo(ctx).WorkflowExecution.ID, Attempt: r.attempt, Offerings: order,
-			Tags:            map[string]string{capacity.TagTeam: r.spec.Team, capacity.TagPool: "burst"},
+			Tags:            r.grantTags(),
 			MaxPricePerHour: r.spec.Resources.MaxPricePerHour,
 		}
 		var inst capacity.Instance
 		err := workflow.ExecuteActivity(acquireOptions(ctx), activities.AcquireName, req).Get(ctx, &inst)
 		if err == nil {
 			r.onAcquired(ctx, inst)
+			r.bindGrant(ctx, inst.Offering)
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -164,7 +188,7 @@ func (r *run) acquire(ctx workflow.Context) error {
 		r.setState(ctx, StateWaiting)
 		// Operators filter on why a run waits: RefuelState names the class.
 		_ = workflow.UpsertTypedSearchAttributes(ctx, AttrState.ValueSet(string(StateWaiting)+":"+string(retryableClass(details))))
-		if _, err := workflow.AwaitWithTimeout(ctx, backoff, func() bool { return r.paused }); err != nil {
+		if _, err := workflow.AwaitWithTimeout(ctx, backoff, func() bool { return r.paused || r.yield != nil }); err != nil {
 			return err
 		}
 		backoff = min(2*backoff, r.opts.MaxCapacityBackoff)
@@ -242,7 +266,11 @@ func (r *run) settle(ctx workflow.Context, res activities.TrainingResult, err er
 				fmt.Sprintf("trainer failed %d times; last: %s", r.trainerFailures, res.Message), "TrainerFailed", nil)
 		}
 	case err == nil && res.Outcome == activities.OutcomeStopped, errors.As(err, &canceled):
-		r.release(ctx, activities.ReleasePaused)
+		reason := activities.ReleasePaused
+		if r.yield != nil {
+			reason = activities.ReleaseYielded
+		}
+		r.release(ctx, reason)
 	default:
 		// The instance went silent or its agent never picked the work up:
 		// it was taken without notice, or died. Either way it is lost.
@@ -351,6 +379,7 @@ func (r *run) end(ctx workflow.Context, err error) (Status, error) {
 	}
 	ctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
+	defer r.leavePool(ctx)
 	var canceled *temporal.CanceledError
 	switch {
 	case err == nil:

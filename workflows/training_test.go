@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -124,7 +126,18 @@ func (f *fakeCloud) releasedReasons() []activities.ReleaseReason {
 	return out
 }
 
+// newEnv is a test environment where no capacity pool runs: runs
+// acquire on their own.
 func newEnv(t *testing.T, f *fakeCloud) *testsuite.TestWorkflowEnvironment {
+	t.Helper()
+	env := newEnvWithoutPool(t, f)
+	env.OnSignalExternalWorkflow(mock.Anything, PoolWorkflowID, "", mock.Anything, mock.Anything).
+		Return(serviceerror.NewNotFound("workflow not found"))
+	return env
+}
+
+// newEnvWithoutPool leaves signals to the pool for the test to mock.
+func newEnvWithoutPool(t *testing.T, f *fakeCloud) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()

@@ -358,3 +358,62 @@ func TestDecisionsSurviveJSON(t *testing.T) {
 		t.Errorf("same inputs, different decisions; got(-), want(+):\n%s", diff)
 	}
 }
+
+func TestMovesBurstTrainingToFreedBase(t *testing.T) {
+	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	cfg := pool.Config{
+		Base: pool.BaseGroup{Name: "dc", Provider: "base", Counts: []pool.BaseCount{{InstanceType: "gpu.1x", GPUs: 1, Count: 1}}},
+		Burst: []pool.BurstPool{{Name: "cloud", Offerings: []capacity.Offering{
+			{Provider: "sim", InstanceType: "gpu.1x", Zone: "a", Market: capacity.Spot, GPUs: 1, PricePerHour: 1},
+			{Provider: "sim", InstanceType: "gpu.1x", Zone: "a", Market: capacity.OnDemand, GPUs: 1, PricePerHour: 3},
+		}}},
+	}
+	cfg.Normalize()
+	req := func(id string, tier spec.Tier) Request {
+		return Request{ID: id, Kind: Training, Priority: 50, Tier: tier, Resources: spec.Resources{GPUs: 1}}
+	}
+	s := New(cfg)
+	for _, r := range []Request{req("on-base", spec.TierDeadline), req("spot", spec.TierFlexible), req("ondemand", spec.TierCritical)} {
+		if err := s.Enqueue(r, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := len(s.Admit(now, nil)); got != 3 {
+		t.Fatalf("admitted %d, want 3", got)
+	}
+	if moves := s.Moves(); len(moves) != 0 {
+		t.Fatalf("moves %v while base is full", ids(moves, allocID))
+	}
+	if err := s.Bind("spot", cfg.Burst[0].Offerings[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Bind("ondemand", cfg.Burst[0].Offerings[1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Release("on-base"); err != nil {
+		t.Fatal(err)
+	}
+	moves := s.Moves()
+	if diff := cmp.Diff(ids(moves, allocID), []string{"ondemand"}); diff != "" {
+		t.Errorf("moves, got(-), want(+):\n%s", diff)
+	}
+	if err := s.MarkYielding("ondemand"); err != nil {
+		t.Fatal(err)
+	}
+	if moves := s.Moves(); len(moves) != 0 {
+		t.Errorf("moves %v although the freed machine is spoken for", ids(moves, allocID))
+	}
+	if err := s.Requeue("ondemand", now); err != nil {
+		t.Fatal(err)
+	}
+	got := s.Admit(now, nil)
+	if len(got) != 1 || got[0].Layer != BaseLayer {
+		t.Errorf("requeued run admitted as %+v, want on base", got)
+	}
+	if err := s.Enqueue(req("waiting", spec.TierCritical), now); err != nil {
+		t.Fatal(err)
+	}
+	if moves := s.Moves(); len(moves) != 0 {
+		t.Errorf("moves %v while a request waits", ids(moves, allocID))
+	}
+}

@@ -33,8 +33,11 @@ const (
 
 // Request asks for one instance.
 type Request struct {
-	ID       string `json:"id"` // the run's id, or a replica's
-	Kind     Kind   `json:"kind"`
+	ID   string `json:"id"` // the run's id, or a replica's
+	Kind Kind   `json:"kind"`
+	// Owner is the workflow to tell when the request is admitted or must
+	// yield: the run itself, or the service a replica belongs to.
+	Owner    string `json:"owner,omitempty"`
 	Team     string `json:"team,omitempty"`
 	Priority int    `json:"priority"`
 	// Tier says which burst markets may be used (spec.Placement.Tier

@@ -91,5 +91,7 @@ const (
 	TagAttempt   = "refuel:attempt"
 	TagPool      = "refuel:pool"
 	TagTeam      = "refuel:team"
-	ManagedBy    = "refuel"
+	// TagNode names the base machine an instance of the base group runs on.
+	TagNode   = "refuel:node"
+	ManagedBy = "refuel"
 )

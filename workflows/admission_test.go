@@ -1,0 +1,112 @@
+package workflows
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
+
+	"refuel/activities"
+	"refuel/pkg/admission"
+	"refuel/pkg/capacity"
+	"refuel/pkg/spec"
+)
+
+// A run with a capacity pool waits for its grant, acquires what it was
+// granted, yields at a checkpoint when the pool asks, is requeued, and
+// gives its capacity back when it completes.
+func TestTrainingRunAsksThePoolAndYields(t *testing.T) {
+	base := capacity.Offering{Provider: "base", InstanceType: "gpu.1x", Zone: "dc", Market: capacity.Base, GPUs: 1}
+	f := &fakeCloud{offerings: []capacity.Offering{spotA, odA}, trainings: []activities.TrainingOutcome{"block"}}
+	env := newEnvWithoutPool(t, f)
+	var mu sync.Mutex
+	var told []string
+	env.OnSignalExternalWorkflow(mock.Anything, PoolWorkflowID, "", mock.Anything, mock.Anything).Return(
+		func(_, _, _, name string, arg any) error {
+			mu.Lock()
+			defer mu.Unlock()
+			switch a := arg.(type) {
+			case admission.Request:
+				told = append(told, name+" "+a.ID+" "+string(a.Kind))
+			case PoolBind:
+				told = append(told, name+" "+a.Offering.Key())
+			case PoolRef:
+				told = append(told, name+" "+a.ID)
+			}
+			return nil
+		})
+	js := job(spec.TierFlexible)
+	req := admission.Request{ID: "default-test-workflow-id", Kind: admission.Training, Owner: "default-test-workflow-id", Priority: 50, Tier: spec.TierFlexible}
+	var queued, yielded Status
+	env.RegisterDelayedCallback(func() { queued = queryStatus(t, env) }, time.Second)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(SignalCapacityGranted, admission.Allocation{Request: req, Layer: admission.BaseLayer, Node: "dc-1", Offerings: []capacity.Offering{base}})
+	}, 2*time.Second)
+	// The pool asks for the capacity back while the run trains on it.
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		if info.ActivityType.Name == activities.RunTrainingName && len(f.trained) == 0 {
+			env.SignalWorkflow(SignalYield, YieldRequest{ID: req.ID, Reason: "preempted for chat (priority 90)", For: "chat"})
+		}
+	})
+	env.RegisterDelayedCallback(func() { yielded = queryStatus(t, env) }, 20*time.Second)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(SignalCapacityGranted, admission.Allocation{Request: req, Layer: admission.BurstLayer, Pool: "cloud", Offerings: []capacity.Offering{spotB, spotA}})
+	}, 30*time.Second)
+	env.ExecuteWorkflow(TrainingRunName, js)
+	st, err := result(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if queued.State != StateQueued || queued.Admission == nil || !queued.Admission.Queued {
+		t.Errorf("before its grant the run is %s with admission %+v; want queued", queued.State, queued.Admission)
+	}
+	if yielded.State != StateQueued || yielded.Admission.Yields != 1 || yielded.Admission.LastYield.For != "chat" || yielded.Instance != nil {
+		t.Errorf("after the yield: state %s, admission %+v, instance %v; want requeued holding nothing", yielded.State, yielded.Admission, yielded.Instance)
+	}
+	if st.State != StateCompleted || st.Admission.Yields != 1 {
+		t.Errorf("ended %s with admission %+v; want completed after one yield", st.State, st.Admission)
+	}
+	if f.acquired[0].Offering != base || f.requests[0].Tags[capacity.TagNode] != "dc-1" || f.requests[0].Tags[capacity.TagPool] != "base" {
+		t.Errorf("first instance %s with tags %v; want the granted base machine dc-1", f.acquired[0].Offering.Key(), f.requests[0].Tags)
+	}
+	// The run's own offerings within the burst grant, spot in zone a
+	// (b is not among the run's offerings).
+	if f.acquired[1].Offering != spotA {
+		t.Errorf("second instance %s; want %s, the run's offering within the grant", f.acquired[1].Offering.Key(), spotA.Key())
+	}
+	if diff := cmp.Diff(f.releasedReasons(), []activities.ReleaseReason{activities.ReleaseYielded, activities.ReleaseCompleted}); diff != "" {
+		t.Errorf("releases, got(-), want(+):\n%s", diff)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{
+		SignalPoolRequest + " default-test-workflow-id training",
+		SignalPoolYielded + " default-test-workflow-id",
+		SignalPoolBind + " " + spotA.Key(),
+		SignalPoolRelease + " default-test-workflow-id",
+	}
+	if diff := cmp.Diff(told, want); diff != "" {
+		t.Errorf("what the run told the pool, got(-), want(+):\n%s", diff)
+	}
+}
+
+func queryStatus(t *testing.T, env *testsuite.TestWorkflowEnvironment) Status {
+	t.Helper()
+	var st Status
+	v, err := env.QueryWorkflow(QueryStatus)
+	if err != nil {
+		t.Error(err)
+		return st
+	}
+	if err := v.Get(&st); err != nil {
+		t.Error(err)
+	}
+	return st
+}

@@ -1,0 +1,352 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"refuel/activities"
+	"refuel/pkg/admission"
+	"refuel/pkg/pool"
+)
+
+// PoolInput starts the capacity pool: its pools file, and after a
+// continue-as-new everything it carries.
+type PoolInput struct {
+	Config pool.Config      `json:"config"`
+	State  *admission.State `json:"state,omitempty"`
+	Counts PoolCounts       `json:"counts"`
+	// MaxHistory continues as new past this many events even if the
+	// server has not suggested it yet; 0 means DefaultPoolMaxHistory.
+	MaxHistory int `json:"max_history,omitempty"`
+}
+
+// PoolCounts are the pool's running totals, carried across generations.
+type PoolCounts struct {
+	Preemptions int `json:"preemptions"`
+	Moves       int `json:"moves"`
+	Generation  int `json:"generation"`
+}
+
+// DefaultPoolMaxHistory keeps each generation of the pool's history small
+// enough to replay in moments.
+const DefaultPoolMaxHistory = 5000
+
+// ownersCheckEvery is how often the pool looks for holders that ended
+// without giving their capacity back (terminated, say).
+const ownersCheckEvery = time.Minute
+
+// CapacityPool owns the base group and the admission queue: runs and
+// services ask it for capacity; it admits by priority with aging, places
+// on base first and overflows to the burst pools, preempts lower-priority
+// training for what cannot be placed, moves burst training onto base that
+// comes free so burst is given back first, and continues as new to keep
+// its history bounded, carrying its whole state.
+func CapacityPool(ctx workflow.Context, in PoolInput) error {
+	p, err := newCapacityPool(ctx, in)
+	if err != nil {
+		return err
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (PoolStatus, error) { return p.status(ctx), nil }); err != nil {
+		return err
+	}
+	signals := p.channels(ctx)
+	p.schedule(ctx)
+	check := workflow.NewTimer(ctx, ownersCheckEvery)
+	for ctx.Err() == nil && !p.tooLong(ctx) {
+		sel := workflow.NewSelector(ctx)
+		for _, s := range signals {
+			sel.AddReceive(s.ch, func(c workflow.ReceiveChannel, _ bool) { s.handle(ctx, c) })
+		}
+		sel.AddFuture(check, func(workflow.Future) {
+			p.releaseAbandoned(ctx)
+			check = workflow.NewTimer(ctx, ownersCheckEvery)
+		})
+		sel.Select(ctx)
+		p.schedule(ctx)
+	}
+	if ctx.Err() != nil {
+		return temporal.NewCanceledError()
+	}
+	// Nothing sent to the pool may be lost across generations: take in
+	// every signal already delivered before handing the state on.
+	for drained := true; drained; {
+		drained = false
+		for _, s := range signals {
+			for s.receiveAsync(ctx) {
+				drained = true
+			}
+		}
+	}
+	p.schedule(ctx)
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return err
+	}
+	p.counts.Generation++
+	return workflow.NewContinueAsNewError(ctx, CapacityPoolName, PoolInput{Config: p.state.Config, State: p.state, Counts: p.counts, MaxHistory: p.maxHistory})
+}
+
+// capacityPool is the pool workflow's state.
+type capacityPool struct {
+	state      *admission.State
+	counts     PoolCounts
+	maxHistory int
+}
+
+func newCapacityPool(ctx workflow.Context, in PoolInput) (*capacityPool, error) {
+	in.Config.Normalize()
+	if err := in.Config.Validate(); err != nil {
+		return nil, temporal.NewNonRetryableApplicationError("invalid pools file: "+err.Error(), "InvalidPoolConfig", nil)
+	}
+	p := &capacityPool{state: in.State, counts: in.Counts, maxHistory: in.MaxHistory}
+	if p.state == nil {
+		p.state = admission.New(in.Config)
+	}
+	if p.maxHistory <= 0 {
+		p.maxHistory = DefaultPoolMaxHistory
+	}
+	workflow.GetLogger(ctx).Info("capacity pool open", "generation", p.counts.Generation,
+		"base_machines", len(p.state.Nodes), "burst_pools", len(p.state.Config.Burst),
+		"waiting", len(p.state.Waiting), "running", len(p.state.Running))
+	return p, nil
+}
+
+// poolSignal is one signal the pool takes, with what it does.
+type poolSignal struct {
+	ch     workflow.ReceiveChannel
+	handle func(workflow.Context, workflow.ReceiveChannel)
+}
+
+func (s poolSignal) receiveAsync(ctx workflow.Context) bool {
+	if s.ch.Len() == 0 {
+		return false
+	}
+	s.handle(ctx, s.ch)
+	return true
+}
+
+// channels wires each signal of the protocol to its handler. The order is
+// fixed, so replays take signals that arrived together in the same order.
+func (p *capacityPool) channels(ctx workflow.Context) []poolSignal {
+	log := workflow.GetLogger(ctx)
+	ignore := func(what, id string, err error) {
+		var nf *admission.NotFoundError
+		if err != nil && !errors.As(err, &nf) {
+			log.Warn("pool ignored a signal", "signal", what, "id", id, "error", err)
+		}
+	}
+	on := func(name string, handle func(workflow.Context, workflow.ReceiveChannel)) poolSignal {
+		return poolSignal{ch: workflow.GetSignalChannel(ctx, name), handle: handle}
+	}
+	return []poolSignal{
+		on(SignalPoolConfigure, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+			var cfg pool.Config
+			c.Receive(ctx, &cfg)
+			cfg.Normalize()
+			if err := cfg.Validate(); err != nil {
+				log.Error("pools file refused; keeping the one in force", "error", err)
+				return
+			}
+			p.state.Reconfigure(cfg)
+		}),
+		on(SignalPoolRequest, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+			var r admission.Request
+			c.Receive(ctx, &r)
+			p.request(ctx, r)
+		}),
+		on(SignalPoolBind, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+			var b PoolBind
+			c.Receive(ctx, &b)
+			ignore(SignalPoolBind, b.ID, p.state.Bind(b.ID, b.Offering))
+		}),
+		on(SignalPoolRelease, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+			var ref PoolRef
+			c.Receive(ctx, &ref)
+			p.release(ref.ID)
+		}),
+		on(SignalPoolYielded, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+			var ref PoolRef
+			c.Receive(ctx, &ref)
+			ignore(SignalPoolYielded, ref.ID, p.state.Requeue(ref.ID, workflow.Now(ctx)))
+		}),
+		on(SignalPoolPriority, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+			var pr PoolPriority
+			c.Receive(ctx, &pr)
+			ignore(SignalPoolPriority, pr.ID, p.state.SetPriority(pr.ID, pr.Priority))
+		}),
+		on(SignalPoolPause, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+			var ref PoolRef
+			c.Receive(ctx, &ref)
+			ignore(SignalPoolPause, ref.ID, p.state.Pause(ref.ID, workflow.Now(ctx)))
+		}),
+		on(SignalPoolResume, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+			var ref PoolRef
+			c.Receive(ctx, &ref)
+			ignore(SignalPoolResume, ref.ID, p.state.Resume(ref.ID, workflow.Now(ctx)))
+		}),
+	}
+}
+
+// request queues a request. One already running is granted again: its
+// owner asks only when it holds nothing, so it lost the first grant.
+func (p *capacityPool) request(ctx workflow.Context, r admission.Request) {
+	if r.Owner == "" {
+		r.Owner = r.ID
+	}
+	err := p.state.Enqueue(r, workflow.Now(ctx))
+	var dup *admission.DuplicateError
+	switch {
+	case errors.As(err, &dup):
+		for _, a := range p.state.Running {
+			if a.Request.ID == r.ID && !a.Yielding {
+				p.grant(ctx, a)
+			}
+		}
+	case err != nil:
+		workflow.GetLogger(ctx).Error("request refused", "id", r.ID, "error", err)
+	}
+}
+
+// release gives back what a request holds, or takes it out of the queue.
+func (p *capacityPool) release(id string) {
+	if _, err := p.state.Release(id); err == nil {
+		return
+	}
+	_ = p.state.Cancel(id)
+}
+
+// schedule admits what fits, asks lower-priority training to yield for
+// what does not, and moves burst training onto freed base.
+func (p *capacityPool) schedule(ctx workflow.Context) {
+	for {
+		granted := p.state.Admit(workflow.Now(ctx), nil)
+		if len(granted) == 0 {
+			break
+		}
+		for _, a := range granted {
+			p.grant(ctx, a)
+		}
+	}
+	for _, r := range p.state.Queue(workflow.Now(ctx)) {
+		if r.Paused {
+			continue
+		}
+		victims, ok := p.state.Victims(r, nil)
+		if !ok {
+			continue
+		}
+		for _, v := range victims {
+			p.counts.Preemptions++
+			p.yield(ctx, v, fmt.Sprintf("preempted for %s (priority %d)", r.ID, r.Priority), r.ID)
+		}
+	}
+	for _, a := range p.state.Moves() {
+		p.counts.Moves++
+		p.yield(ctx, a, "moving to base capacity that came free: burst is given back first", "")
+	}
+}
+
+// grant tells an allocation's owner it may acquire. An owner that is gone
+// gets nothing: its capacity goes back at once.
+func (p *capacityPool) grant(ctx workflow.Context, a admission.Allocation) {
+	err := workflow.SignalExternalWorkflow(ctx, a.Request.Owner, "", SignalCapacityGranted, a).Get(ctx, nil)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("grant not delivered; releasing", "id", a.Request.ID, "owner", a.Request.Owner, "error", err)
+		p.release(a.Request.ID)
+	}
+}
+
+// yield asks an allocation's holder to checkpoint and give it back.
+func (p *capacityPool) yield(ctx workflow.Context, a admission.Allocation, reason, forID string) {
+	_ = p.state.MarkYielding(a.Request.ID)
+	req := YieldRequest{ID: a.Request.ID, Reason: reason, For: forID}
+	if err := workflow.SignalExternalWorkflow(ctx, a.Request.Owner, "", SignalYield, req).Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("yield not delivered; releasing", "id", a.Request.ID, "owner", a.Request.Owner, "error", err)
+		p.release(a.Request.ID)
+	}
+}
+
+// releaseAbandoned gives back what owners that ended without saying so
+// (terminated, or failed past their cleanup) still hold or wait for.
+func (p *capacityPool) releaseAbandoned(ctx workflow.Context) {
+	var owners []string
+	add := func(o string) {
+		for _, x := range owners {
+			if x == o {
+				return
+			}
+		}
+		owners = append(owners, o)
+	}
+	for _, r := range p.state.Waiting {
+		add(r.Owner)
+	}
+	for _, a := range p.state.Running {
+		add(a.Request.Owner)
+	}
+	if len(owners) == 0 {
+		return
+	}
+	var gone []string
+	err := workflow.ExecuteActivity(controlOptions(ctx), activities.EndedWorkflowsName, owners).Get(ctx, &gone)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("cannot check the pool's holders", "error", err)
+		return
+	}
+	for _, owner := range gone {
+		for _, id := range p.idsOf(owner) {
+			workflow.GetLogger(ctx).Info("releasing capacity of an ended holder", "id", id, "owner", owner)
+			p.release(id)
+		}
+	}
+}
+
+func (p *capacityPool) idsOf(owner string) []string {
+	var ids []string
+	for _, r := range p.state.Waiting {
+		if r.Owner == owner {
+			ids = append(ids, r.ID)
+		}
+	}
+	for _, a := range p.state.Running {
+		if a.Request.Owner == owner {
+			ids = append(ids, a.Request.ID)
+		}
+	}
+	return ids
+}
+
+// tooLong reports whether this generation's history should end.
+func (p *capacityPool) tooLong(ctx workflow.Context) bool {
+	info := workflow.GetInfo(ctx)
+	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= p.maxHistory
+}
+
+func (p *capacityPool) status(ctx workflow.Context) PoolStatus {
+	now := workflow.Now(ctx)
+	st := PoolStatus{Waiting: []QueuedRequest{}, Running: p.state.Running, Preemptions: p.counts.Preemptions, Moves: p.counts.Moves,
+		Generation: p.counts.Generation, History: int64(workflow.GetInfo(ctx).GetCurrentHistoryLength())}
+	if st.Running == nil {
+		st.Running = []admission.Allocation{}
+	}
+	for _, r := range p.state.Queue(now) {
+		st.Waiting = append(st.Waiting, QueuedRequest{Request: r, EffectivePriority: p.state.Effective(r, now)})
+	}
+	used := 0
+	for _, a := range p.state.Running {
+		if a.Layer == admission.BaseLayer {
+			st.Base++
+			used += a.GPUs()
+		} else {
+			st.Burst++
+		}
+	}
+	for _, n := range p.state.Nodes {
+		st.BaseGPUs += n.GPUs
+	}
+	st.FreeBaseGPUs = st.BaseGPUs - used
+	return st
+}

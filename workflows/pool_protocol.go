@@ -1,0 +1,79 @@
+package workflows
+
+import (
+	"refuel/pkg/admission"
+	"refuel/pkg/capacity"
+)
+
+// The capacity pool's protocol. Runs and services talk to the pool
+// workflow, and it to them, by signals: a workflow cannot wait on another
+// workflow's update, and a signal to a pool that is not running fails at
+// once, which tells a run there is no pool to ask.
+const (
+	CapacityPoolName = "CapacityPool"
+	// PoolWorkflowID is the one pool workflow of a namespace.
+	PoolWorkflowID = "refuel-capacity-pool"
+
+	// To the pool.
+	SignalPoolConfigure = "configure"        // pool.Config: the pools file, at start and on every worker start
+	SignalPoolRequest   = "request-capacity" // admission.Request: queue for one instance
+	SignalPoolBind      = "bind-capacity"    // PoolBind: which offering an allocation acquired
+	SignalPoolRelease   = "release-capacity" // PoolRef: the capacity is given back for good
+	SignalPoolYielded   = "capacity-yielded" // PoolRef: a yielding holder stopped; queue it again
+	SignalPoolPriority  = "queue-priority"   // PoolPriority: a request's priority changed
+	SignalPoolPause     = "queue-pause"      // PoolRef: hold a queued request
+	SignalPoolResume    = "queue-resume"     // PoolRef: let a held request be admitted again
+
+	// From the pool, to a request's owner.
+	SignalCapacityGranted = "capacity-granted" // admission.Allocation
+	SignalYield           = "yield"            // YieldRequest: checkpoint, give the capacity back and requeue
+)
+
+// PoolRef names a request or allocation.
+type PoolRef struct {
+	ID string `json:"id"`
+}
+
+// PoolBind says which offering an allocation's instance was acquired on.
+type PoolBind struct {
+	ID       string            `json:"id"`
+	Offering capacity.Offering `json:"offering"`
+}
+
+// PoolPriority is a request's new priority.
+type PoolPriority struct {
+	ID       string `json:"id"`
+	Priority int    `json:"priority"`
+}
+
+// YieldRequest asks a holder to give its capacity back.
+type YieldRequest struct {
+	ID string `json:"id"`
+	// Reason says why, for status and logs: preempted for a higher
+	// priority, or moved from burst to freed base capacity.
+	Reason string `json:"reason"`
+	// For is the request the capacity goes to, when one is waiting.
+	For string `json:"for,omitempty"`
+}
+
+// PoolStatus is the pool's answer to the status query.
+type PoolStatus struct {
+	Waiting []QueuedRequest        `json:"waiting"`
+	Running []admission.Allocation `json:"running"`
+	// Base and Burst count the instances held on each layer; FreeBaseGPUs
+	// is what the base group has left.
+	Base         int   `json:"base"`
+	Burst        int   `json:"burst"`
+	BaseGPUs     int   `json:"base_gpus"`
+	FreeBaseGPUs int   `json:"free_base_gpus"`
+	Preemptions  int   `json:"preemptions"`
+	Moves        int   `json:"moves"`
+	Generation   int   `json:"generation"`
+	History      int64 `json:"history_events"`
+}
+
+// QueuedRequest is a waiting request with the priority it ranks at now.
+type QueuedRequest struct {
+	admission.Request
+	EffectivePriority float64 `json:"effective_priority"`
+}
