@@ -59,19 +59,40 @@ func (a *Janitor) RunOwnsInstance(ctx context.Context, in OwnershipInput) (bool,
 	if err != nil {
 		return true, nil // a running run that cannot answer now keeps its instance
 	}
-	var st struct {
-		Instance *struct {
-			ID string `json:"id"`
-		} `json:"instance"`
-	}
 	var raw json.RawMessage
-	if err := resp.Get(&raw); err == nil {
-		_ = json.Unmarshal(raw, &st)
-	}
-	if st.Instance != nil && st.Instance.ID == in.InstanceID {
+	if err := resp.Get(&raw); err == nil && statusHolds(raw, in.InstanceID) {
 		return true, nil
 	}
 	return a.recentlyLaunched(ctx, in.InstanceID), nil
+}
+
+// instanceRef is how any workflow's status names an instance it holds.
+type instanceRef struct {
+	ID string `json:"id"`
+}
+
+// statusHolds reports whether a status query's answer names the
+// instance: a training run's `instance`, or one of an inference
+// service's `replicas[].instance` (warm-pool instances included).
+func statusHolds(raw json.RawMessage, instanceID string) bool {
+	var st struct {
+		Instance *instanceRef `json:"instance"`
+		Replicas []struct {
+			Instance *instanceRef `json:"instance"`
+		} `json:"replicas"`
+	}
+	if json.Unmarshal(raw, &st) != nil {
+		return false
+	}
+	if st.Instance != nil && st.Instance.ID == instanceID {
+		return true
+	}
+	for _, r := range st.Replicas {
+		if r.Instance != nil && r.Instance.ID == instanceID {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *Janitor) recentlyLaunched(ctx context.Context, id string) bool {

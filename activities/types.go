@@ -33,7 +33,8 @@ const (
 	ReleaseCompleted ReleaseReason = "completed"
 	ReleasePreempted ReleaseReason = "preempted"
 	ReleasePaused    ReleaseReason = "paused"
-	ReleaseYielded   ReleaseReason = "yielded" // given back to the capacity pool for a higher priority, or to move to base
+	ReleaseYielded   ReleaseReason = "yielded"   // given back to the capacity pool for a higher priority, or to move to base
+	ReleaseScaledIn  ReleaseReason = "scaled-in" // a service replica no longer needed
 	ReleaseFailed    ReleaseReason = "failed"
 	ReleaseCleanup   ReleaseReason = "cleanup"
 	ReleaseOrphaned  ReleaseReason = "orphaned"

@@ -20,6 +20,10 @@ const (
 	// SignalProgress carries activities.Progress from a run's node agent.
 	SignalProgress = "progress"
 
+	InferenceServiceName = "InferenceService"
+	// SignalMetrics carries autoscale.Metrics: a service's observed load.
+	SignalMetrics = "metrics"
+
 	InjectInterruptionName = "InjectInterruption"
 	JanitorName            = "Janitor"
 )

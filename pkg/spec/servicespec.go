@@ -65,7 +65,12 @@ type ServiceSpec struct {
 	// provision, initialisation and model-load times; a duration fixes it.
 	LeadTime string `json:"lead_time,omitempty"`
 	// WarmPool is how many prepared instances to keep ready to join.
-	WarmPool  int       `json:"warm_pool,omitempty"`
+	WarmPool int `json:"warm_pool,omitempty"`
+	// ModelLoad is how long a replica takes from its instance running to
+	// serving (starting the server, loading the model). The workflow
+	// waits this long for each replica, and learns the lead time from it
+	// plus the provision time it measures.
+	ModelLoad Duration  `json:"model_load,omitempty"`
 	Placement Placement `json:"placement,omitempty"`
 	Resources Resources `json:"resources"`
 }
@@ -180,6 +185,9 @@ func (s *ServiceSpec) Validate() error {
 		case d < 0:
 			fe.add("lead_time", "is negative", "write a duration such as 5m, or auto to learn it")
 		}
+	}
+	if s.ModelLoad < 0 {
+		fe.add("model_load", "is negative", "give a duration such as 90s, or leave it out if replicas serve as soon as their instance runs")
 	}
 	if s.WarmPool < 0 || (s.MaxReplicas >= 1 && s.WarmPool > s.MaxReplicas) {
 		fe.add("warm_pool", fmt.Sprintf("%d is out of range", s.WarmPool), "keep 0 to max_replicas prepared instances")

@@ -24,12 +24,13 @@ schedules:
   - {cron: "0 8 * * 1-5", duration: 10h, min_replicas: 8}
 lead_time: 4m
 warm_pool: 2
+model_load: 90s
 placement: on-demand
 resources: {gpus: 1, instance_types: [g5.xlarge]}
 `,
 		"json": `{"id":"chat-13b","team":"assistant","priority":80,"min_replicas":2,"max_replicas":40,
 "target":{"qps":2.5,"gpu_utilization":0.8},"upscale_delay":"30s","downscale_delay":"15m",
-"schedules":[{"cron":"0 8 * * 1-5","duration":"10h","min_replicas":8}],"lead_time":"4m","warm_pool":2,
+"schedules":[{"cron":"0 8 * * 1-5","duration":"10h","min_replicas":8}],"lead_time":"4m","warm_pool":2,"model_load":"90s",
 "placement":"on-demand","resources":{"gpus":1,"instance_types":["g5.xlarge"]}}`,
 	}
 	want := ServiceSpec{
@@ -38,7 +39,7 @@ resources: {gpus: 1, instance_types: [g5.xlarge]}
 		Tolerance:    DefaultTolerance,
 		UpscaleDelay: Duration(30 * time.Second), DownscaleDelay: Duration(15 * time.Minute),
 		Schedules: []ScalingWindow{{Cron: "0 8 * * 1-5", Duration: Duration(10 * time.Hour), MinReplicas: 8}},
-		LeadTime:  "4m", WarmPool: 2, Placement: PlacementOnDemand,
+		LeadTime:  "4m", WarmPool: 2, ModelLoad: Duration(90 * time.Second), Placement: PlacementOnDemand,
 		Resources: Resources{GPUs: 1, InstanceTypes: []string{"g5.xlarge"}},
 	}
 	for name, doc := range cases {
@@ -93,6 +94,7 @@ func TestServiceSpecValidateNamesEveryBadField(t *testing.T) {
 		"window duration": {func(s *ServiceSpec) { s.Schedules[0].Duration = 0 }, []string{"schedules[0].duration"}},
 		"window floor":    {func(s *ServiceSpec) { s.Schedules[0].MinReplicas = 11 }, []string{"schedules[0].min_replicas"}},
 		"lead time":       {func(s *ServiceSpec) { s.LeadTime = "soon" }, []string{"lead_time"}},
+		"model load":      {func(s *ServiceSpec) { s.ModelLoad = Duration(-time.Second) }, []string{"model_load"}},
 		"warm pool":       {func(s *ServiceSpec) { s.WarmPool = 11 }, []string{"warm_pool"}},
 		"placement":       {func(s *ServiceSpec) { s.Placement = "spot" }, []string{"placement"}},
 		"gpus":            {func(s *ServiceSpec) { s.Resources.GPUs = -1 }, []string{"resources.gpus"}},

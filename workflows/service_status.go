@@ -1,0 +1,74 @@
+package workflows
+
+import (
+	"time"
+
+	"refuel/pkg/admission"
+	"refuel/pkg/autoscale"
+)
+
+// ServiceStatus is an InferenceService's answer to the "status" query
+// (design section 3); fields are only ever added.
+type ServiceStatus struct {
+	ID          string `json:"id"`
+	Team        string `json:"team"`
+	Tier        string `json:"tier"`
+	Priority    int    `json:"priority"`
+	State       State  `json:"state"`
+	MinReplicas int    `json:"min_replicas"`
+	MaxReplicas int    `json:"max_replicas"`
+	// Desired is the latest decision: replicas, warm instances, and why.
+	Desired  autoscale.Decision `json:"desired"`
+	Ready    int                `json:"ready"`
+	Starting int                `json:"starting"`
+	// Warm counts prepared instances, ready to join; warm-pool entries
+	// still being acquired are listed in Replicas but not counted here.
+	Warm        int                `json:"warm"`
+	Replicas    []ReplicaStatus    `json:"replicas"`
+	LastMetrics *autoscale.Metrics `json:"last_metrics"`
+	// LeadTimeSeconds is how far ahead the autoscaler plans: learned from
+	// measured start-ups unless the spec fixes it.
+	LeadTimeSeconds float64          `json:"lead_time_seconds"`
+	CostUSD         float64          `json:"cost_usd"`
+	Failures        []Failure        `json:"failures"`
+	Decisions       []DecisionRecord `json:"decisions"`
+	// AcquiringHeldUntil is set while acquisitions back off after failures
+	// that retrying at once cannot cure (quota, spec mismatch, price).
+	AcquiringHeldUntil *time.Time `json:"acquiring_held_until,omitempty"`
+	StartedAt          time.Time  `json:"started_at"`
+}
+
+// ReplicaState is where a replica, or a warm-pool instance, is.
+type ReplicaState string
+
+const (
+	// ReplicaStarting: requested and not serving yet: queued with the
+	// pool, being acquired, or loading its model.
+	ReplicaStarting ReplicaState = "starting"
+	ReplicaReady    ReplicaState = "ready"
+	// ReplicaWarm: a warm-pool instance, being acquired or prepared.
+	ReplicaWarm      ReplicaState = "warm"
+	ReplicaReleasing ReplicaState = "releasing"
+)
+
+// ReplicaStatus is one replica as status shows it.
+type ReplicaStatus struct {
+	ID    string          `json:"id"`
+	State ReplicaState    `json:"state"`
+	Layer admission.Layer `json:"layer,omitempty"` // once placed: base or burst
+	// Instance is null until one is acquired.
+	Instance    *InstanceRef `json:"instance"`
+	RequestedAt time.Time    `json:"requested_at"`
+	ReadyAt     *time.Time   `json:"ready_at"`
+}
+
+// DecisionRecord is one change in what the autoscaler wanted.
+type DecisionRecord struct {
+	Time     time.Time `json:"time"`
+	Replicas int       `json:"replicas"`
+	Warm     int       `json:"warm"`
+	Reason   string    `json:"reason"`
+}
+
+// maxDecisions bounds how many decisions status keeps (the newest).
+const maxDecisions = 20
