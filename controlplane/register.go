@@ -47,4 +47,5 @@ func RegisterWorkflows(w WorkflowRegistry) {
 	w.RegisterWorkflowWithOptions(workflows.InjectInterruption, workflow.RegisterOptions{Name: workflows.InjectInterruptionName})
 	w.RegisterWorkflowWithOptions(workflows.Janitor, workflow.RegisterOptions{Name: workflows.JanitorName})
 	w.RegisterWorkflowWithOptions(workflows.CapacityPool, workflow.RegisterOptions{Name: workflows.CapacityPoolName})
+	w.RegisterWorkflowWithOptions(workflows.InferenceService, workflow.RegisterOptions{Name: workflows.InferenceServiceName})
 }

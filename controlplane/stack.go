@@ -23,6 +23,7 @@ import (
 	"refuel/pkg/cloud/local"
 	"refuel/pkg/cloud/sim"
 	"refuel/pkg/devserver"
+	"refuel/pkg/pool"
 	"refuel/workflows"
 )
 
@@ -60,6 +61,13 @@ type Config struct {
 	Offerings []capacity.Offering
 	// Stock caps running local instances per offering key.
 	Stock map[string]int
+	// Pools is the pools file in force: a base group and burst pools
+	// owned by the CapacityPool workflow, which runs ask for capacity.
+	// Nil runs no pool: runs acquire from the provider on their own.
+	Pools *pool.Config
+	// PoolMaxHistory is the pool workflow's history length per
+	// generation; 0 means workflows.DefaultPoolMaxHistory.
+	PoolMaxHistory int
 	// JanitorEvery is how often the janitor runs; 0 means every minute,
 	// negative means no janitor schedule.
 	JanitorEvery time.Duration
@@ -72,6 +80,7 @@ type Stack struct {
 	Server   *devserver.Server // nil with an external cluster
 	Provider capacity.Provider // the cloud runs acquire from
 	Cloud    *local.Cloud      // set with the local provider
+	Base     *local.Cloud      // the base group's machines, when a pools file is in force
 	Sim      *sim.Cloud        // set when the simulated cloud runs here
 	// EC2Endpoint is where the in-process sim serves EC2's API, if it does.
 	EC2Endpoint string
@@ -117,6 +126,13 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	}
 	s.Provider = set.provider
 	providers := []capacity.Provider{set.provider}
+	if cfg.Pools != nil {
+		if s.Base, err = startBase(*cfg.Pools, launcher); err != nil {
+			return nil, err
+		}
+		s.closers = append(s.closers, func() { _ = s.Base.Close() })
+		providers = append(providers, s.Base)
+	}
 	caps := &activities.Capacity{Providers: providers, Interrupters: set.interrupters, Unavailable: capacity.NewUnavailableCache(0, nil), Clocks: set.clocks}
 	jan := &activities.Janitor{Providers: providers, Client: s.Client, Grace: 2 * time.Minute}
 
@@ -124,6 +140,11 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	Register(s.worker, caps, jan)
 	if err := s.worker.Start(); err != nil {
 		return nil, fmt.Errorf("control-plane worker: %w", err)
+	}
+	if cfg.Pools != nil {
+		if err := EnsurePool(ctx, s.Client, *cfg.Pools, cfg.PoolMaxHistory); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.JanitorEvery >= 0 {
 		if err := EnsureJanitorSchedule(ctx, s.Client, cfg.JanitorEvery); err != nil {

@@ -26,6 +26,10 @@ const ProviderName = "local"
 // Config configures a local cloud. Zero values mean the defaults noted.
 type Config struct {
 	LauncherConfig
+	// Name is the provider's name; default ProviderName. The base group's
+	// machines run as a local cloud of their own, named for the group's
+	// provider.
+	Name string
 	// Offerings are what the cloud sells; default DefaultOfferings().
 	Offerings []capacity.Offering
 	// Stock caps running instances per offering key; missing means unlimited.
@@ -75,6 +79,9 @@ func New(cfg Config) (*Cloud, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Name == "" {
+		cfg.Name = ProviderName
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
@@ -86,7 +93,7 @@ func New(cfg Config) (*Cloud, error) {
 }
 
 // Name implements capacity.Provider.
-func (c *Cloud) Name() string { return ProviderName }
+func (c *Cloud) Name() string { return c.cfg.Name }
 
 // Offerings implements capacity.Provider.
 func (c *Cloud) Offerings(_ context.Context, r spec.Resources) ([]capacity.Offering, error) {
@@ -123,7 +130,7 @@ func (c *Cloud) Acquire(ctx context.Context, req capacity.Request) (capacity.Ins
 		}
 	}
 	if len(failures) == 0 {
-		return capacity.Instance{}, capacity.NewError(capacity.SpecMismatch, capacity.Offering{Provider: ProviderName}, "", "the request named no offerings")
+		return capacity.Instance{}, capacity.NewError(capacity.SpecMismatch, capacity.Offering{Provider: c.cfg.Name}, "", "the request named no offerings")
 	}
 	return capacity.Instance{}, errors.Join(failures...)
 }
@@ -148,7 +155,10 @@ func (c *Cloud) launch(ctx context.Context, req capacity.Request, o capacity.Off
 		return capacity.Instance{}, capacity.NewError(capacity.NoCapacity, o, "InsufficientInstanceCapacity", "all %d in stock are running", limit)
 	}
 	c.seq++
-	id := fmt.Sprintf("local-%s-%d", o.Zone, c.seq)
+	id := fmt.Sprintf("%s-%s-%d", c.cfg.Name, o.Zone, c.seq)
+	if node := req.Tags[capacity.TagNode]; node != "" {
+		id = fmt.Sprintf("%s-%d", node, c.seq)
+	}
 	inst := &instance{
 		Instance: capacity.Instance{ID: id, Offering: o, TaskQueue: TaskQueueFor(id), LaunchedAt: c.cfg.Now(), Tags: RequestTags(req)},
 		state:    capacity.StatePending,
