@@ -131,6 +131,7 @@ func (r *run) yieldCapacity(ctx workflow.Context) {
 	r.status.Admission.LastYield = info
 	r.status.Admission.Layer, r.status.Admission.Node, r.status.Admission.Pool = "", "", ""
 	r.grant = nil
+	r.recovering = true // the next instance resumes from the checkpoint: status shows it as a recovery
 	workflow.GetLogger(ctx).Info("yielded capacity to the pool", "reason", y.Reason, "for", y.For, "step", info.AtStep, "checkpoint", info.CheckpointStep)
 	r.tellPool(ctx, SignalPoolYielded, PoolRef{ID: r.id})
 }
