@@ -16,7 +16,7 @@ build:
 run: build
 	@mkdir -p $(DATA)
 	@echo "starting refuel (logs: $(DATA)/worker.log)"
-	@$(BIN)/worker --data-dir $(DATA) > $(DATA)/worker.log 2>&1 & wpid=$$!; \
+	@$(BIN)/worker --data-dir $(DATA) --pools examples/pools.yaml > $(DATA)/worker.log 2>&1 & wpid=$$!; \
 	trap 'kill $$wpid 2>/dev/null; wait $$wpid 2>/dev/null' EXIT INT TERM; \
 	$(BIN)/starter demo || { tail -20 $(DATA)/worker.log; exit 1; }; \
 	echo "Web UI: http://127.0.0.1:8233  metrics: http://127.0.0.1:9464/metrics  (Ctrl-C to stop)"; \

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
 
 	"refuel/jobs"
+	"refuel/pkg/autoscale"
 	"refuel/pkg/spec"
 	"refuel/workflows"
 )
@@ -52,86 +54,301 @@ func waitForCluster(ctx context.Context, conn connFlags, stderr io.Writer) (clie
 	}
 }
 
-// demo submits a small fleet of jobs and puts them through what refuel is
-// for: a preemption survived, a pause and resume, a priority raised.
+// demo tells refuel's story on the running stack, in the order a person
+// watching the Web UI sees it: the training queue fills the base machines
+// and overflows to burst; the spot market takes an instance and the run
+// resumes on a replacement; an inference service's traffic spikes and
+// takes capacity from low-priority training, which checkpoints, yields and
+// is requeued; the load falls, the service gives back its public replicas
+// first, and training moves from burst onto the base machines as they
+// free, so burst is released before base.
 func demo(ctx context.Context, c client.Client, ui string, out io.Writer) error {
 	stamp := time.Now().Format("0102-150405")
+	d := &demoRun{c: c, out: out, seen: map[string]workflows.Status{}}
+	_, err := jobs.PoolStatus(ctx, c)
+	d.pool = err == nil
+	if !d.pool {
+		fmt.Fprintln(out, "no capacity pool runs (start the worker with --pools examples/pools.yaml, as `make run` does): runs acquire on their own")
+	}
+
 	deadline := time.Now().Add(time.Hour)
-	fleet := []spec.JobSpec{
-		{ID: "demo-" + stamp + "-llm-finetune", Team: "nlp", Tier: spec.TierCritical, Priority: 80, Work: spec.Duration(time.Minute)},
-		{ID: "demo-" + stamp + "-vision", Team: "vision", Tier: spec.TierDeadline, Deadline: &deadline, Priority: 60, Work: spec.Duration(90 * time.Second)},
+	d.fleet = []spec.JobSpec{
+		{ID: "demo-" + stamp + "-llm-finetune", Team: "nlp", Tier: spec.TierCritical, Priority: 80, Work: spec.Duration(2 * time.Minute)},
+		{ID: "demo-" + stamp + "-vision", Team: "vision", Tier: spec.TierDeadline, Deadline: &deadline, Priority: 60, Work: spec.Duration(150 * time.Second)},
 		{ID: "demo-" + stamp + "-sweep-a", Team: "research", Tier: spec.TierFlexible, Priority: 40, Work: spec.Duration(2 * time.Minute),
 			Checkpoint: spec.Checkpoint{Interval: "10s"}},
-		{ID: "demo-" + stamp + "-sweep-b", Team: "research", Tier: spec.TierFlexible, Priority: 20, Work: spec.Duration(90 * time.Second),
+		{ID: "demo-" + stamp + "-eval", Team: "research", Tier: spec.TierFlexible, Priority: 30, Work: spec.Duration(90 * time.Second),
+			Checkpoint: spec.Checkpoint{Interval: "10s"}},
+		{ID: "demo-" + stamp + "-sweep-b", Team: "research", Tier: spec.TierFlexible, Priority: 20, Work: spec.Duration(2 * time.Minute),
 			Checkpoint: spec.Checkpoint{Interval: "10s"}},
 	}
-	for i := range fleet {
-		fleet[i].Normalize()
-		if err := fleet[i].Validate(time.Now()); err != nil {
+	fmt.Fprintln(out, "== 1. the training queue fills")
+	for i := range d.fleet {
+		d.fleet[i].Normalize()
+		if err := d.fleet[i].Validate(time.Now()); err != nil {
 			return err
 		}
-		if _, err := jobs.Submit(ctx, c, fleet[i]); err != nil {
+		if _, err := jobs.Submit(ctx, c, d.fleet[i]); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "submitted %-36s tier %-8s team %s\n", fleet[i].ID, fleet[i].Tier, fleet[i].Team)
+		fmt.Fprintf(out, "submitted %-36s tier %-8s priority %2d team %s\n", d.fleet[i].ID, d.fleet[i].Tier, d.fleet[i].Priority, d.fleet[i].Team)
 	}
 	fmt.Fprintf(out, "\n  Watch it in the Temporal Web UI: %s/namespaces/default/workflows?query=%s\n", ui,
 		strings.ReplaceAll(fmt.Sprintf("WorkflowId STARTS_WITH \"demo-%s\"", stamp), " ", "+"))
-	fmt.Fprintf(out, "  or from a shell: go run ./starter status %s --watch\n\n", fleet[2].ID)
+	fmt.Fprintf(out, "  the capacity pool: %s/namespaces/default/workflows/%s\n", ui, workflows.PoolWorkflowID)
+	fmt.Fprintf(out, "  or from a shell: go run ./starter status %s --watch\n\n", d.fleet[2].ID)
 
-	victim, other := fleet[2].ID, fleet[3].ID
-	st, err := jobs.WaitFor(ctx, c, victim, func(s workflows.Status) bool { return s.LastCheckpoint != nil && s.Instance != nil })
-	if err != nil {
+	if err := d.until(ctx, "every run is admitted", func() bool { return d.admitted() == len(d.fleet) }); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, ">> %s checkpointed at step %d; the spot market takes its instance %s (notice: 30s)\n", victim, st.LastCheckpoint.Step, st.Instance.ID)
+	d.printPool(ctx)
+
+	fmt.Fprintln(out, "\n== 2. the spot market takes an instance")
+	if err := d.until(ctx, "a spot run with a checkpoint", func() bool { return d.spotRun() != "" }); err != nil {
+		return err
+	}
+	id := d.spotRun()
+	st := d.seen[id]
+	fmt.Fprintf(out, "%s checkpointed at step %d; the market reclaims its instance %s (notice: 30s)\n", id, st.LastCheckpoint.Step, st.Instance.ID)
 	if _, err := jobs.Interrupt(ctx, c, st.Instance.ID, 30*time.Second); err != nil {
 		return err
 	}
-	if _, err := jobs.WaitFor(ctx, c, other, func(s workflows.Status) bool { return s.LastCheckpoint != nil }); err != nil {
+	if err := d.until(ctx, id+" resumes on a replacement", func() bool { return d.seen[id].Recoveries > st.Recoveries }); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, ">> pausing %s: it checkpoints, gives its instance back and waits without spending\n", other)
-	if err := jobs.Pause(ctx, c, other); err != nil {
+
+	fmt.Fprintln(out, "\n== 3. an inference service's traffic spikes")
+	svc := spec.ServiceSpec{
+		ID: "demo-" + stamp + "-chat", Team: "serving", Priority: 90, MinReplicas: 1, MaxReplicas: 3,
+		Target: spec.ScalingTarget{QPS: 10}, UpscaleDelay: spec.Duration(5 * time.Second), DownscaleDelay: spec.Duration(20 * time.Second),
+		Placement: spec.PlacementSpotFirst, ModelLoad: spec.Duration(5 * time.Second),
+	}
+	if _, err := jobs.StartService(ctx, c, svc); err != nil {
 		return err
 	}
-	time.Sleep(10 * time.Second)
-	if _, err := jobs.SetPriority(ctx, c, other, 90); err != nil {
+	d.service = svc.ID
+	fmt.Fprintf(out, "started %s (priority %d, %d-%d replicas of %.0f qps each)\n", svc.ID, svc.Priority, svc.MinReplicas, svc.MaxReplicas, svc.Target.QPS)
+	load := &demoLoad{qps: 8}
+	lctx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	go load.drive(lctx, c, svc.ID)
+	if err := d.until(ctx, "the first replica serves", func() bool { return d.svc.Ready >= 1 }); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, ">> raised %s to priority 90 and resumed it\n", other)
-	if err := jobs.Resume(ctx, c, other); err != nil {
+	fmt.Fprintln(out, "traffic spikes to 28 qps: the service needs three replicas, and every machine is busy")
+	load.set(28)
+	if err := d.until(ctx, "three replicas serve", func() bool { return d.svc.Ready >= 3 }); err != nil {
 		return err
 	}
-	return watchFleet(ctx, c, fleet, out)
+	d.printPool(ctx)
+
+	fmt.Fprintln(out, "\n== 4. the load falls")
+	load.set(4)
+	if err := d.until(ctx, "the service is back to one replica", func() bool { return d.svc.Ready+d.svc.Starting == 1 }); err != nil {
+		return err
+	}
+	d.printPool(ctx)
+
+	fmt.Fprintln(out, "\n== 5. training finishes; burst is given back before base")
+	if err := d.until(ctx, "every run ends", func() bool { return d.ended() == len(d.fleet) }); err != nil {
+		return err
+	}
+	stopLoad()
+	if err := c.CancelWorkflow(ctx, svc.ID, ""); err != nil {
+		return err
+	}
+	if d.pool {
+		// The service gives its last replica back as it ends.
+		_ = d.until(ctx, "the pool is empty", func() bool {
+			p, err := jobs.PoolStatus(ctx, c)
+			return err == nil && len(p.Running) == 0
+		})
+	}
+	d.summary(ctx)
+	fmt.Fprintln(out, "\nThe demo is over and its service stopped. The stack keeps serving: browse the runs in the Web UI; Ctrl-C stops it and releases every instance.")
+	return nil
 }
 
-// watchFleet prints one line per job every few seconds until all end.
-func watchFleet(ctx context.Context, c client.Client, fleet []spec.JobSpec, out io.Writer) error {
+// demoRun follows the demo's runs, its service and the pool, and prints
+// what changes.
+type demoRun struct {
+	c       client.Client
+	out     io.Writer
+	fleet   []spec.JobSpec
+	service string
+	pool    bool
+	seen    map[string]workflows.Status
+	svc     workflows.ServiceStatus
+}
+
+// until polls, printing every change, until cond holds.
+func (d *demoRun) until(ctx context.Context, what string, cond func() bool) error {
+	deadline := time.Now().Add(10 * time.Minute)
 	for {
-		done := 0
-		fmt.Fprintln(out, time.Now().Format("15:04:05"))
-		for _, j := range fleet {
-			st, err := jobs.Status(ctx, c, j.ID)
-			if err != nil {
-				fmt.Fprintf(out, "  %-36s %v\n", j.ID, err)
-				continue
-			}
-			where := "-"
-			if st.Instance != nil {
-				where = st.Instance.Market + " " + st.Instance.ID
-			}
-			step := max(st.Step, jobs.LiveStep(ctx, c, j.ID))
-			fmt.Fprintf(out, "  %-36s %-20s %s %4d/%-4d %-28s preempted %d recovered %d $%.4f\n",
-				j.ID, st.State, progressBar(step, st.TotalSteps, 16), step, st.TotalSteps, where, st.Preemptions, st.Recoveries, st.CostUSD)
-			if st.State == workflows.StateCompleted || st.State == workflows.StateFailed || st.State == workflows.StateCancelled {
-				done++
-			}
-		}
-		if done == len(fleet) {
-			fmt.Fprintln(out, "\nAll demo runs ended. The stack keeps serving: browse the runs in the Web UI; Ctrl-C stops it and releases every instance.")
+		d.poll(ctx)
+		if cond() {
 			return nil
 		}
-		time.Sleep(3 * time.Second)
+		if time.Now().After(deadline) {
+			return fmt.Errorf("demo: %s did not happen within 10 minutes; see the worker's log", what)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func (d *demoRun) poll(ctx context.Context) {
+	for _, j := range d.fleet {
+		st, err := jobs.Status(ctx, d.c, j.ID)
+		if err != nil {
+			continue
+		}
+		d.report(j.ID, d.seen[j.ID], st)
+		d.seen[j.ID] = st
+	}
+	if d.service != "" {
+		if st, err := jobs.ServiceStatus(ctx, d.c, d.service); err == nil {
+			if replicas(st) != replicas(d.svc) || st.Desired.Replicas != d.svc.Desired.Replicas {
+				d.logf("%-12s wants %d (%s): %s", "chat", st.Desired.Replicas, st.Desired.Reason, replicas(st))
+			}
+			d.svc = st
+		}
+	}
+}
+
+// report prints what changed in a run.
+func (d *demoRun) report(id string, was, now workflows.Status) {
+	short := id[strings.LastIndex(id, "-")+1:]
+	if i := strings.Index(id, "-sweep-"); i >= 0 {
+		short = id[i+1:]
+	}
+	if now.Preemptions > was.Preemptions && now.LastPreemption != nil {
+		d.logf("%-12s preempted by the spot market at step %d (checkpoint %d)", short, now.LastPreemption.AtStep, now.LastPreemption.CheckpointStep)
+	}
+	if a := now.Admission; a != nil && (was.Admission == nil || a.Yields > was.Admission.Yields) && a.LastYield != nil {
+		d.logf("%-12s yielded at step %d, checkpoint %d: %s", short, a.LastYield.AtStep, a.LastYield.CheckpointStep, a.LastYield.Reason)
+	}
+	where, wasWhere := placement(now), placement(was)
+	if now.State != was.State || where != wasWhere {
+		d.logf("%-12s %-20s %s", short, now.State, where)
+	}
+}
+
+// replicas lists a service's replicas and where they run.
+func replicas(st workflows.ServiceStatus) string {
+	var parts []string
+	for _, r := range st.Replicas {
+		where := string(r.Layer)
+		if r.Instance != nil {
+			where += "/" + r.Instance.Market
+		}
+		parts = append(parts, fmt.Sprintf("%s %s %s", r.ID[strings.LastIndex(r.ID, "/")+1:], r.State, strings.TrimPrefix(where, "/")))
+	}
+	if len(parts) == 0 {
+		return "no replicas"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func placement(st workflows.Status) string {
+	if st.Instance == nil {
+		return ""
+	}
+	layer := "burst"
+	if st.Admission != nil && st.Admission.Layer != "" {
+		layer = st.Admission.Layer
+	} else if st.Admission == nil {
+		layer = "public"
+	}
+	return fmt.Sprintf("on %s %s (%s, $%.2f/h)", layer, st.Instance.ID, st.Instance.Market, st.Instance.PricePerHour)
+}
+
+func (d *demoRun) logf(format string, args ...any) {
+	fmt.Fprintf(d.out, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// admitted counts runs past admission: holding an instance, or waiting
+// for stock of what they were granted.
+func (d *demoRun) admitted() int {
+	n := 0
+	for _, st := range d.seen {
+		switch {
+		case st.Instance != nil, jobs.Ended(st), st.State == workflows.StateWaiting, st.State == workflows.StateRunning:
+			n++
+		}
+	}
+	return n
+}
+
+func (d *demoRun) ended() int {
+	n := 0
+	for _, st := range d.seen {
+		if jobs.Ended(st) {
+			n++
+		}
+	}
+	return n
+}
+
+// spotRun is a run training on spot with a checkpoint, if any.
+func (d *demoRun) spotRun() string {
+	for _, j := range d.fleet {
+		st := d.seen[j.ID]
+		if st.Instance != nil && st.Instance.Market == "spot" && st.LastCheckpoint != nil && st.State == workflows.StateRunning {
+			return j.ID
+		}
+	}
+	return ""
+}
+
+func (d *demoRun) printPool(ctx context.Context) {
+	if !d.pool {
+		return
+	}
+	p, err := jobs.PoolStatus(ctx, d.c)
+	if err != nil {
+		return
+	}
+	fmt.Fprintf(d.out, "   pool: base %d instances (%d of %d GPUs free), burst %d, %d waiting, %d preemptions, %d moves to base\n",
+		p.Base, p.FreeBaseGPUs, p.BaseGPUs, p.Burst, len(p.Waiting), p.Preemptions, p.Moves)
+}
+
+func (d *demoRun) summary(ctx context.Context) {
+	fmt.Fprintln(d.out)
+	for _, j := range d.fleet {
+		st := d.seen[j.ID]
+		yields := 0
+		if st.Admission != nil {
+			yields = st.Admission.Yields
+		}
+		fmt.Fprintf(d.out, "  %-36s %-10s %s preempted %d yielded %d $%.4f\n", j.ID, st.State, progressBar(st.Step, st.TotalSteps, 16), st.Preemptions, yields, st.CostUSD)
+	}
+	d.printPool(ctx)
+}
+
+// demoLoad sends the service the load a traffic generator would see.
+type demoLoad struct {
+	mu  sync.Mutex
+	qps float64
+}
+
+func (l *demoLoad) set(qps float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.qps = qps
+}
+
+func (l *demoLoad) drive(ctx context.Context, c client.Client, id string) {
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		l.mu.Lock()
+		qps := l.qps
+		l.mu.Unlock()
+		_ = jobs.ReportLoad(ctx, c, id, autoscale.Metrics{At: time.Now(), QPS: qps})
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"refuel/internal/cluster"
 	"refuel/internal/telemetry"
 	awscloud "refuel/pkg/cloud/aws"
+	"refuel/pkg/pool"
 )
 
 func serve(args []string) int {
@@ -38,6 +39,7 @@ func serve(args []string) int {
 		awsURL     = fs.String("aws-endpoint", os.Getenv("AWS_ENDPOINT_URL_EC2"), "EC2 endpoint for --provider aws (default AWS's; the sim's with --ec2-sim)")
 		awsRegion  = fs.String("aws-region", os.Getenv("AWS_REGION"), "AWS region for --provider aws")
 		awsLT      = fs.String("aws-launch-template", envOr("REFUEL_AWS_LAUNCH_TEMPLATE", "refuel-node"), "launch template (name) whose user data starts `worker agent`, for --provider aws")
+		poolsFile  = fs.String("pools", os.Getenv("REFUEL_POOLS"), "pools file (YAML): a base group runs ask for first and burst pools they overflow to; none lets runs acquire on their own (env REFUEL_POOLS; see examples/pools.yaml)")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
 		logJSON    = fs.Bool("log-json", false, "log JSON lines instead of console text")
 	)
@@ -52,6 +54,16 @@ func serve(args []string) int {
 	defer func() { _ = log.Sync() }()
 	zap.ReplaceGlobals(log)
 
+	var pools *pool.Config
+	if *poolsFile != "" {
+		c, err := pool.ReadConfig(*poolsFile)
+		if err != nil {
+			log.Error("--pools: fix the pools file", zap.Error(err))
+			return 2
+		}
+		pools = &c
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -60,7 +72,7 @@ func serve(args []string) int {
 		Target:  cluster.Target{Address: *address, Namespace: *namespace},
 		DataDir: *dataDir, FrontendAddr: *frontend, UIAddr: *ui, MetricsAddr: *metrics,
 		CheckpointURL: *ckptURL, DemoStepTime: *stepTime, Logger: log,
-		Provider: *provider,
+		Provider: *provider, Pools: pools,
 		Sim: controlplane.SimConfig{Traces: *simTraces, Speed: *simSpeed, Notice: *simNotice, ServeEC2: *ec2Sim,
 			MarketTime: *simMarket, RestartOverhead: *simRestart},
 		AWS: awsConfig(*awsURL, *awsRegion, *awsLT, *ec2Sim != ""),

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -129,5 +130,16 @@ func TestParseConfigRejectsUnknownAndMistypedFields(t *testing.T) {
 				t.Errorf("error %v; want one mentioning %q", err, tc.mention)
 			}
 		})
+	}
+}
+
+// The pools file `make run` uses parses and says what its comments say.
+func TestExamplePoolsFile(t *testing.T) {
+	c, err := ReadConfig(filepath.Join("..", "..", "examples", "pools.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(c.Base.Inventory()); n != 2 || len(c.Burst) != 1 || c.Burst[0].MaxInstances != 3 {
+		t.Errorf("example pools: %d base machines, %d burst pools; want 2 and 1 capped at 3", n, len(c.Burst))
 	}
 }
