@@ -30,6 +30,8 @@ type Capacity struct {
 	// time (the simulated cloud when so configured); runs on any other
 	// provider keep wall time.
 	Clocks map[string]capacity.MarketClock
+	// Logs keep each pool's checkpoint log; nil keeps none.
+	Logs *CheckpointLogs
 }
 
 // ListOfferings asks each allowed provider what it sells for the resources.
@@ -105,6 +107,12 @@ func (a *Capacity) Release(ctx context.Context, in ReleaseInput) error {
 	err := p.Release(ctx, in.Instance.ID)
 	if err != nil && !capacity.IsNotFound(err) {
 		return err
+	}
+	if in.Log != nil && a.Logs != nil {
+		// Losing a lesson costs only a less tuned interval later.
+		if err := a.Logs.Add(in.Instance.Offering.Key(), *in.Log); err != nil {
+			activity.GetLogger(ctx).Warn("checkpoint log not saved", "error", err)
+		}
 	}
 	activity.GetMetricsHandler(ctx).WithTags(map[string]string{"reason": string(in.Reason), "market": string(in.Instance.Offering.Market)}).
 		Counter("refuel_releases_total").Inc(1)

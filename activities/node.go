@@ -157,6 +157,7 @@ func (r *reporter) onEvent(e agent.Event) {
 		p.Kind = ProgressCheckpoint
 		if e.Checkpoint != nil {
 			p.Checkpoint = refOf(r.store, *e.Checkpoint)
+			p.Checkpoint.WriteSeconds = e.WriteTime.Seconds()
 		}
 	case agent.EventNotice:
 		p.Kind = ProgressNotice

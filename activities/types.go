@@ -4,21 +4,23 @@ import (
 	"time"
 
 	"refuel/pkg/capacity"
+	"refuel/pkg/policy"
 	"refuel/pkg/spec"
 )
 
 // Activity names, as registered on the workers.
 const (
-	ListOfferingsName   = "ListOfferings"
-	AcquireName         = "Acquire"
-	ReleaseName         = "Release"
-	InterruptName       = "Interrupt"
-	RunTrainingName     = "RunTraining"
-	ListManagedName     = "ListManagedInstances"
-	RunOwnsInstanceName = "RunOwnsInstance"
-	OpenMarketName      = "OpenMarket"
-	MarketAtName        = "MarketAt"
-	EndedWorkflowsName  = "EndedWorkflows"
+	ListOfferingsName     = "ListOfferings"
+	AcquireName           = "Acquire"
+	ReleaseName           = "Release"
+	InterruptName         = "Interrupt"
+	RunTrainingName       = "RunTraining"
+	ListManagedName       = "ListManagedInstances"
+	RunOwnsInstanceName   = "RunOwnsInstance"
+	OpenMarketName        = "OpenMarket"
+	MarketAtName          = "MarketAt"
+	EndedWorkflowsName    = "EndedWorkflows"
+	PoolCheckpointLogName = "PoolCheckpointLog"
 )
 
 // OfferingsInput asks every allowed provider what it sells for a job.
@@ -44,6 +46,10 @@ const (
 type ReleaseInput struct {
 	Instance capacity.Instance `json:"instance"`
 	Reason   ReleaseReason     `json:"reason"`
+	// Log is what the instance's time taught about its pool (time held,
+	// a preemption, checkpoint writes), added to the pool's checkpoint
+	// log for the `interval: auto` of later runs.
+	Log *policy.CheckpointLog `json:"log,omitempty"`
 }
 
 // InterruptInput asks a cloud to reclaim an instance the way a spot market
@@ -63,6 +69,8 @@ type CheckpointRef struct {
 	Step int64     `json:"step"`
 	Time time.Time `json:"time"`
 	URL  string    `json:"url"`
+	// WriteSeconds is how long its upload took, when the agent measured it.
+	WriteSeconds float64 `json:"write_seconds,omitempty"`
 }
 
 // FailureDetail is one classified acquisition failure, carried in the

@@ -21,15 +21,16 @@ import (
 func Register(w worker.Registry, caps *activities.Capacity, jan *activities.Janitor) {
 	RegisterWorkflows(w)
 	acts := map[string]any{
-		activities.ListOfferingsName:   caps.ListOfferings,
-		activities.AcquireName:         caps.Acquire,
-		activities.OpenMarketName:      caps.OpenMarket,
-		activities.MarketAtName:        caps.MarketAt,
-		activities.ReleaseName:         caps.Release,
-		activities.InterruptName:       caps.Interrupt,
-		activities.ListManagedName:     jan.ListManagedInstances,
-		activities.RunOwnsInstanceName: jan.RunOwnsInstance,
-		activities.EndedWorkflowsName:  jan.EndedWorkflows,
+		activities.ListOfferingsName:     caps.ListOfferings,
+		activities.AcquireName:           caps.Acquire,
+		activities.OpenMarketName:        caps.OpenMarket,
+		activities.MarketAtName:          caps.MarketAt,
+		activities.PoolCheckpointLogName: caps.PoolCheckpointLog,
+		activities.ReleaseName:           caps.Release,
+		activities.InterruptName:         caps.Interrupt,
+		activities.ListManagedName:       jan.ListManagedInstances,
+		activities.RunOwnsInstanceName:   jan.RunOwnsInstance,
+		activities.EndedWorkflowsName:    jan.EndedWorkflows,
 	}
 	for name, fn := range acts {
 		w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})

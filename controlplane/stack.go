@@ -81,7 +81,9 @@ type Stack struct {
 	Provider capacity.Provider // the cloud runs acquire from
 	Cloud    *local.Cloud      // set with the local provider
 	Base     *local.Cloud      // the base group's machines, when a pools file is in force
-	Sim      *sim.Cloud        // set when the simulated cloud runs here
+	// CheckpointLogs are the pools' checkpoint logs `interval: auto` reads.
+	CheckpointLogs *activities.CheckpointLogs
+	Sim            *sim.Cloud // set when the simulated cloud runs here
 	// EC2Endpoint is where the in-process sim serves EC2's API, if it does.
 	EC2Endpoint string
 	Metrics     *telemetry.Metrics
@@ -133,7 +135,15 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		s.closers = append(s.closers, func() { _ = s.Base.Close() })
 		providers = append(providers, s.Base)
 	}
-	caps := &activities.Capacity{Providers: providers, Interrupters: set.interrupters, Unavailable: capacity.NewUnavailableCache(0, nil), Clocks: set.clocks}
+	logs := &activities.CheckpointLogs{}
+	if !cfg.InMemory {
+		logs.Path = filepath.Join(cfg.DataDir, "checkpoint-logs.json")
+	}
+	if err := logs.Load(); err != nil {
+		return nil, err
+	}
+	s.CheckpointLogs = logs
+	caps := &activities.Capacity{Providers: providers, Interrupters: set.interrupters, Unavailable: capacity.NewUnavailableCache(0, nil), Clocks: set.clocks, Logs: logs}
 	jan := &activities.Janitor{Providers: providers, Client: s.Client, Grace: 2 * time.Minute}
 
 	s.worker = worker.New(s.Client, workflows.TaskQueue, worker.Options{})

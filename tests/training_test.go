@@ -16,6 +16,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"refuel/jobs"
+	"refuel/pkg/cloud/local"
+	"refuel/pkg/policy"
 	"refuel/pkg/spec"
 	"refuel/workflows"
 )
@@ -57,6 +59,15 @@ func TestDrill(t *testing.T) {
 	}
 	if st.Preemptions != 1 || st.Recoveries != 1 || st.CostUSD <= 0 || st.LastCheckpoint == nil {
 		t.Errorf("status after drill: preemptions %d recoveries %d cost %.6f checkpoint %v", st.Preemptions, st.Recoveries, st.CostUSD, st.LastCheckpoint)
+	}
+	// What the run measured is in its pools' checkpoint logs, for the
+	// `interval: auto` of the runs after it.
+	var learned policy.CheckpointLog
+	for _, o := range local.DefaultOfferings() {
+		learned = learned.Add(s.CheckpointLogs.Get(o.Key()))
+	}
+	if learned.Preemptions != 1 || learned.Held <= 0 || learned.Writes == 0 || learned.MeanWrite() <= 0 {
+		t.Errorf("checkpoint logs after the drill: %+v; want the preemption, the time held and the measured writes", learned)
 	}
 	metrics := scrape(t, s.MetricsURL())
 	for _, m := range []string{"refuel_acquisitions_total", "refuel_preemptions_total", "refuel_recoveries_total", "refuel_checkpoints_total", "refuel_releases_total"} {

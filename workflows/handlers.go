@@ -107,6 +107,9 @@ func (r *run) onProgress(ctx workflow.Context, p activities.Progress) {
 		if c := p.Checkpoint; c != nil && (r.status.LastCheckpoint == nil || c.Step >= r.status.LastCheckpoint.Step) {
 			r.status.LastCheckpoint = c
 		}
+		if c := p.Checkpoint; c != nil && c.WriteSeconds > 0 {
+			r.attemptLog.Wrote(time.Duration(c.WriteSeconds * float64(time.Second)))
+		}
 		workflow.GetMetricsHandler(ctx).Counter("refuel_checkpoints_total").Inc(1)
 	case activities.ProgressRestored:
 		if r.recovering && r.status.LastRecovery != nil {

@@ -302,7 +302,7 @@ func (r *run) startTraining(ctx workflow.Context) {
 	r.trainingSince = workflow.Now(ctx)
 	in := activities.TrainingInput{
 		Spec: r.spec, Attempt: r.attempt, InstanceID: r.instance.ID, CheckpointURL: r.spec.Checkpoint.URL,
-		CheckpointInterval: r.checkpointInterval(), StopGrace: r.opts.StopGrace,
+		CheckpointInterval: r.checkpointInterval(ctx), StopGrace: r.opts.StopGrace,
 	}
 	actx, cancel := workflow.WithCancel(trainingOptions(ctx, r.instance.TaskQueue, r.spec.Work.D(), r.opts))
 	r.stopTraining = cancel

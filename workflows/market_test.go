@@ -82,6 +82,7 @@ func TestClockedRunDecidesAsTheSimulator(t *testing.T) {
 				activities.ListOfferingsName: caps.ListOfferings, activities.AcquireName: caps.Acquire,
 				activities.OpenMarketName: caps.OpenMarket, activities.MarketAtName: caps.MarketAt,
 				activities.ReleaseName: caps.Release, activities.RunTrainingName: trainUntilStopped,
+				activities.PoolCheckpointLogName: caps.PoolCheckpointLog,
 			} {
 				env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 			}

@@ -118,8 +118,11 @@ func describeFailures(details []activities.FailureDetail) string {
 	return strings.Join(parts, "; ")
 }
 
-// autoCheckpointInterval is the interval for "auto" before any
-// preemption has been measured: a twentieth of the work, within bounds.
-func autoCheckpointInterval(work time.Duration) time.Duration {
-	return min(max(work/20, 10*time.Second), 30*time.Minute)
-}
+// autoCheckpointVersion marks runs that ask the pool's checkpoint log
+// before each attempt.
+const autoCheckpointVersion = "auto-checkpoint-log"
+
+// autoCheckpointPrior is the preemption-free time a pool is credited with
+// before any is measured: a new pool is neither trusted forever nor
+// assumed to be taken at once.
+const autoCheckpointPrior = time.Hour

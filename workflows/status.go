@@ -43,11 +43,14 @@ type Status struct {
 	LostWorkSecs   float64                   `json:"lost_work_seconds"`
 	Failures       []Failure                 `json:"failures"`
 
-	Attempt        int             `json:"attempt"`
-	StartedAt      time.Time       `json:"started_at"`
-	LastPreemption *PreemptionInfo `json:"last_preemption,omitempty"`
-	LastRecovery   *RecoveryInfo   `json:"last_recovery,omitempty"`
-	ModelDigest    string          `json:"model_digest,omitempty"`
+	Attempt int `json:"attempt"`
+	// CheckpointIntervalSecs is the interval the current or last attempt
+	// checkpoints at: the spec's, or the one "auto" chose.
+	CheckpointIntervalSecs float64         `json:"checkpoint_interval_seconds"`
+	StartedAt              time.Time       `json:"started_at"`
+	LastPreemption         *PreemptionInfo `json:"last_preemption,omitempty"`
+	LastRecovery           *RecoveryInfo   `json:"last_recovery,omitempty"`
+	ModelDigest            string          `json:"model_digest,omitempty"`
 	// Cost breaks cost_usd down by market and pool, lost work included;
 	// Ledger is every paid stretch of instance time behind it.
 	Cost   cost.Breakdown `json:"cost"`

@@ -12,6 +12,7 @@ import (
 	"refuel/pkg/admission"
 	"refuel/pkg/capacity"
 	"refuel/pkg/cost"
+	"refuel/pkg/policy"
 	"refuel/pkg/spec"
 )
 
@@ -88,6 +89,10 @@ type run struct {
 
 	market   *clockedMarket  // set when the run follows a market's own clock
 	training workflow.Future // the training attempt while the run watches a clocked market
+
+	// attemptLog is what the current instance teaches about its pool,
+	// handed to the pool's checkpoint log when the instance is released.
+	attemptLog policy.CheckpointLog
 
 	recovering      bool      // a preemption happened and no replacement has resumed yet
 	trainingSince   time.Time // when the current attempt's training started
@@ -214,6 +219,7 @@ func (r *run) listOfferings(ctx workflow.Context) error {
 func (r *run) onAcquired(ctx workflow.Context, inst capacity.Instance) {
 	now := workflow.Now(ctx)
 	r.instance = &inst
+	r.attemptLog = policy.CheckpointLog{}
 	o := inst.Offering
 	r.ledger.Open(cost.Segment{
 		InstanceID: inst.ID, Pool: o.Provider, Market: string(o.Market), Offering: o.Key(),
@@ -233,7 +239,7 @@ func (r *run) train(ctx workflow.Context) (activities.TrainingResult, error) {
 	r.trainingSince = workflow.Now(ctx)
 	in := activities.TrainingInput{
 		Spec: r.spec, Attempt: r.attempt, InstanceID: r.instance.ID, CheckpointURL: r.spec.Checkpoint.URL,
-		CheckpointInterval: r.checkpointInterval(), StopGrace: r.opts.StopGrace,
+		CheckpointInterval: r.checkpointInterval(ctx), StopGrace: r.opts.StopGrace,
 	}
 	actx, cancel := workflow.WithCancel(trainingOptions(ctx, r.instance.TaskQueue, r.spec.Work.D(), r.opts))
 	r.stopTraining = cancel
@@ -355,7 +361,12 @@ func (r *run) release(ctx workflow.Context, reason activities.ReleaseReason) {
 	}
 	dctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
-	in := activities.ReleaseInput{Instance: *r.instance, Reason: reason}
+	r.attemptLog.Ran(workflow.Now(ctx).Sub(r.status.Instance.Since))
+	if reason == activities.ReleasePreempted {
+		r.attemptLog.Preempted()
+	}
+	log := r.attemptLog
+	in := activities.ReleaseInput{Instance: *r.instance, Reason: reason, Log: &log}
 	if err := workflow.ExecuteActivity(releaseOptions(dctx), activities.ReleaseName, in).Get(dctx, nil); err != nil {
 		workflow.GetLogger(ctx).Error("release failed; the janitor will reclaim the instance", "instance", r.instance.ID, "error", err)
 	}
@@ -432,12 +443,25 @@ func (r *run) addFailure(ctx workflow.Context, class, offering, msg string) {
 	}
 }
 
-// checkpointInterval is how often the trainer should checkpoint.
-func (r *run) checkpointInterval() time.Duration {
+// checkpointInterval is how often the trainer on the current instance
+// should checkpoint: the spec's interval, or for "auto" the Young/Daly
+// optimum from what every run so far measured on the instance's pool
+// (write times, time held, preemptions), within the spec's bounds.
+func (r *run) checkpointInterval(ctx workflow.Context) time.Duration {
 	if d, ok := r.spec.Checkpoint.FixedInterval(); ok {
 		return d
 	}
-	return autoCheckpointInterval(r.spec.Work.D())
+	c := r.spec.Checkpoint
+	var log policy.CheckpointLog
+	if workflow.GetVersion(ctx, autoCheckpointVersion, workflow.DefaultVersion, 1) >= 1 {
+		err := workflow.ExecuteActivity(controlOptions(ctx), activities.PoolCheckpointLogName, r.instance.Offering).Get(ctx, &log)
+		if err != nil {
+			workflow.GetLogger(ctx).Warn("pool's checkpoint log unavailable; checkpointing at the lower bound", "error", err)
+		}
+	}
+	d := log.Interval(autoCheckpointPrior, c.MinInterval.D(), c.MaxInterval.D())
+	r.status.CheckpointIntervalSecs = d.Seconds()
+	return d
 }
 
 func invalidSpecError(err error) error {

@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 
 	"refuel/activities"
 	"refuel/pkg/capacity"
+	"refuel/pkg/policy"
 	"refuel/pkg/spec"
 )
 
@@ -38,6 +40,8 @@ type fakeCloud struct {
 	failAll capacity.Class
 	// stockAfter lifts noStock after this many acquisitions were tried.
 	stockAfter int
+	// poolLog is what PoolCheckpointLog answers for every pool.
+	poolLog policy.CheckpointLog
 	// trainings are the outcomes of successive RunTraining calls; past
 	// the end, training completes. "block" waits for cancellation.
 	trainings []activities.TrainingOutcome
@@ -50,6 +54,10 @@ type fakeCloud struct {
 
 func (f *fakeCloud) ListOfferings(context.Context, activities.OfferingsInput) ([]capacity.Offering, error) {
 	return f.offerings, nil
+}
+
+func (f *fakeCloud) PoolCheckpointLog(context.Context, capacity.Offering) (policy.CheckpointLog, error) {
+	return f.poolLog, nil
 }
 
 // OpenMarket: the fake cloud's market keeps wall time.
@@ -144,7 +152,7 @@ func newEnvWithoutPool(t *testing.T, f *fakeCloud) *testsuite.TestWorkflowEnviro
 	env.RegisterWorkflowWithOptions(TrainingRun, workflow.RegisterOptions{Name: TrainingRunName})
 	for name, fn := range map[string]any{
 		activities.ListOfferingsName: f.ListOfferings, activities.AcquireName: f.Acquire,
-		activities.OpenMarketName:  f.OpenMarket,
+		activities.OpenMarketName: f.OpenMarket, activities.PoolCheckpointLogName: f.PoolCheckpointLog,
 		activities.ReleaseName:     f.Release,
 		activities.RunTrainingName: f.RunTraining,
 	} {
@@ -381,5 +389,50 @@ func TestInvalidSpecIsRejected(t *testing.T) {
 		if !strings.Contains(err.Error(), field) {
 			t.Errorf("error %q does not name %s", err, field)
 		}
+	}
+}
+
+// interval: auto checkpoints at the Young/Daly optimum of what runs
+// measured on the pool so far, within the spec's bounds, and each
+// released instance adds what it taught to the pool's log.
+func TestAutoCheckpointIntervalLearnsFromThePool(t *testing.T) {
+	measured := policy.CheckpointLog{Held: 9 * time.Hour, Preemptions: 2, Writes: 4, WriteTime: 2 * time.Minute}
+	for name, tc := range map[string]struct {
+		log      policy.CheckpointLog
+		min, max time.Duration
+		want     time.Duration
+	}{
+		"nothing measured: the lower bound": {policy.CheckpointLog{}, 0, 0, spec.DefaultMinCheckpointInterval},
+		// write 30s, MTBP (9h + 1h prior) / 3 = 12000s: sqrt(2*30*12000).
+		"measured pool":        {measured, 0, 0, time.Duration(math.Sqrt(2*30*12000) * float64(time.Second))},
+		"clamped to the upper": {measured, time.Minute, 5 * time.Minute, 5 * time.Minute},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := &fakeCloud{offerings: []capacity.Offering{spotA, spotB}, poolLog: tc.log, trainings: []activities.TrainingOutcome{activities.OutcomePreempted}}
+			env := newEnv(t, f)
+			js := job(spec.TierFlexible)
+			js.Checkpoint.MinInterval, js.Checkpoint.MaxInterval = spec.Duration(tc.min), spec.Duration(tc.max)
+			env.ExecuteWorkflow(TrainingRunName, js)
+			st, err := result(t, env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := f.trained[0].CheckpointInterval; got.Round(time.Millisecond) != tc.want.Round(time.Millisecond) {
+				t.Errorf("checkpoint interval %s; want %s", got, tc.want)
+			}
+			if st.CheckpointIntervalSecs != f.trained[1].CheckpointInterval.Seconds() {
+				t.Errorf("status says %.1fs; the last attempt checkpointed every %s", st.CheckpointIntervalSecs, f.trained[1].CheckpointInterval)
+			}
+			first := f.released[0].Log
+			// Time held is measured on the workflow's clock, which the test
+			// suite does not move while an activity runs; the end-to-end
+			// drill checks it.
+			if first == nil || first.Preemptions != 1 {
+				t.Errorf("the preempted instance's release taught %+v; want one preemption", first)
+			}
+			if last := f.released[len(f.released)-1].Log; last == nil || last.Preemptions != 0 {
+				t.Errorf("the completed instance's release taught %+v; want no preemption", last)
+			}
+		})
 	}
 }

@@ -75,8 +75,11 @@ type Event struct {
 	// Total is the trainer's total steps when it reported them.
 	Total      int64
 	Checkpoint *checkpoint.Manifest
-	Notice     *Notice
-	Time       time.Time
+	// WriteTime is how long uploading the checkpoint took: what
+	// `interval: auto` weighs against the work a preemption loses.
+	WriteTime time.Duration
+	Notice    *Notice
+	Time      time.Time
 }
 
 // Notice is an interruption notice or rebalance recommendation from the

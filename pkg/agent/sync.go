@@ -62,12 +62,13 @@ func (s *syncer) sweep(ctx context.Context) error {
 		if l.step <= s.uploaded {
 			continue
 		}
+		began := time.Now()
 		m, err := cfg.Store.Save(ctx, l.step, filepath.Join(dir, l.name), cfg.InstanceID)
 		if err != nil {
 			return fmt.Errorf("agent: upload checkpoint %s: %w", l.name, err)
 		}
 		s.uploaded = l.step
-		s.r.emit(Event{Kind: EventCheckpoint, Step: l.step, Checkpoint: &m})
+		s.r.emit(Event{Kind: EventCheckpoint, Step: l.step, Checkpoint: &m, WriteTime: time.Since(began)})
 		// Pruning is housekeeping: a failure leaves extra checkpoints in
 		// the store, which the next prune removes.
 		_, _ = cfg.Store.Prune(ctx, cfg.Keep)

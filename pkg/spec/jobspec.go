@@ -77,7 +77,19 @@ type Checkpoint struct {
 	Interval string `json:"interval,omitempty"`
 	// Keep is how many verified checkpoints are kept; older ones are pruned.
 	Keep int `json:"keep,omitempty"`
+	// MinInterval and MaxInterval bound what "auto" chooses; defaults
+	// DefaultMinCheckpointInterval and DefaultMaxCheckpointInterval.
+	MinInterval Duration `json:"min_interval,omitempty"`
+	MaxInterval Duration `json:"max_interval,omitempty"`
 }
+
+// Bounds of an "auto" checkpoint interval left unset: checkpoints more
+// often than every 10 s cost more in writes than they can save, and a run
+// should never risk more than half an hour of work.
+const (
+	DefaultMinCheckpointInterval = 10 * time.Second
+	DefaultMaxCheckpointInterval = 30 * time.Minute
+)
 
 // AutoInterval reports whether the checkpoint interval is chosen by refuel.
 func (c Checkpoint) AutoInterval() bool { return c.Interval == "" || c.Interval == "auto" }
@@ -105,6 +117,16 @@ func (s *JobSpec) Normalize() {
 	}
 	if s.Checkpoint.Keep == 0 {
 		s.Checkpoint.Keep = DefaultCheckpointKeep
+	}
+	c := &s.Checkpoint
+	if c.MinInterval == 0 {
+		c.MinInterval = Duration(DefaultMinCheckpointInterval)
+		if c.MaxInterval > 0 && c.MaxInterval < c.MinInterval {
+			c.MinInterval = c.MaxInterval
+		}
+	}
+	if c.MaxInterval == 0 {
+		c.MaxInterval = Duration(max(DefaultMaxCheckpointInterval, c.MinInterval.D()))
 	}
 	s.Tier = Tier(strings.ToLower(string(s.Tier)))
 	if s.Policy == "" {

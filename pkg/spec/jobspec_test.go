@@ -29,9 +29,10 @@ checkpoint: {url: "file:///tmp/c", interval: 10m, keep: 2}
 	deadline := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
 	want := JobSpec{
 		ID: "llama-ft-0427", Team: "nlp", Priority: 0, Tier: TierDeadline, Deadline: &deadline, Work: Duration(48 * time.Hour),
-		Resources:  Resources{GPUs: 1, InstanceTypes: []string{"p3.2xlarge"}, MaxPricePerHour: 4},
-		Checkpoint: Checkpoint{URL: "file:///tmp/c", Interval: "10m", Keep: 2},
-		Policy:     "refuel",
+		Resources: Resources{GPUs: 1, InstanceTypes: []string{"p3.2xlarge"}, MaxPricePerHour: 4},
+		Checkpoint: Checkpoint{URL: "file:///tmp/c", Interval: "10m", Keep: 2,
+			MinInterval: Duration(DefaultMinCheckpointInterval), MaxInterval: Duration(DefaultMaxCheckpointInterval)},
+		Policy: "refuel",
 	}
 	for name, doc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -76,7 +77,10 @@ func TestValidateNamesEveryBadField(t *testing.T) {
 		"duplicate zone":          {func(s *JobSpec) { s.Resources.Zones = []string{"a", "a"} }, []string{"resources.zones[1]"}},
 		"bad checkpoint scheme":   {func(s *JobSpec) { s.Checkpoint.URL = "ftp://x" }, []string{"checkpoint.url"}},
 		"bad checkpoint interval": {func(s *JobSpec) { s.Checkpoint.Interval = "often" }, []string{"checkpoint.interval"}},
-		"empty command":           {func(s *JobSpec) { s.Command = []string{""} }, []string{"command[0]"}},
+		"checkpoint bounds crossed": {func(s *JobSpec) {
+			s.Checkpoint.MinInterval, s.Checkpoint.MaxInterval = Duration(time.Hour), Duration(time.Minute)
+		}, []string{"checkpoint.min_interval"}},
+		"empty command": {func(s *JobSpec) { s.Command = []string{""} }, []string{"command[0]"}},
 		"several at once": {func(s *JobSpec) { s.Priority = -1; s.Work = 0; s.Checkpoint.Keep = -2 },
 			[]string{"priority", "work", "checkpoint.keep"}},
 	}

@@ -76,6 +76,12 @@ func (s *JobSpec) validateCheckpoint(fe *fieldErrors) {
 			fe.add("checkpoint.interval", "must be positive", "write a duration such as 10m, or auto")
 		}
 	}
+	switch {
+	case c.MinInterval < 0 || c.MaxInterval < 0:
+		fe.add("checkpoint.min_interval", "is negative", "give positive bounds such as 30s and 20m, or leave them out")
+	case c.MinInterval > c.MaxInterval:
+		fe.add("checkpoint.min_interval", fmt.Sprintf("%s is above max_interval %s", c.MinInterval, c.MaxInterval), "make min_interval at most max_interval")
+	}
 	if c.Keep < 0 {
 		fe.add("checkpoint.keep", fmt.Sprintf("%d is negative", c.Keep), "keep 1 or more checkpoints")
 	}
