@@ -21,10 +21,17 @@ import (
 	"refuel/workflows"
 )
 
-// DuplicateError says a job id is taken: ids are unique for good.
-type DuplicateError struct{ ID string }
+// DuplicateError says an id is taken: a job's for good, a service's
+// while it runs.
+type DuplicateError struct {
+	ID      string
+	Service bool
+}
 
 func (e *DuplicateError) Error() string {
+	if e.Service {
+		return fmt.Sprintf("a service with id %q is already running: stop it first, or choose another id", e.ID)
+	}
 	return fmt.Sprintf("a job with id %q already exists: ids are unique, so choose another id", e.ID)
 }
 

@@ -34,7 +34,7 @@ func StartService(ctx context.Context, c client.Client, ss spec.ServiceSpec) (cl
 	}, workflows.InferenceServiceName, ss)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
-		return nil, &DuplicateError{ID: ss.ID}
+		return nil, &DuplicateError{ID: ss.ID, Service: true}
 	}
 	return run, err
 }
@@ -62,4 +62,49 @@ func PoolStatus(ctx context.Context, c client.Client) (workflows.PoolStatus, err
 		return st, fmt.Errorf("capacity pool status: %w", err)
 	}
 	return st, v.Get(&st)
+}
+
+// ErrNoWorkflow says no workflow has the id in the namespace.
+var ErrNoWorkflow = errors.New("no workflow with this id in the namespace")
+
+// Workflow is what an id names: the workflow's type and whether its
+// latest run is still running.
+type Workflow struct {
+	Type    string
+	Running bool
+}
+
+// Describe says what workflow an id names. Check it before signalling: a
+// signal the workflow does not handle is accepted and silently buffered.
+func Describe(ctx context.Context, c client.Client, id string) (Workflow, error) {
+	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return Workflow{}, fmt.Errorf("%s: %w (check the id and the namespace)", id, ErrNoWorkflow)
+	}
+	if err != nil {
+		return Workflow{}, fmt.Errorf("describe %s: %w", id, err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	return Workflow{Type: info.GetType().GetName(), Running: info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING}, nil
+}
+
+// StopService cancels a running InferenceService, which then gives every
+// replica back and ends. It refuses any other workflow, so a mistyped id
+// cannot cancel a training run.
+func StopService(ctx context.Context, c client.Client, id string) error {
+	w, err := Describe(ctx, c, id)
+	if err != nil {
+		return err
+	}
+	if w.Type != workflows.InferenceServiceName {
+		return fmt.Errorf("%s is a %s, not an %s: only services are stopped this way", id, w.Type, workflows.InferenceServiceName)
+	}
+	if !w.Running {
+		return fmt.Errorf("service %s has already ended", id)
+	}
+	if err := c.CancelWorkflow(ctx, id, ""); err != nil {
+		return fmt.Errorf("stop %s: %w", id, err)
+	}
+	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"io"
 	"strconv"
 
+	"go.temporal.io/sdk/client"
+
 	"refuel/jobs"
 	"refuel/workflows"
 )
@@ -36,10 +38,20 @@ func signalRun(cmd, signal string, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer c.Close()
-	if err := c.SignalWorkflow(ctx, pos[0], "", signal, nil); err != nil {
-		return fmt.Errorf("%s %s: %w", cmd, pos[0], err)
+	return sendRunSignal(ctx, c, cmd, signal, pos[0], stdout)
+}
+
+// sendRunSignal signals a training run, refusing any other workflow:
+// Temporal would accept the signal and buffer it unhandled.
+func sendRunSignal(ctx context.Context, c client.Client, cmd, signal, id string, stdout io.Writer) error {
+	if _, err := requireType(ctx, c, id, workflows.TrainingRunName,
+		"only training runs pause and resume; a service scales itself, and starter stop-service stops one"); err != nil {
+		return err
 	}
-	fmt.Fprintf(stdout, "%s sent to %s\n", signal, pos[0])
+	if err := c.SignalWorkflow(ctx, id, "", signal, nil); err != nil {
+		return fmt.Errorf("%s %s: %w", cmd, id, err)
+	}
+	fmt.Fprintf(stdout, "%s sent to %s\n", signal, id)
 	return nil
 }
 
@@ -52,7 +64,7 @@ func runPriority(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if len(pos) != 2 {
-		return usagef("give a job id and a priority: starter priority ID N (0..100)")
+		return usagef("give a run's or service's id and a priority: starter priority ID N (0..100)")
 	}
 	p, err := strconv.Atoi(pos[1])
 	if err != nil {

@@ -1,6 +1,8 @@
 // The starter is refuel's CLI for pipelines and operators: submit jobs,
-// watch them, pause, resume and re-prioritise them, run the interruption
-// drill and the demo, and replay spot-market traces against policies.
+// watch them, pause, resume and re-prioritise them; start, load, watch
+// and stop inference services; show the capacity pool; run the
+// interruption drill and the demo, and replay spot-market traces against
+// policies.
 package main
 
 import (
@@ -22,7 +24,12 @@ func commands() []command {
 		{"status", "ID [--json] [--watch]", "show a run's status", runStatus},
 		{"pause", "ID", "checkpoint, release the instance and wait", runPause},
 		{"resume", "ID", "reacquire and continue a paused run", runResume},
-		{"priority", "ID N", "set a run's priority (0..100)", runPriority},
+		{"priority", "ID N", "set a run's or a service's priority (0..100)", runPriority},
+		{"serve", "FILE", "start an InferenceService from a YAML or JSON ServiceSpec", runServe},
+		{"load", "ID --qps N [--every D --for D]", "report a service's load (also --queue, --gpu-util, --replicas)", runLoad},
+		{"service-status", "ID [--json] [--watch]", "show a service's replicas, decisions and cost", runServiceStatus},
+		{"stop-service", "ID", "stop a service, giving back every replica", runStopService},
+		{"pool", "[--json]", "show the capacity pool: base, burst, queue and allocations", runPool},
 		{"drill", "[--json]", "run the interruption drill against the running stack", runDrill},
 		{"demo", "", "drive the demo a person can watch in the Web UI", runDemo},
 		{"cost", "[--query Q] [--json]", "cost per job, and per team and pool", runCost},
@@ -64,8 +71,12 @@ func main() {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: starter COMMAND [flags]")
 	fmt.Fprintln(w)
+	width := 0
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-9s %-32s %s\n", c.name, c.args, c.help)
+		width = max(width, len(c.name))
+	}
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-*s %-32s %s\n", width, c.name, c.args, c.help)
 	}
 	fmt.Fprintln(w, "\nConnection: --temporal-address, or TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE / TLS settings and profiles\n(the standard Temporal client environment); default 127.0.0.1:7233, namespace default.")
 }

@@ -36,6 +36,9 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	}
 	defer c.Close()
 	id := pos[0]
+	if _, err := requireType(ctx, c, id, workflows.TrainingRunName, "use starter service-status for a service, starter pool for the pool"); err != nil {
+		return err
+	}
 	if !*watch {
 		st, err := jobs.Status(ctx, c, id)
 		if err != nil {

@@ -1,0 +1,477 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"refuel/jobs"
+	"refuel/pkg/admission"
+	"refuel/pkg/autoscale"
+	"refuel/pkg/spec"
+	"refuel/workflows"
+)
+
+func runServe(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	conn := addConnFlags(fs)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("give one ServiceSpec file: starter serve service.yaml")
+	}
+	ss, err := spec.ReadServiceSpec(pos[0])
+	if err != nil {
+		return err // field-level errors with their fixes, before anything starts
+	}
+	ctx := context.Background()
+	c, err := conn.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return serve(ctx, c, ss, stdout)
+}
+
+func serve(ctx context.Context, c client.Client, ss spec.ServiceSpec, stdout io.Writer) error {
+	run, err := jobs.StartService(ctx, c, ss)
+	var dup *jobs.DuplicateError
+	if errors.As(err, &dup) {
+		return idTaken(ctx, c, ss.ID)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "started service %s (run %s)\n  watch: starter service-status %s --watch\n  load:  starter load %s --qps N\n  stop:  starter stop-service %s\n",
+		ss.ID, run.GetRunID(), ss.ID, ss.ID, ss.ID)
+	return nil
+}
+
+// idTaken explains a refused start. Unlike a job id, a service id can be
+// used again once the service has ended, so the message says what holds it.
+func idTaken(ctx context.Context, c client.Client, id string) error {
+	w, err := jobs.Describe(ctx, c, id)
+	switch {
+	case err == nil && w.Type == workflows.InferenceServiceName:
+		return fmt.Errorf("service %s is already running: stop it first (starter stop-service %s) or choose another id", id, id)
+	case err == nil:
+		return fmt.Errorf("id %s is taken by %s that is still running: choose another id", id, kindOf(w.Type))
+	}
+	return fmt.Errorf("id %s is taken by a workflow that is still running: choose another id", id)
+}
+
+// workflowKinds name workflow types as the CLI's users know them.
+var workflowKinds = map[string]string{
+	workflows.TrainingRunName:      "a training run",
+	workflows.InferenceServiceName: "an inference service",
+	workflows.CapacityPoolName:     "the capacity pool",
+}
+
+func kindOf(workflowType string) string {
+	if k, ok := workflowKinds[workflowType]; ok {
+		return k
+	}
+	return "a " + workflowType + " workflow"
+}
+
+// requireType refuses an id that names another type of workflow than
+// want, saying what to do instead. Signals need this: one sent to a
+// workflow that does not handle it is accepted and silently buffered.
+func requireType(ctx context.Context, c client.Client, id, want, instead string) (jobs.Workflow, error) {
+	w, err := jobs.Describe(ctx, c, id)
+	if err != nil {
+		return w, err
+	}
+	if w.Type != want {
+		return w, fmt.Errorf("%s is %s, not %s: %s", id, kindOf(w.Type), kindOf(want), instead)
+	}
+	return w, nil
+}
+
+// loadFlags are what `starter load` reports, and how often.
+type loadFlags struct {
+	metrics autoscale.Metrics // At is set as each report is sent
+	every   time.Duration     // 0 sends one report
+	span    time.Duration
+}
+
+// reports is how many reports cover span, one every interval.
+func (f loadFlags) reports() int {
+	if f.every == 0 {
+		return 1
+	}
+	return int((f.span + f.every - 1) / f.every)
+}
+
+func parseLoadFlags(args []string, stderr io.Writer) (string, loadFlags, connFlags, error) {
+	var f loadFlags
+	fs := flag.NewFlagSet("load", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	conn := addConnFlags(fs)
+	fs.Float64Var(&f.metrics.QPS, "qps", 0, "requests per second arriving (required)")
+	fs.Float64Var(&f.metrics.QueueLength, "queue", 0, "requests waiting for a replica")
+	fs.Float64Var(&f.metrics.GPUUtilization, "gpu-util", 0, "ready replicas' mean GPU busy share, 0 to 1")
+	fs.IntVar(&f.metrics.Replicas, "replicas", 0, "ready replicas the report covers (default: the service counts its ready ones)")
+	fs.DurationVar(&f.every, "every", 0, "send a report this often, with --for (default: once)")
+	fs.DurationVar(&f.span, "for", 0, "keep reporting this long, with --every")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return "", f, conn, err
+	}
+	if len(pos) != 1 {
+		return "", f, conn, usagef("give one service id: starter load ID --qps N")
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	m := f.metrics
+	switch {
+	case !set["qps"]:
+		return "", f, conn, &FlagError{"qps", "is required", "give the requests per second the service sees, e.g. --qps 12"}
+	case m.QPS < 0:
+		return "", f, conn, &FlagError{"qps", "is negative", "give 0 or more requests per second"}
+	case m.QueueLength < 0:
+		return "", f, conn, &FlagError{"queue", "is negative", "give 0 or more waiting requests"}
+	case m.GPUUtilization < 0 || m.GPUUtilization > 1:
+		return "", f, conn, &FlagError{"gpu-util", fmt.Sprintf("%g is out of range", m.GPUUtilization), "give a share from 0 to 1, e.g. 0.8 for 80%"}
+	case m.Replicas < 0:
+		return "", f, conn, &FlagError{"replicas", "is negative", "give 0 or more, or leave it out to let the service count its ready replicas"}
+	case set["every"] != set["for"]:
+		return "", f, conn, &FlagError{"every", "and --for go together", "give both, e.g. --every 5s --for 2m, or neither to send one report"}
+	case set["every"] && f.every <= 0:
+		return "", f, conn, &FlagError{"every", "must be positive", "give an interval such as 5s"}
+	case set["for"] && f.span < f.every:
+		return "", f, conn, &FlagError{"for", fmt.Sprintf("%s is shorter than --every %s", f.span, f.every), "report for at least one interval, e.g. --for 2m"}
+	}
+	return pos[0], f, conn, nil
+}
+
+func runLoad(args []string, stdout, stderr io.Writer) error {
+	id, f, conn, err := parseLoadFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	// Ctrl-C ends a long run of reports cleanly.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	c, err := conn.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return sendLoad(ctx, c, id, f, stdout)
+}
+
+func sendLoad(ctx context.Context, c client.Client, id string, f loadFlags, stdout io.Writer) error {
+	w, err := requireType(ctx, c, id, workflows.InferenceServiceName, "only services take load reports")
+	if err != nil {
+		return err
+	}
+	if !w.Running {
+		return fmt.Errorf("service %s has ended: start it again with starter serve FILE", id)
+	}
+	n := f.reports()
+	var tick <-chan time.Time
+	if n > 1 {
+		t := time.NewTicker(f.every)
+		defer t.Stop()
+		tick = t.C
+	}
+	for i := 1; i <= n; i++ {
+		m := f.metrics
+		m.At = time.Now()
+		if err := jobs.ReportLoad(ctx, c, id, m); err != nil {
+			return fmt.Errorf("report %d of %d to %s: %w", i, n, id, err)
+		}
+		fmt.Fprintln(stdout, metricsLine(id, m, i, n))
+		if i == n {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(stdout, "stopped after %d of %d reports\n", i, n)
+			return nil
+		case <-tick:
+		}
+	}
+	return nil
+}
+
+// metricsLine is one report as load prints it.
+func metricsLine(id string, m autoscale.Metrics, i, n int) string {
+	replicas := "the ready replicas"
+	if m.Replicas > 0 {
+		replicas = fmt.Sprintf("%d replicas", m.Replicas)
+	}
+	return fmt.Sprintf("%s %s <- %g qps, queue %g, gpu %.0f%% over %s (report %d of %d)",
+		m.At.Format(time.TimeOnly), id, m.QPS, m.QueueLength, 100*m.GPUUtilization, replicas, i, n)
+}
+
+func runServiceStatus(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("service-status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	conn := addConnFlags(fs)
+	asJSON := fs.Bool("json", false, "print the status query's answer as JSON")
+	watch := fs.Bool("watch", false, "refresh every 2s until the service ends")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("give one service id: starter service-status ID")
+	}
+	ctx := context.Background()
+	c, err := conn.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	id := pos[0]
+	// The status query answers on both types with different shapes, so a
+	// run would decode into an empty-looking service.
+	if _, err := requireType(ctx, c, id, workflows.InferenceServiceName, "for a training run use starter status "+id); err != nil {
+		return err
+	}
+	if *watch {
+		return watchService(ctx, c, id, stdout, *asJSON)
+	}
+	st, err := jobs.ServiceStatus(ctx, c, id)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	printServiceStatus(stdout, st)
+	return nil
+}
+
+func watchService(ctx context.Context, c client.Client, id string, stdout io.Writer, asJSON bool) error {
+	for {
+		st, err := jobs.ServiceStatus(ctx, c, id)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			b, _ := json.Marshal(st)
+			fmt.Fprintln(stdout, string(b))
+		} else {
+			fmt.Fprintln(stdout, serviceLine(st, time.Now()))
+		}
+		if w, err := jobs.Describe(ctx, c, id); err == nil && !w.Running {
+			return nil
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// serviceLine is one line of a watched service.
+func serviceLine(st workflows.ServiceStatus, at time.Time) string {
+	load := "no load yet"
+	if m := st.LastMetrics; m != nil {
+		load = fmt.Sprintf("%g qps", m.QPS)
+	}
+	return fmt.Sprintf("%s %-9s want %d+%d warm (%s)  ready %d starting %d warm %d  %s  $%.4f",
+		at.Format(time.TimeOnly), st.State, st.Desired.Replicas, st.Desired.Warm, st.Desired.Reason,
+		st.Ready, st.Starting, st.Warm, load, st.CostUSD)
+}
+
+// shownDecisions is how many of the newest decisions the summary lists.
+const shownDecisions = 5
+
+func printServiceStatus(w io.Writer, st workflows.ServiceStatus) {
+	fmt.Fprintf(w, "service    %s (team %s, tier %s, priority %d)\n", st.ID, st.Team, st.Tier, st.Priority)
+	fmt.Fprintf(w, "state      %s since %s\n", st.State, st.StartedAt.Format(time.RFC3339))
+	fmt.Fprintf(w, "desired    %d replicas, %d warm (%s); bounds %d..%d\n",
+		st.Desired.Replicas, st.Desired.Warm, st.Desired.Reason, st.MinReplicas, st.MaxReplicas)
+	fmt.Fprintf(w, "fleet      %d ready, %d starting, %d warm\n", st.Ready, st.Starting, st.Warm)
+	if m := st.LastMetrics; m != nil {
+		fmt.Fprintf(w, "load       %g qps, queue %g, gpu %.0f%% over %d replicas at %s\n",
+			m.QPS, m.QueueLength, 100*m.GPUUtilization, m.Replicas, m.At.Format(time.TimeOnly))
+	} else {
+		fmt.Fprintf(w, "load       none reported yet (starter load %s --qps N)\n", st.ID)
+	}
+	fmt.Fprintf(w, "lead time  %s\n", time.Duration(st.LeadTimeSeconds*float64(time.Second)).Round(time.Second))
+	fmt.Fprintf(w, "cost       $%.4f\n", st.CostUSD)
+	if until := st.AcquiringHeldUntil; until != nil {
+		fmt.Fprintf(w, "acquiring  held until %s after failures that retrying at once cannot cure\n", until.Format(time.TimeOnly))
+	}
+	if len(st.Replicas) == 0 {
+		fmt.Fprintln(w, "replicas   none")
+	} else {
+		rows := [][]string{{"ID", "STATE", "LAYER", "MARKET", "ZONE", "INSTANCE", "$/H"}}
+		for _, r := range st.Replicas {
+			row := []string{r.ID, string(r.State), orDash(string(r.Layer)), "-", "-", "-", "-"}
+			if in := r.Instance; in != nil {
+				row[3], row[4], row[5], row[6] = in.Market, in.Zone, in.ID, fmt.Sprintf("%.4f", in.PricePerHour)
+			}
+			rows = append(rows, row)
+		}
+		fmt.Fprintln(w, "replicas")
+		writeTable(w, "  ", rows)
+	}
+	decisions := st.Decisions[max(0, len(st.Decisions)-shownDecisions):]
+	for i, d := range decisions {
+		label := map[bool]string{true: "decisions"}[i == 0]
+		fmt.Fprintf(w, "%-10s %s %d replicas, %d warm: %s\n", label, d.Time.Format(time.TimeOnly), d.Replicas, d.Warm, d.Reason)
+	}
+	for _, f := range st.Failures {
+		fmt.Fprintf(w, "failure    %s %s %s: %s\n", f.Time.Format(time.TimeOnly), f.Class, f.Offering, f.Message)
+	}
+}
+
+func runPool(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("pool", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	conn := addConnFlags(fs)
+	asJSON := fs.Bool("json", false, "print the pool's status query answer as JSON")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("starter pool takes no arguments: there is one pool per namespace")
+	}
+	ctx := context.Background()
+	c, err := conn.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	st, err := poolStatus(ctx, c, conn.resolvedNamespace())
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	printPool(stdout, st, time.Now())
+	return nil
+}
+
+// poolStatus asks the pool for its status, or explains that none runs.
+func poolStatus(ctx context.Context, c client.Client, namespace string) (workflows.PoolStatus, error) {
+	w, err := jobs.Describe(ctx, c, workflows.PoolWorkflowID)
+	if errors.Is(err, jobs.ErrNoWorkflow) || (err == nil && !w.Running) {
+		return workflows.PoolStatus{}, fmt.Errorf("no capacity pool is running in namespace %s: start the worker with --pools FILE "+
+			"(see examples/pools.yaml; make run does this). Without a pool, runs and services acquire public capacity on their own", namespace)
+	}
+	if err != nil {
+		return workflows.PoolStatus{}, err
+	}
+	return jobs.PoolStatus(ctx, c)
+}
+
+func printPool(w io.Writer, st workflows.PoolStatus, now time.Time) {
+	fmt.Fprintf(w, "base       %d of %d GPUs used, %d free (%d allocations)\n", st.BaseGPUs-st.FreeBaseGPUs, st.BaseGPUs, st.FreeBaseGPUs, st.Base)
+	fmt.Fprintf(w, "burst      %d instances\n", st.Burst)
+	fmt.Fprintf(w, "preempted  %d, moved from burst to base %d\n", st.Preemptions, st.Moves)
+	fmt.Fprintf(w, "generation %d (%d history events)\n", st.Generation, st.History)
+	if len(st.Waiting) == 0 {
+		fmt.Fprintln(w, "waiting    none")
+	} else {
+		// The pool answers in admission order: first is admitted first.
+		fmt.Fprintln(w, "waiting, in admission order")
+		rows := [][]string{{"#", "ID", "KIND", "TEAM", "PRIORITY", "EFFECTIVE", "WAITED", "STATE"}}
+		for i, q := range st.Waiting {
+			state := "queued"
+			if q.Paused {
+				state = "paused" // keeps its place, is passed over
+			}
+			rows = append(rows, []string{fmt.Sprint(i + 1), q.ID, string(q.Kind), orDash(q.Team), fmt.Sprint(q.Priority),
+				fmt.Sprintf("%.1f", q.EffectivePriority), q.Waited(now).Round(time.Second).String(), state})
+		}
+		writeTable(w, "  ", rows)
+	}
+	if len(st.Running) == 0 {
+		fmt.Fprintln(w, "running    none")
+		return
+	}
+	fmt.Fprintln(w, "running")
+	rows := [][]string{{"ID", "KIND", "LAYER", "ON", "STATE", "OFFERING"}}
+	for _, a := range st.Running {
+		on := a.Node
+		if a.Layer == admission.BurstLayer {
+			on = a.Pool
+		}
+		state := "running"
+		switch {
+		case a.Yielding:
+			state = "yielding"
+		case !a.Bound:
+			state = "acquiring"
+		}
+		rows = append(rows, []string{a.Request.ID, string(a.Request.Kind), string(a.Layer), orDash(on), state, offeringOf(a)})
+	}
+	writeTable(w, "  ", rows)
+}
+
+// offeringOf is the offering an allocation's instance runs on, or the
+// first it will try while it is still acquiring.
+func offeringOf(a admission.Allocation) string {
+	switch {
+	case len(a.Offerings) == 0:
+		return "-"
+	case a.Bound:
+		return a.Offerings[0].String()
+	case len(a.Offerings) == 1:
+		return a.Offerings[0].Key()
+	}
+	return fmt.Sprintf("%s (+%d more to try)", a.Offerings[0].Key(), len(a.Offerings)-1)
+}
+
+func runStopService(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("stop-service", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	conn := addConnFlags(fs)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("give one service id: starter stop-service ID")
+	}
+	ctx := context.Background()
+	c, err := conn.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := jobs.StopService(ctx, c, pos[0]); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "stopping %s: it gives back every replica, then ends\n  watch: starter service-status %s --watch\n", pos[0], pos[0])
+	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// writeTable aligns rows in columns, each line indented.
+func writeTable(w io.Writer, indent string, rows [][]string) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintln(tw, indent+strings.Join(r, "\t"))
+	}
+	tw.Flush()
+}
