@@ -150,6 +150,9 @@ func TestPriorityPreemptionEndToEnd(t *testing.T) {
 	if end.Preemptions != 1 || end.Moves != 1 || end.Generation == 0 {
 		t.Errorf("pool counted %d preemptions, %d moves, generation %d; want 1, 1 and at least one continue-as-new", end.Preemptions, end.Moves, end.Generation)
 	}
+	recordHistory(t, s.Client, "low", "training-run-pool-yield")
+	recordHistory(t, s.Client, "chat", "inference-service")
+	recordHistory(t, s.Client, workflows.PoolWorkflowID, "capacity-pool")
 	for _, c := range []interface {
 		List(context.Context, map[string]string) ([]capacity.Instance, error)
 	}{s.Cloud, s.Base} {

@@ -3,13 +3,17 @@ package tests
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/proto"
 
 	"refuel/controlplane"
+	"refuel/workflows"
 )
 
 // protoJSON encodes a history event the way `temporal workflow show
@@ -22,7 +26,9 @@ func protoJSON(m proto.Message) ([]byte, error) {
 // current workflow code: a change that would break running workflows
 // (a non-deterministic edit) fails here. Record them anew, when a change
 // is meant to be incompatible and versioned, with
-// REFUEL_RECORD_HISTORIES=testdata/histories go test ./tests -run 'TestDrill|TestPauseAndResume'.
+// REFUEL_RECORD_HISTORIES=testdata/histories go test ./tests -run 'TestDrill$|TestPauseAndResume|TestPriorityPreemption|TestClockedRun'.
+// Histories recorded by earlier versions (*-before-*.json) stay, so runs
+// started before a versioned change keep replaying.
 func TestReplayRecordedHistories(t *testing.T) {
 	files, err := filepath.Glob("testdata/histories/*.json")
 	if err != nil {
@@ -33,14 +39,32 @@ func TestReplayRecordedHistories(t *testing.T) {
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			if _, err := os.Stat(f); err != nil {
+			r, err := os.Open(f)
+			if err != nil {
 				t.Fatal(err)
 			}
-			r := worker.NewWorkflowReplayer()
-			controlplane.RegisterWorkflows(r)
-			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
+			defer r.Close()
+			history, err := client.HistoryFromJSON(r, client.HistoryJSONOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			replayer := worker.NewWorkflowReplayer()
+			controlplane.RegisterWorkflows(replayer)
+			// Workflows that talk to each other compare ids, so the
+			// replay runs under the recorded workflow's own.
+			id := recordedIDs[strings.TrimSuffix(filepath.Base(f), ".json")]
+			opts := worker.ReplayWorkflowHistoryOptions{OriginalExecution: workflow.Execution{ID: id}}
+			if err := replayer.ReplayWorkflowHistoryWithOptions(nil, history, opts); err != nil {
 				t.Fatalf("replay of %s: %v", f, err)
 			}
 		})
 	}
+}
+
+// recordedIDs are the workflow ids the histories were recorded under.
+var recordedIDs = map[string]string{
+	"capacity-pool":            workflows.PoolWorkflowID,
+	"inference-service":        "chat",
+	"training-run-pool-yield":  "low",
+	"training-run-market-time": "clocked",
 }

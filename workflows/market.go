@@ -32,6 +32,7 @@ type clockedMarket struct {
 
 	policy  policy.Name
 	decider policy.Decider
+	job     replay.Job
 	meter   *replay.Meter
 	start   int
 	tick    int           // the next tick to decide
@@ -41,8 +42,11 @@ type clockedMarket struct {
 // MarketStatus is a clocked run's account in market time: what it decided
 // at each tick and what that cost, as `starter sim` reports a window.
 type MarketStatus struct {
-	Policy        string           `json:"policy"`
-	Zones         []string         `json:"zones"`
+	Policy string   `json:"policy"`
+	Zones  []string `json:"zones"`
+	// Job is the run as the account sees it: work, the deadline as a
+	// budget of market time from the start, and prices.
+	Job           replay.Job       `json:"job"`
 	StartTick     int              `json:"start_tick"`
 	TickSeconds   float64          `json:"tick_seconds"`
 	CostUSD       float64          `json:"cost_usd"`
@@ -90,7 +94,8 @@ func (r *run) openMarket(ctx workflow.Context) (*clockedMarket, error) {
 	if err := workflow.ExecuteActivity(controlOptions(ctx), activities.OpenMarketName, in).Get(ctx, &view); err != nil || !view.Clocked {
 		return nil, err
 	}
-	meter, err := replay.NewMeter(m.job(r.spec, r.status.StartedAt, view.RestartOverhead), m.zones, view.TickLength)
+	m.job = m.jobFor(r.spec, r.status.StartedAt, view.RestartOverhead)
+	meter, err := replay.NewMeter(m.job, m.zones, view.TickLength)
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError("the market cannot be followed: "+err.Error(), "InvalidJobSpec", nil)
 	}
@@ -138,7 +143,7 @@ func (m *clockedMarket) add(o capacity.Offering) {
 // job is the run as the meter accounts for it. The deadline is a budget
 // from the run's start, spent in market time; a flexible run without one
 // is given a hundred times its work, which no decision of its tier reads.
-func (m *clockedMarket) job(js spec.JobSpec, started time.Time, overhead time.Duration) replay.Job {
+func (m *clockedMarket) jobFor(js spec.JobSpec, started time.Time, overhead time.Duration) replay.Job {
 	j := replay.Job{Tier: js.Tier, Work: js.Work.D(), Deadline: 100 * js.Work.D(), RestartOverhead: overhead}
 	if js.Deadline != nil {
 		j.Deadline = js.Deadline.Sub(started)
@@ -355,7 +360,7 @@ func (r *run) loseToMarket(ctx workflow.Context) {
 func (m *clockedMarket) marketStatus() *MarketStatus {
 	res := m.meter.Result()
 	st := &MarketStatus{
-		Policy: string(m.policy), Zones: m.zones, StartTick: m.start, TickSeconds: m.meter.Gap().Seconds(),
+		Policy: string(m.policy), Zones: m.zones, Job: m.job, StartTick: m.start, TickSeconds: m.meter.Gap().Seconds(),
 		CostUSD: res.Cost, SpotHours: res.Spot.Hours(), OnDemandHours: res.OnDemand.Hours(),
 		Preemptions: res.Preemptions, Changeovers: res.Changeovers, Finished: res.Finished,
 		FinishHours: res.Finish.Hours(), DeadlineMet: res.DeadlineMet, Decisions: make([]MarketDecision, len(res.Steps)),

@@ -8,13 +8,14 @@ import (
 )
 
 // Job is the run being replayed.
+// Durations are in nanoseconds in JSON, so a job read back is exact.
 type Job struct {
-	Tier            spec.Tier
-	Work            time.Duration // compute time on one instance
-	Deadline        time.Duration // from the start
-	RestartOverhead time.Duration
-	SpotPrice       float64 // USD per instance-hour
-	OnDemandPrice   float64 // USD per instance-hour
+	Tier            spec.Tier     `json:"tier"`
+	Work            time.Duration `json:"work"`     // compute time on one instance
+	Deadline        time.Duration `json:"deadline"` // from the start
+	RestartOverhead time.Duration `json:"restart_overhead"`
+	SpotPrice       float64       `json:"spot_price"`     // USD per instance-hour
+	OnDemandPrice   float64       `json:"ondemand_price"` // USD per instance-hour
 }
 
 // JobError names the field of a Job that is wrong and how to fix it.
