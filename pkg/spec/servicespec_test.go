@@ -2,6 +2,7 @@ package spec
 
 import (
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -146,5 +147,16 @@ func TestParseServiceSpecRejectsUnknownAndMistypedFields(t *testing.T) {
 func TestPlacementTier(t *testing.T) {
 	if PlacementSpotFirst.Tier() != TierDeadline || PlacementOnDemand.Tier() != TierCritical {
 		t.Error("spot-first must allow spot and on-demand; on-demand must allow on-demand only")
+	}
+}
+
+// The example service in examples/ is valid as shipped.
+func TestExampleServiceSpec(t *testing.T) {
+	s, err := ReadServiceSpec(filepath.Join("..", "..", "examples", "service.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ID != "chat-13b" || len(s.Schedules) != 1 || s.ModelLoad.D() != 20*time.Second {
+		t.Errorf("example service read as %+v", s)
 	}
 }
