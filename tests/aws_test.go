@@ -152,6 +152,7 @@ func TestAWSPathFailureClasses(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each case has a stack, cloud and data dir of its own
 			s := startAWSStack(t, tc.zones, tc.quotas)
 			ctx := context.Background()
 			wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
@@ -237,6 +238,7 @@ func acquireTwice(ctx workflow.Context, req capacity.Request) ([]capacity.Instan
 // through a throttling storm: exactly one instance is launched, and the
 // janitor later releases it since no run owns it.
 func TestAWSPathIdempotentAcquireUnderThrottling(t *testing.T) {
+	t.Parallel() // a stack and data dir of its own; most of its time is spent waiting
 	s := startAWSStack(t, map[string][]int{"us-west-2a": {1}}, sim.Quotas{})
 	ctx := context.Background()
 	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)

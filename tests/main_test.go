@@ -62,19 +62,20 @@ func startStack(t *testing.T, edit func(*controlplane.Config)) *controlplane.Sta
 	}
 	t.Cleanup(func() {
 		s.Stop()
-		assertNoAgents(t)
+		assertNoAgents(t, cfg.DataDir)
 	})
 	return s
 }
 
-// assertNoAgents checks that no node-agent process of this test binary
-// is left running.
-func assertNoAgents(t *testing.T) {
+// assertNoAgents checks that no node-agent or trainer process of this
+// test binary working under dataDir (a stack's; "" for any) is left
+// running. Stacks of tests running in parallel have data dirs of their own.
+func assertNoAgents(t *testing.T, dataDir string) {
 	t.Helper()
 	self, _ := os.Executable()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		left := agentProcesses(self)
+		left := agentProcesses(self, dataDir)
 		if len(left) == 0 {
 			return
 		}
@@ -86,7 +87,7 @@ func assertNoAgents(t *testing.T) {
 	}
 }
 
-func agentProcesses(exe string) []string {
+func agentProcesses(exe, dataDir string) []string {
 	entries, _ := os.ReadDir("/proc")
 	var out []string
 	for _, e := range entries {
@@ -96,6 +97,12 @@ func agentProcesses(exe string) []string {
 		}
 		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
 		if len(args) > 1 && args[0] == exe && (args[1] == "agent" || args[1] == "trainer") {
+			// An agent names its directory in its arguments, a trainer in
+			// its environment.
+			environ, _ := os.ReadFile("/proc/" + e.Name() + "/environ")
+			if dataDir != "" && !strings.Contains(string(cmdline), dataDir) && !strings.Contains(string(environ), dataDir) {
+				continue
+			}
 			if status, err := os.ReadFile("/proc/" + e.Name() + "/status"); err == nil && strings.Contains(string(status), "State:\tZ") {
 				continue // a zombie has exited; its parent just has not reaped it yet
 			}

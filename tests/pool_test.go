@@ -44,6 +44,7 @@ func testPools() *pool.Config {
 // moves to base when the service goes (burst is given back first), and
 // completes. The pool continues as new all along and loses nothing.
 func TestPriorityPreemptionEndToEnd(t *testing.T) {
+	t.Parallel() // a stack and data dir of its own; most of its time is spent waiting
 	s := startStack(t, func(c *controlplane.Config) {
 		c.Provider, c.Pools, c.PoolMaxHistory = controlplane.ProviderLocal, testPools(), 60
 	})
