@@ -15,9 +15,10 @@ import (
 	"refuel/workflows"
 )
 
-// jobCost is one run's line in `starter cost`.
+// jobCost is one run's or service's line in `starter cost`.
 type jobCost struct {
 	ID          string         `json:"id"`
+	Kind        string         `json:"kind"` // training or service
 	Team        string         `json:"team"`
 	State       string         `json:"state"`
 	CostUSD     float64        `json:"cost_usd"`
@@ -41,7 +42,7 @@ func runCost(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer c.Close()
-	query := fmt.Sprintf("WorkflowType = %q", workflows.TrainingRunName)
+	query := fmt.Sprintf("WorkflowType IN (%q, %q)", workflows.TrainingRunName, workflows.InferenceServiceName)
 	if *filter != "" {
 		query += " AND (" + *filter + ")"
 	}
@@ -52,16 +53,26 @@ func runCost(args []string, stdout, stderr io.Writer) error {
 	for {
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token})
 		if err != nil {
-			return fmt.Errorf("list runs (%s): %w", query, err)
+			return fmt.Errorf("list runs and services (%s): %w", query, err)
 		}
 		for _, e := range resp.GetExecutions() {
 			id := e.GetExecution().GetWorkflowId()
+			if e.GetType().GetName() == workflows.InferenceServiceName {
+				st, err := jobs.ServiceStatus(ctx, c, id)
+				if err != nil {
+					fmt.Fprintf(stderr, "cost: skipping %s: %v\n", id, err)
+					continue
+				}
+				lines = append(lines, jobCost{ID: id, Kind: "service", Team: st.Team, State: string(st.State), CostUSD: st.CostUSD, Cost: st.Ledger.Breakdown(now)})
+				ledgers = append(ledgers, cost.JobCost{Job: id, Team: st.Team, Ledger: st.Ledger, At: now})
+				continue
+			}
 			st, err := jobs.Status(ctx, c, id)
 			if err != nil {
 				fmt.Fprintf(stderr, "cost: skipping %s: %v\n", id, err)
 				continue
 			}
-			lines = append(lines, jobCost{ID: id, Team: st.Team, State: string(st.State), CostUSD: st.CostUSD,
+			lines = append(lines, jobCost{ID: id, Kind: "training", Team: st.Team, State: string(st.State), CostUSD: st.CostUSD,
 				LostWorkUSD: st.Cost.LostWorkUSD, Preemptions: st.Preemptions, Cost: st.Cost})
 			ledgers = append(ledgers, cost.JobCost{Job: id, Team: st.Team, Ledger: st.Ledger, At: now})
 		}
@@ -73,9 +84,9 @@ func runCost(args []string, stdout, stderr io.Writer) error {
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(map[string]any{"jobs": lines, "rollup": rows})
 	}
-	fmt.Fprintf(stdout, "%-40s %-12s %-12s %10s %10s %6s\n", "JOB", "TEAM", "STATE", "COST $", "LOST $", "PREEMPT")
+	fmt.Fprintf(stdout, "%-40s %-9s %-12s %-12s %10s %10s %6s\n", "JOB OR SERVICE", "KIND", "TEAM", "STATE", "COST $", "LOST $", "PREEMPT")
 	for _, l := range lines {
-		fmt.Fprintf(stdout, "%-40s %-12s %-12s %10.4f %10.4f %6d\n", l.ID, l.Team, l.State, l.CostUSD, l.LostWorkUSD, l.Preemptions)
+		fmt.Fprintf(stdout, "%-40s %-9s %-12s %-12s %10.4f %10.4f %6d\n", l.ID, l.Kind, l.Team, l.State, l.CostUSD, l.LostWorkUSD, l.Preemptions)
 	}
 	fmt.Fprintf(stdout, "\n%-12s %-12s %5s %10s %10s\n", "TEAM", "POOL", "JOBS", "HOURS", "COST $")
 	for _, r := range rows {

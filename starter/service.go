@@ -410,11 +410,15 @@ func printPool(w io.Writer, st workflows.PoolStatus, now time.Time) {
 		if a.Layer == admission.BurstLayer {
 			on = a.Pool
 		}
-		state := "running"
+		// Holders bind burst allocations once acquired; a base machine
+		// is the holder's as soon as it is granted.
+		state := "granted"
 		switch {
 		case a.Yielding:
 			state = "yielding"
-		case !a.Bound:
+		case a.Bound:
+			state = "running"
+		case a.Layer == admission.BurstLayer:
 			state = "acquiring"
 		}
 		rows = append(rows, []string{a.Request.ID, string(a.Request.Kind), string(a.Layer), orDash(on), state, offeringOf(a)})

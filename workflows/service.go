@@ -829,6 +829,7 @@ func (s *service) snapshot(ctx workflow.Context) ServiceStatus {
 		Ready: f.Ready, Starting: f.Starting, Warm: f.Warm, Replicas: []ReplicaStatus{}, LastMetrics: s.LastMetrics,
 		LeadTimeSeconds: s.Autoscaler.Lead.Estimate().Seconds(),
 		CostUSD:         s.EarlierCostUSD + s.Ledger.CostUSD(now),
+		Ledger:          s.Ledger,
 		Failures:        append([]Failure{}, s.Failures...), // [] rather than null for clients
 		Decisions:       append([]DecisionRecord{}, s.Decisions...),
 		StartedAt:       s.StartedAt,

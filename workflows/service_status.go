@@ -5,6 +5,7 @@ import (
 
 	"refuel/pkg/admission"
 	"refuel/pkg/autoscale"
+	"refuel/pkg/cost"
 )
 
 // ServiceStatus is an InferenceService's answer to the "status" query
@@ -28,10 +29,13 @@ type ServiceStatus struct {
 	LastMetrics *autoscale.Metrics `json:"last_metrics"`
 	// LeadTimeSeconds is how far ahead the autoscaler plans: learned from
 	// measured start-ups unless the spec fixes it.
-	LeadTimeSeconds float64          `json:"lead_time_seconds"`
-	CostUSD         float64          `json:"cost_usd"`
-	Failures        []Failure        `json:"failures"`
-	Decisions       []DecisionRecord `json:"decisions"`
+	LeadTimeSeconds float64 `json:"lead_time_seconds"`
+	CostUSD         float64 `json:"cost_usd"`
+	// Ledger is the replica instance time behind cost_usd since the last
+	// continue-as-new; what came before is folded into cost_usd.
+	Ledger    cost.Ledger      `json:"ledger"`
+	Failures  []Failure        `json:"failures"`
+	Decisions []DecisionRecord `json:"decisions"`
 	// AcquiringHeldUntil is set while acquisitions back off after failures
 	// that retrying at once cannot cure (quota, spec mismatch, price).
 	AcquiringHeldUntil *time.Time `json:"acquiring_held_until,omitempty"`
