@@ -34,41 +34,61 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 	); err != nil {
 		return err
 	}
-	pause := workflow.GetSignalChannel(ctx, SignalPause)
-	resume := workflow.GetSignalChannel(ctx, SignalResume)
-	progress := workflow.GetSignalChannel(ctx, SignalProgress)
-	granted := workflow.GetSignalChannel(ctx, SignalCapacityGranted)
-	yield := workflow.GetSignalChannel(ctx, SignalYield)
+	r.signals = []runSignal{
+		{workflow.GetSignalChannel(ctx, SignalPause), func(ctx workflow.Context, c workflow.ReceiveChannel) {
+			c.Receive(ctx, nil)
+			r.pause()
+		}},
+		{workflow.GetSignalChannel(ctx, SignalResume), func(ctx workflow.Context, c workflow.ReceiveChannel) {
+			c.Receive(ctx, nil)
+			r.paused = false
+		}},
+		{workflow.GetSignalChannel(ctx, SignalProgress), func(ctx workflow.Context, c workflow.ReceiveChannel) {
+			var p activities.Progress
+			c.Receive(ctx, &p)
+			r.onProgress(ctx, p)
+		}},
+		{workflow.GetSignalChannel(ctx, SignalCapacityGranted), func(ctx workflow.Context, c workflow.ReceiveChannel) {
+			var a admission.Allocation
+			c.Receive(ctx, &a)
+			r.onGranted(a)
+		}},
+		{workflow.GetSignalChannel(ctx, SignalYield), func(ctx workflow.Context, c workflow.ReceiveChannel) {
+			var y YieldRequest
+			c.Receive(ctx, &y)
+			r.onYield(y)
+		}},
+	}
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
 			sel := workflow.NewSelector(ctx)
-			sel.AddReceive(pause, func(c workflow.ReceiveChannel, _ bool) {
-				c.Receive(ctx, nil)
-				r.pause()
-			})
-			sel.AddReceive(resume, func(c workflow.ReceiveChannel, _ bool) {
-				c.Receive(ctx, nil)
-				r.paused = false
-			})
-			sel.AddReceive(progress, func(c workflow.ReceiveChannel, _ bool) {
-				var p activities.Progress
-				c.Receive(ctx, &p)
-				r.onProgress(ctx, p)
-			})
-			sel.AddReceive(granted, func(c workflow.ReceiveChannel, _ bool) {
-				var a admission.Allocation
-				c.Receive(ctx, &a)
-				r.onGranted(a)
-			})
-			sel.AddReceive(yield, func(c workflow.ReceiveChannel, _ bool) {
-				var y YieldRequest
-				c.Receive(ctx, &y)
-				r.onYield(y)
-			})
+			for _, s := range r.signals {
+				sel.AddReceive(s.ch, func(c workflow.ReceiveChannel, _ bool) { s.take(ctx, c) })
+			}
 			sel.Select(ctx)
 		}
 	})
 	return nil
+}
+
+// runSignal is one signal a run takes, with what taking it does.
+type runSignal struct {
+	ch   workflow.ReceiveChannel
+	take func(workflow.Context, workflow.ReceiveChannel)
+}
+
+// drainSignals takes every signal delivered and not yet taken, so that
+// none is lost when the run continues as new.
+func (r *run) drainSignals(ctx workflow.Context) {
+	for taken := true; taken; {
+		taken = false
+		for _, s := range r.signals {
+			for s.ch.Len() > 0 {
+				s.take(ctx, s.ch)
+				taken = true
+			}
+		}
+	}
 }
 
 // validatePriority rejects a bad priority before anything is written to

@@ -20,24 +20,30 @@ import (
 // instance, train on it, survive preemptions by resuming on a replacement
 // from the latest checkpoint, and give back everything it acquired however
 // the run ends. Its input is one JobSpec; its result is the final Status.
-func TrainingRun(ctx workflow.Context, js spec.JobSpec) (Status, error) {
-	r, err := newRun(ctx, js)
+//
+// carry is nil on a first start: a client that passes only the spec, from
+// any SDK, leaves it out. A run that has waited long for capacity
+// continues as new, handing its state on in it (see continueAsNew).
+func TrainingRun(ctx workflow.Context, js spec.JobSpec, carry *RunCarry) (Status, error) {
+	r, err := newRun(ctx, js, carry)
 	if err != nil {
 		return Status{}, err
 	}
 	defer r.releaseOnExit(ctx)
 
-	if err := r.listOfferings(ctx); err != nil {
-		return r.end(ctx, err)
+	if carry == nil {
+		if err := r.listOfferings(ctx); err != nil {
+			return r.end(ctx, err)
+		}
+		m, err := r.openMarket(ctx)
+		if err != nil {
+			return r.end(ctx, err)
+		}
+		if m != nil {
+			return r.end(ctx, r.followMarket(ctx, m))
+		}
+		r.joinPool(ctx)
 	}
-	m, err := r.openMarket(ctx)
-	if err != nil {
-		return r.end(ctx, err)
-	}
-	if m != nil {
-		return r.end(ctx, r.followMarket(ctx, m))
-	}
-	r.joinPool(ctx)
 	for !r.done {
 		if err := r.waitWhilePaused(ctx); err != nil {
 			return r.end(ctx, err)
@@ -87,6 +93,9 @@ type run struct {
 	grant                          *admission.Allocation
 	yield                          *YieldRequest
 
+	signals []runSignal // the signals the run takes, drained before it continues as new
+	waits   int         // waits for capacity in this run of the workflow
+
 	market   *clockedMarket  // set when the run follows a market's own clock
 	training workflow.Future // the training attempt while the run watches a clocked market
 
@@ -108,6 +117,9 @@ type RunOptions struct {
 	HeartbeatTimeout   time.Duration // how long an instance may be silent before it counts as lost
 	StopGrace          time.Duration // how long a pause or cancel waits for the final checkpoint
 	MaxTrainerFailures int           // trainer crashes (non-zero exits) tolerated before the run fails
+	// MaxWaits bounds a run's history while it waits for capacity: after
+	// this many waits it continues as new (sooner if the server suggests).
+	MaxWaits int
 }
 
 // DefaultRunOptions are the options every TrainingRun uses.
@@ -117,9 +129,21 @@ var DefaultRunOptions = RunOptions{
 	HeartbeatTimeout:   20 * time.Second,
 	StopGrace:          2 * time.Minute,
 	MaxTrainerFailures: 3,
+	// A wait adds about eight events: a thousand stays far inside the
+	// history limits.
+	MaxWaits: 1000,
 }
 
-func newRun(ctx workflow.Context, js spec.JobSpec) (*run, error) {
+func newRun(ctx workflow.Context, js spec.JobSpec, carry *RunCarry) (*run, error) {
+	r := &run{id: workflow.GetInfo(ctx).WorkflowExecution.ID, opts: DefaultRunOptions}
+	if carry != nil {
+		// The spec was validated when the run first started; its deadline
+		// may have passed since, which is the run's to handle, not an
+		// invalid spec.
+		r.spec = js
+		r.restore(*carry)
+		return r, r.registerHandlers(ctx)
+	}
 	js.Normalize()
 	// Validation formats its messages with fmt, which workflowcheck cannot
 	// prove deterministic; it only formats the spec's own values.
@@ -127,7 +151,7 @@ func newRun(ctx workflow.Context, js spec.JobSpec) (*run, error) {
 	if err := js.Validate(workflow.Now(ctx)); err != nil {
 		return nil, invalidSpecError(err)
 	}
-	r := &run{id: workflow.GetInfo(ctx).WorkflowExecution.ID, spec: js, opts: DefaultRunOptions}
+	r.spec = js
 	r.status = Status{
 		ID: js.ID, Team: js.Team, Tier: string(js.Tier), State: StatePending,
 		Priority: js.Priority, StartedAt: workflow.Now(ctx), Failures: []Failure{},
@@ -189,6 +213,10 @@ func (r *run) acquire(ctx workflow.Context) error {
 		if permanent(details) {
 			return temporal.NewNonRetryableApplicationError(
 				"no offering can ever be acquired: "+describeFailures(details), string(details[0].Class), nil, details)
+		}
+		r.waits++
+		if r.waits >= r.opts.MaxWaits || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			return r.continueAsNew(ctx)
 		}
 		r.setState(ctx, StateWaiting)
 		// Operators filter on why a run waits: RefuelState names the class.
@@ -385,6 +413,10 @@ func (r *run) releaseOnExit(ctx workflow.Context) {
 
 // end records the final state and returns the run's result.
 func (r *run) end(ctx workflow.Context, err error) (Status, error) {
+	var next *workflow.ContinueAsNewError
+	if errors.As(err, &next) {
+		return r.snapshot(ctx), err // nothing is held: the next run goes on
+	}
 	if r.training != nil {
 		r.stopTraining() // the release below takes the instance anyway
 	}

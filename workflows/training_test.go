@@ -436,3 +436,49 @@ func TestAutoCheckpointIntervalLearnsFromThePool(t *testing.T) {
 		})
 	}
 }
+
+// A run that waits long for capacity continues as new, handing on its
+// whole state, and the next run picks up where it stopped: nothing it
+// recorded is lost, and its history starts afresh.
+func TestLongWaitContinuesAsNew(t *testing.T) {
+	saved := DefaultRunOptions
+	DefaultRunOptions.MaxWaits = 3
+	t.Cleanup(func() { DefaultRunOptions = saved })
+
+	f := &fakeCloud{offerings: []capacity.Offering{spotA}, noStock: map[capacity.Market]bool{capacity.Spot: true}}
+	env := newEnv(t, f)
+	js := job(spec.TierFlexible)
+	env.ExecuteWorkflow(TrainingRunName, js)
+	_, err := result(t, env)
+	var next *workflow.ContinueAsNewError
+	if !errors.As(err, &next) {
+		t.Fatalf("run ended with %v; want it to continue as new", err)
+	}
+	var nextSpec spec.JobSpec
+	var carry *RunCarry
+	if err := converter.GetDefaultDataConverter().FromPayloads(next.Input, &nextSpec, &carry); err != nil {
+		t.Fatal(err)
+	}
+	if carry == nil || carry.Attempt != 3 || len(carry.Status.Failures) != 3 || nextSpec.ID != js.ID || len(carry.Offerings) != 1 {
+		t.Fatalf("carried spec %s and %+v; want the spec, three attempts and their failures", nextSpec.ID, carry)
+	}
+	if len(f.released) != 0 {
+		t.Errorf("released %v before continuing: nothing was held", f.released)
+	}
+
+	// The next run: stock has returned.
+	f2 := &fakeCloud{offerings: []capacity.Offering{spotA}}
+	env2 := newEnv(t, f2)
+	env2.ExecuteWorkflow(TrainingRunName, nextSpec, carry)
+	st, err := result(t, env2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StateCompleted || st.Attempt != 4 || len(st.Failures) != 3 || !st.StartedAt.Equal(carry.Status.StartedAt) {
+		t.Errorf("next run ended %s at attempt %d with %d failures, started %s; want completed at attempt 4 keeping the 3 failures and the first start %s",
+			st.State, st.Attempt, len(st.Failures), st.StartedAt, carry.Status.StartedAt)
+	}
+	if len(f2.requests) != 1 || f2.requests[0].Attempt != 4 {
+		t.Errorf("next run acquired %v; want one request, attempt 4 (the idempotency token must not repeat)", f2.requests)
+	}
+}
