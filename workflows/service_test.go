@@ -117,11 +117,20 @@ func (p *fakePool) args(name string) []any {
 	return out
 }
 
+// requests are the replicas asked for, in replica order: replicas ask
+// from coroutines of their own, and the test suite runs their signals'
+// mocks in no fixed order.
 func (p *fakePool) requests() []admission.Request {
 	var out []admission.Request
 	for _, a := range p.args(SignalPoolRequest) {
 		out = append(out, a.(admission.Request))
 	}
+	slices.SortStableFunc(out, func(a, b admission.Request) int {
+		if len(a.ID) != len(b.ID) {
+			return len(a.ID) - len(b.ID)
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
 	return out
 }
 
