@@ -73,7 +73,6 @@ func (r *run) admit(ctx workflow.Context) error {
 			return err
 		}
 	}
-	r.status.Admission.Queued = true
 	r.setState(ctx, StateQueued)
 	for r.grant == nil {
 		if r.paused != r.heldInQueue {
@@ -91,7 +90,6 @@ func (r *run) admit(ctx workflow.Context) error {
 			return err
 		}
 	}
-	r.status.Admission.Queued = false
 	return nil
 }
 
@@ -101,7 +99,6 @@ func (r *run) onGranted(a admission.Allocation) {
 		return
 	}
 	r.grant = &a
-	r.status.Admission.Layer, r.status.Admission.Node, r.status.Admission.Pool = string(a.Layer), a.Node, a.Pool
 }
 
 // onYield asks the run to give its capacity back: the trainer stops at a
@@ -129,7 +126,6 @@ func (r *run) yieldCapacity(ctx workflow.Context) {
 	}
 	r.status.Admission.Yields++
 	r.status.Admission.LastYield = info
-	r.status.Admission.Layer, r.status.Admission.Node, r.status.Admission.Pool = "", "", ""
 	r.grant = nil
 	r.recovering = true // the next instance resumes from the checkpoint: status shows it as a recovery
 	workflow.GetLogger(ctx).Info("yielded capacity to the pool", "reason", y.Reason, "for", y.For, "step", info.AtStep, "checkpoint", info.CheckpointStep)
@@ -142,9 +138,22 @@ func (r *run) leavePool(ctx workflow.Context) {
 		return
 	}
 	r.requested, r.grant, r.heldInQueue = false, nil, false
-	r.status.Admission.Queued = false
-	r.status.Admission.Layer, r.status.Admission.Node, r.status.Admission.Pool = "", "", ""
 	r.tellPool(ctx, SignalPoolRelease, PoolRef{ID: r.id})
+}
+
+// admissionStatus is the run's place with the pool as status shows it:
+// what it holds comes from its grant.
+func (r *run) admissionStatus() *AdmissionStatus {
+	if r.status.Admission == nil {
+		return nil
+	}
+	a := *r.status.Admission
+	a.Queued = r.requested && r.grant == nil
+	a.Layer, a.Node, a.Pool = "", "", ""
+	if g := r.grant; g != nil {
+		a.Layer, a.Node, a.Pool = string(g.Layer), g.Node, g.Pool
+	}
+	return &a
 }
 
 // grantedOfferings are what the run may acquire under its grant, in

@@ -34,7 +34,7 @@ func (r *run) continueAsNew(ctx workflow.Context) error {
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return err
 	}
-	r.drainSignals(ctx)
+	drainSignals(ctx, r.signals)
 	carry := RunCarry{
 		Status: r.status, Ledger: r.ledger, Offerings: r.offerings, AvoidZone: r.avoidZone,
 		Attempt: r.attempt, TrainerFailures: r.trainerFailures, Paused: r.paused, Recovering: r.recovering,

@@ -34,61 +34,39 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 	); err != nil {
 		return err
 	}
-	r.signals = []runSignal{
-		{workflow.GetSignalChannel(ctx, SignalPause), func(ctx workflow.Context, c workflow.ReceiveChannel) {
+	r.signals = []signalHandler{
+		onSignal(ctx, SignalPause, func(ctx workflow.Context, c workflow.ReceiveChannel) {
 			c.Receive(ctx, nil)
 			r.pause()
-		}},
-		{workflow.GetSignalChannel(ctx, SignalResume), func(ctx workflow.Context, c workflow.ReceiveChannel) {
+		}),
+		onSignal(ctx, SignalResume, func(ctx workflow.Context, c workflow.ReceiveChannel) {
 			c.Receive(ctx, nil)
 			r.paused = false
-		}},
-		{workflow.GetSignalChannel(ctx, SignalProgress), func(ctx workflow.Context, c workflow.ReceiveChannel) {
+		}),
+		onSignal(ctx, SignalProgress, func(ctx workflow.Context, c workflow.ReceiveChannel) {
 			var p activities.Progress
 			c.Receive(ctx, &p)
 			r.onProgress(ctx, p)
-		}},
-		{workflow.GetSignalChannel(ctx, SignalCapacityGranted), func(ctx workflow.Context, c workflow.ReceiveChannel) {
+		}),
+		onSignal(ctx, SignalCapacityGranted, func(ctx workflow.Context, c workflow.ReceiveChannel) {
 			var a admission.Allocation
 			c.Receive(ctx, &a)
 			r.onGranted(a)
-		}},
-		{workflow.GetSignalChannel(ctx, SignalYield), func(ctx workflow.Context, c workflow.ReceiveChannel) {
+		}),
+		onSignal(ctx, SignalYield, func(ctx workflow.Context, c workflow.ReceiveChannel) {
 			var y YieldRequest
 			c.Receive(ctx, &y)
 			r.onYield(y)
-		}},
+		}),
 	}
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
 			sel := workflow.NewSelector(ctx)
-			for _, s := range r.signals {
-				sel.AddReceive(s.ch, func(c workflow.ReceiveChannel, _ bool) { s.take(ctx, c) })
-			}
+			addSignals(ctx, sel, r.signals)
 			sel.Select(ctx)
 		}
 	})
 	return nil
-}
-
-// runSignal is one signal a run takes, with what taking it does.
-type runSignal struct {
-	ch   workflow.ReceiveChannel
-	take func(workflow.Context, workflow.ReceiveChannel)
-}
-
-// drainSignals takes every signal delivered and not yet taken, so that
-// none is lost when the run continues as new.
-func (r *run) drainSignals(ctx workflow.Context) {
-	for taken := true; taken; {
-		taken = false
-		for _, s := range r.signals {
-			for s.ch.Len() > 0 {
-				s.take(ctx, s.ch)
-				taken = true
-			}
-		}
-	}
 }
 
 // validatePriority rejects a bad priority before anything is written to

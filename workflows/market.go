@@ -300,26 +300,10 @@ func (m *clockedMarket) offering(c policy.Choice) *capacity.Offering {
 	return nil
 }
 
-// startTraining starts the training attempt on the held instance; it runs
-// while the run watches the market.
-func (r *run) startTraining(ctx workflow.Context) {
-	r.setState(ctx, StateRunning)
-	r.trainingSince = workflow.Now(ctx)
-	in := activities.TrainingInput{
-		Spec: r.spec, Attempt: r.attempt, InstanceID: r.instance.ID, CheckpointURL: r.spec.Checkpoint.URL,
-		CheckpointInterval: r.checkpointInterval(ctx), StopGrace: r.opts.StopGrace,
-	}
-	actx, cancel := workflow.WithCancel(trainingOptions(ctx, r.instance.TaskQueue, r.spec.Work.D(), r.opts))
-	r.stopTraining = cancel
-	r.training = workflow.ExecuteActivity(actx, activities.RunTrainingName, in)
-}
-
 // trainingEnded settles a training attempt that ended by itself or was
 // stopped.
 func (r *run) trainingEnded(ctx workflow.Context) error {
-	var res activities.TrainingResult
-	err := r.training.Get(ctx, &res)
-	r.training, r.stopTraining = nil, nil
+	res, err := r.attemptResult(ctx)
 	return r.settle(ctx, res, err)
 }
 
@@ -327,10 +311,7 @@ func (r *run) trainingEnded(ctx workflow.Context) error {
 // back.
 func (r *run) stopInstance(ctx workflow.Context, reason activities.ReleaseReason) {
 	if r.training != nil {
-		r.stopTraining()
-		var res activities.TrainingResult
-		_ = r.training.Get(ctx, &res)
-		r.training, r.stopTraining = nil, nil
+		res, _ := r.stopAttempt(ctx)
 		r.observeResult(ctx, res)
 	}
 	r.release(ctx, reason)
@@ -341,10 +322,7 @@ func (r *run) stopInstance(ctx workflow.Context, reason activities.ReleaseReason
 // which the notice allows for, and counts the preemption either way.
 func (r *run) loseToMarket(ctx workflow.Context) {
 	if r.training != nil {
-		r.stopTraining()
-		var res activities.TrainingResult
-		err := r.training.Get(ctx, &res)
-		r.training, r.stopTraining = nil, nil
+		res, err := r.stopAttempt(ctx)
 		if err == nil && res.Outcome == activities.OutcomeCompleted {
 			_ = r.settle(ctx, res, nil)
 			return

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -58,9 +59,7 @@ func CapacityPool(ctx workflow.Context, in PoolInput) error {
 	check := workflow.NewTimer(ctx, ownersCheckEvery)
 	for ctx.Err() == nil && !p.tooLong(ctx) {
 		sel := workflow.NewSelector(ctx)
-		for _, s := range signals {
-			sel.AddReceive(s.ch, func(c workflow.ReceiveChannel, _ bool) { s.handle(ctx, c) })
-		}
+		addSignals(ctx, sel, signals)
 		sel.AddFuture(check, func(workflow.Future) {
 			p.releaseAbandoned(ctx)
 			check = workflow.NewTimer(ctx, ownersCheckEvery)
@@ -73,14 +72,7 @@ func CapacityPool(ctx workflow.Context, in PoolInput) error {
 	}
 	// Nothing sent to the pool may be lost across generations: take in
 	// every signal already delivered before handing the state on.
-	for drained := true; drained; {
-		drained = false
-		for _, s := range signals {
-			for s.receiveAsync(ctx) {
-				drained = true
-			}
-		}
-	}
+	drainSignals(ctx, signals)
 	p.schedule(ctx)
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return err
@@ -114,23 +106,9 @@ func newCapacityPool(ctx workflow.Context, in PoolInput) (*capacityPool, error) 
 	return p, nil
 }
 
-// poolSignal is one signal the pool takes, with what it does.
-type poolSignal struct {
-	ch     workflow.ReceiveChannel
-	handle func(workflow.Context, workflow.ReceiveChannel)
-}
-
-func (s poolSignal) receiveAsync(ctx workflow.Context) bool {
-	if s.ch.Len() == 0 {
-		return false
-	}
-	s.handle(ctx, s.ch)
-	return true
-}
-
 // channels wires each signal of the protocol to its handler. The order is
 // fixed, so replays take signals that arrived together in the same order.
-func (p *capacityPool) channels(ctx workflow.Context) []poolSignal {
+func (p *capacityPool) channels(ctx workflow.Context) []signalHandler {
 	log := workflow.GetLogger(ctx)
 	ignore := func(what, id string, err error) {
 		var nf *admission.NotFoundError
@@ -138,11 +116,8 @@ func (p *capacityPool) channels(ctx workflow.Context) []poolSignal {
 			log.Warn("pool ignored a signal", "signal", what, "id", id, "error", err)
 		}
 	}
-	on := func(name string, handle func(workflow.Context, workflow.ReceiveChannel)) poolSignal {
-		return poolSignal{ch: workflow.GetSignalChannel(ctx, name), handle: handle}
-	}
-	return []poolSignal{
-		on(SignalPoolConfigure, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+	return []signalHandler{
+		onSignal(ctx, SignalPoolConfigure, func(ctx workflow.Context, c workflow.ReceiveChannel) {
 			var cfg pool.Config
 			c.Receive(ctx, &cfg)
 			cfg.Normalize()
@@ -152,37 +127,37 @@ func (p *capacityPool) channels(ctx workflow.Context) []poolSignal {
 			}
 			p.state.Reconfigure(cfg)
 		}),
-		on(SignalPoolRequest, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+		onSignal(ctx, SignalPoolRequest, func(ctx workflow.Context, c workflow.ReceiveChannel) {
 			var r admission.Request
 			c.Receive(ctx, &r)
 			p.request(ctx, r)
 		}),
-		on(SignalPoolBind, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+		onSignal(ctx, SignalPoolBind, func(ctx workflow.Context, c workflow.ReceiveChannel) {
 			var b PoolBind
 			c.Receive(ctx, &b)
 			ignore(SignalPoolBind, b.ID, p.state.Bind(b.ID, b.Offering))
 		}),
-		on(SignalPoolRelease, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+		onSignal(ctx, SignalPoolRelease, func(ctx workflow.Context, c workflow.ReceiveChannel) {
 			var ref PoolRef
 			c.Receive(ctx, &ref)
 			p.release(ref.ID)
 		}),
-		on(SignalPoolYielded, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+		onSignal(ctx, SignalPoolYielded, func(ctx workflow.Context, c workflow.ReceiveChannel) {
 			var ref PoolRef
 			c.Receive(ctx, &ref)
 			ignore(SignalPoolYielded, ref.ID, p.state.Requeue(ref.ID, workflow.Now(ctx)))
 		}),
-		on(SignalPoolPriority, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+		onSignal(ctx, SignalPoolPriority, func(ctx workflow.Context, c workflow.ReceiveChannel) {
 			var pr PoolPriority
 			c.Receive(ctx, &pr)
 			ignore(SignalPoolPriority, pr.ID, p.state.SetPriority(pr.ID, pr.Priority))
 		}),
-		on(SignalPoolPause, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+		onSignal(ctx, SignalPoolPause, func(ctx workflow.Context, c workflow.ReceiveChannel) {
 			var ref PoolRef
 			c.Receive(ctx, &ref)
 			ignore(SignalPoolPause, ref.ID, p.state.Pause(ref.ID, workflow.Now(ctx)))
 		}),
-		on(SignalPoolResume, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+		onSignal(ctx, SignalPoolResume, func(ctx workflow.Context, c workflow.ReceiveChannel) {
 			var ref PoolRef
 			c.Receive(ctx, &ref)
 			ignore(SignalPoolResume, ref.ID, p.state.Resume(ref.ID, workflow.Now(ctx)))
@@ -274,12 +249,9 @@ func (p *capacityPool) yield(ctx workflow.Context, a admission.Allocation, reaso
 func (p *capacityPool) releaseAbandoned(ctx workflow.Context) {
 	var owners []string
 	add := func(o string) {
-		for _, x := range owners {
-			if x == o {
-				return
-			}
+		if !slices.Contains(owners, o) {
+			owners = append(owners, o)
 		}
-		owners = append(owners, o)
 	}
 	for _, r := range p.state.Waiting {
 		add(r.Owner)

@@ -229,32 +229,26 @@ func (s *service) resume(ctx workflow.Context) {
 	}
 }
 
-// serviceSignal is a signal channel with what the service does with it.
-type serviceSignal struct {
-	ch     workflow.ReceiveChannel
-	handle func(workflow.Context, workflow.ReceiveChannel)
-}
-
 // signals are the channels the service listens on, in a fixed order so
 // that signals arriving together are taken alike on replay.
-func (s *service) signals(ctx workflow.Context) []serviceSignal {
-	return []serviceSignal{
-		{workflow.GetSignalChannel(ctx, SignalMetrics), func(ctx workflow.Context, c workflow.ReceiveChannel) {
+func (s *service) signals(ctx workflow.Context) []signalHandler {
+	return []signalHandler{
+		onSignal(ctx, SignalMetrics, func(ctx workflow.Context, c workflow.ReceiveChannel) {
 			var m autoscale.Metrics
 			c.Receive(ctx, &m)
 			s.observe(ctx, m)
 			s.decide(ctx)
-		}},
-		{workflow.GetSignalChannel(ctx, SignalCapacityGranted), func(ctx workflow.Context, c workflow.ReceiveChannel) {
+		}),
+		onSignal(ctx, SignalCapacityGranted, func(ctx workflow.Context, c workflow.ReceiveChannel) {
 			var a admission.Allocation
 			c.Receive(ctx, &a)
 			s.onGranted(ctx, a)
-		}},
-		{workflow.GetSignalChannel(ctx, SignalYield), func(ctx workflow.Context, c workflow.ReceiveChannel) {
+		}),
+		onSignal(ctx, SignalYield, func(ctx workflow.Context, c workflow.ReceiveChannel) {
 			var y YieldRequest
 			c.Receive(ctx, &y)
 			s.onYield(ctx, y)
-		}},
+		}),
 	}
 }
 
@@ -274,9 +268,7 @@ func (s *service) serve(ctx workflow.Context) error {
 			tick = workflow.NewTimer(ctx, s.opts.DecisionInterval)
 			s.decide(ctx)
 		})
-		for _, sig := range signals {
-			sel.AddReceive(sig.ch, func(c workflow.ReceiveChannel, _ bool) { sig.handle(ctx, c) })
-		}
+		addSignals(ctx, sel, signals)
 		sel.Select(ctx)
 		if ctx.Err() != nil {
 			return temporal.NewCanceledError()
@@ -751,20 +743,13 @@ func (s *service) historyLong(ctx workflow.Context) bool {
 // continueAsNew hands everything on to a fresh run: nothing new starts,
 // calls and handlers under way end, and every signal already delivered
 // is taken in, until none is left.
-func (s *service) continueAsNew(ctx workflow.Context, signals []serviceSignal) error {
+func (s *service) continueAsNew(ctx workflow.Context, signals []signalHandler) error {
 	s.draining = true
 	for {
 		if err := workflow.Await(ctx, func() bool { return s.inFlight == 0 && workflow.AllHandlersFinished(ctx) }); err != nil {
 			return err
 		}
-		drained := false
-		for _, sig := range signals {
-			for sig.ch.Len() > 0 {
-				sig.handle(ctx, sig.ch)
-				drained = true
-			}
-		}
-		if !drained {
+		if !drainSignals(ctx, signals) {
 			break
 		}
 	}

@@ -93,11 +93,11 @@ type run struct {
 	grant                          *admission.Allocation
 	yield                          *YieldRequest
 
-	signals []runSignal // the signals the run takes, drained before it continues as new
-	waits   int         // waits for capacity in this run of the workflow
+	signals []signalHandler // the signals the run takes, drained before it continues as new
+	waits   int             // waits for capacity in this run of the workflow
 
 	market   *clockedMarket  // set when the run follows a market's own clock
-	training workflow.Future // the training attempt while the run watches a clocked market
+	training workflow.Future // the training attempt under way, if any
 
 	// attemptLog is what the current instance teaches about its pool,
 	// handed to the pool's checkpoint log when the instance is released.
@@ -263,6 +263,13 @@ func (r *run) onAcquired(ctx workflow.Context, inst capacity.Instance) {
 // train runs the job on the instance until it completes, is preempted,
 // is stopped for a pause, or the instance goes silent.
 func (r *run) train(ctx workflow.Context) (activities.TrainingResult, error) {
+	r.startTraining(ctx)
+	return r.attemptResult(ctx)
+}
+
+// startTraining starts the training attempt on the held instance; a run
+// on a clocked market watches the market while it runs.
+func (r *run) startTraining(ctx workflow.Context) {
 	r.setState(ctx, StateRunning)
 	r.trainingSince = workflow.Now(ctx)
 	in := activities.TrainingInput{
@@ -271,10 +278,22 @@ func (r *run) train(ctx workflow.Context) (activities.TrainingResult, error) {
 	}
 	actx, cancel := workflow.WithCancel(trainingOptions(ctx, r.instance.TaskQueue, r.spec.Work.D(), r.opts))
 	r.stopTraining = cancel
-	defer func() { r.stopTraining = nil }()
+	r.training = workflow.ExecuteActivity(actx, activities.RunTrainingName, in)
+}
+
+// attemptResult waits for the training attempt to end.
+func (r *run) attemptResult(ctx workflow.Context) (activities.TrainingResult, error) {
 	var res activities.TrainingResult
-	err := workflow.ExecuteActivity(actx, activities.RunTrainingName, in).Get(ctx, &res)
+	err := r.training.Get(ctx, &res)
+	r.training, r.stopTraining = nil, nil
 	return res, err
+}
+
+// stopAttempt asks the trainer to stop at a checkpoint and waits for the
+// attempt to end.
+func (r *run) stopAttempt(ctx workflow.Context) (activities.TrainingResult, error) {
+	r.stopTraining()
+	return r.attemptResult(ctx)
 }
 
 // settle acts on how an attempt ended.
@@ -457,6 +476,7 @@ func (r *run) snapshot(ctx workflow.Context) Status {
 	if r.market != nil {
 		s.Market = r.market.marketStatus()
 	}
+	s.Admission = r.admissionStatus()
 	return s
 }
 

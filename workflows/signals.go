@@ -1,0 +1,40 @@
+package workflows
+
+import "go.temporal.io/sdk/workflow"
+
+// signalHandler is one signal a workflow takes, with what taking it does.
+// A workflow keeps its handlers in a fixed order, so signals that arrive
+// together are taken in the same order on replay.
+type signalHandler struct {
+	ch   workflow.ReceiveChannel
+	take func(workflow.Context, workflow.ReceiveChannel)
+}
+
+// onSignal is the handler of the named signal.
+func onSignal(ctx workflow.Context, name string, take func(workflow.Context, workflow.ReceiveChannel)) signalHandler {
+	return signalHandler{ch: workflow.GetSignalChannel(ctx, name), take: take}
+}
+
+// addSignals makes sel take any of the handlers' signals.
+func addSignals(ctx workflow.Context, sel workflow.Selector, hs []signalHandler) {
+	for _, h := range hs {
+		sel.AddReceive(h.ch, func(c workflow.ReceiveChannel, _ bool) { h.take(ctx, c) })
+	}
+}
+
+// drainSignals takes every signal delivered and not yet taken, including
+// those its handlers' work lets in, so that none is lost when the
+// workflow continues as new. It reports whether it took any.
+func drainSignals(ctx workflow.Context, hs []signalHandler) bool {
+	took := false
+	for more := true; more; {
+		more = false
+		for _, h := range hs {
+			for h.ch.Len() > 0 {
+				h.take(ctx, h.ch)
+				more, took = true, true
+			}
+		}
+	}
+	return took
+}
