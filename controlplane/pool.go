@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"go.temporal.io/sdk/client"
 
@@ -19,7 +20,7 @@ func startBase(c pool.Config, launcher local.LauncherConfig) (*local.Cloud, erro
 	var offerings []capacity.Offering
 	for _, n := range c.Base.Inventory() {
 		o := n.Offering(c.Base.Provider)
-		if !containsKey(offerings, o) {
+		if !slices.ContainsFunc(offerings, func(x capacity.Offering) bool { return x.Key() == o.Key() }) {
 			offerings = append(offerings, o)
 		}
 	}
@@ -28,15 +29,6 @@ func startBase(c pool.Config, launcher local.LauncherConfig) (*local.Cloud, erro
 		return nil, fmt.Errorf("base group %s: %w", c.Base.Name, err)
 	}
 	return base, nil
-}
-
-func containsKey(os []capacity.Offering, o capacity.Offering) bool {
-	for _, x := range os {
-		if x.Key() == o.Key() {
-			return true
-		}
-	}
-	return false
 }
 
 // EnsurePool starts the CapacityPool workflow with the pools file, or
