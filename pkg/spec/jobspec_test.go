@@ -125,3 +125,12 @@ func TestParseJobSpecRejectsUnknownAndMistypedFields(t *testing.T) {
 		})
 	}
 }
+
+// An unknown field is a field error naming it, like any other.
+func TestUnknownFieldIsAFieldError(t *testing.T) {
+	_, err := ParseJobSpec([]byte("id: a\nwork: 1h\nteem: x\n"), now)
+	var ve *ValidationError
+	if !errors.As(err, &ve) || len(ve.Fields) != 1 || ve.Fields[0].Field != "teem" {
+		t.Errorf("error %v; want a field error on teem", err)
+	}
+}

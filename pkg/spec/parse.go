@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -16,7 +17,7 @@ import (
 // validates it against now.
 func ParseJobSpec(data []byte, now time.Time) (JobSpec, error) {
 	var s JobSpec
-	if err := decodeStrict(data, &s); err != nil {
+	if err := DecodeStrict(data, &s, "JobSpec"); err != nil {
 		return JobSpec{}, err
 	}
 	s.Normalize()
@@ -70,6 +71,12 @@ func decodeError(err error) error {
 	if errors.As(err, &pe) {
 		return &ValidationError{Kind: "spec", Fields: []*FieldError{{
 			Field: "deadline", Problem: fmt.Sprintf("%q is not an RFC 3339 time", pe.Value), Fix: "write it like 2026-12-01T18:00:00Z",
+		}}}
+	}
+	// Go's decoder has no type for an unknown field; its message is stable.
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return &ValidationError{Kind: "spec", Fields: []*FieldError{{
+			Field: strings.Trim(name, `"`), Problem: "is not a field of this document", Fix: "check its spelling against the documented fields, or remove it",
 		}}}
 	}
 	return fmt.Errorf("spec: %w", err)
