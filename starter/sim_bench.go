@@ -39,6 +39,9 @@ type benchCell struct {
 	start    int
 	cost     map[policy.Name]float64 // share of all-on-demand
 	met      map[policy.Name]bool
+	// known is refuel's cost planning with the window's own statistics
+	// (--known-statistics), single-zone only; 0 when not replayed.
+	known float64
 }
 
 // runSimBench is `starter sim-bench` (make bench-policy): every trace
@@ -62,6 +65,7 @@ func runSimBench(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&job.RestartOverhead, "restart-overhead", job.RestartOverhead, "restart overhead")
 	fs.Float64Var(&job.SpotPrice, "spot-price", job.SpotPrice, "spot USD per hour")
 	fs.Float64Var(&job.OnDemandPrice, "ondemand-price", job.OnDemandPrice, "on-demand USD per hour")
+	known := fs.Bool("known-statistics", false, "also replay refuel planning with each single-zone window's own stretch statistics, known in advance: how much of its distance from the optimum better estimation could win")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -95,7 +99,7 @@ func runSimBench(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	if err := runBenchCells(cells, job, stderr); err != nil {
+	if err := runBenchCells(cells, job, *known, stderr); err != nil {
 		return err
 	}
 	printBench(stdout, job, dls, singles, multis, cells)
@@ -152,7 +156,7 @@ func benchMarkets(dir string) (singles, multis []*benchMarket, err error) {
 }
 
 // runBenchCells replays every cell under every policy, on every core.
-func runBenchCells(cells []*benchCell, job replay.Job, stderr io.Writer) error {
+func runBenchCells(cells []*benchCell, job replay.Job, known bool, stderr io.Writer) error {
 	var (
 		mu    sync.Mutex
 		wg    sync.WaitGroup
@@ -175,6 +179,16 @@ func runBenchCells(cells []*benchCell, job replay.Job, stderr io.Writer) error {
 						first = fmt.Errorf("%s, deadline %s, start %d, %s: %w", c.market.name, c.deadline, c.start, p, err)
 					}
 					c.cost[p], c.met[p] = res.Cost/j.OnDemandCost(), res.DeadlineMet
+					mu.Unlock()
+				}
+				if known && c.market.zones == 1 {
+					m := c.market.market
+					res, err := replay.Run(m, j, c.start, replay.NewKnownStatistics(m, c.start, c.deadline, replay.NewOnline(j.Tier, policy.Refuel)))
+					mu.Lock()
+					if err != nil && first == nil {
+						first = fmt.Errorf("%s, deadline %s, start %d, refuel with known statistics: %w", c.market.name, c.deadline, c.start, err)
+					}
+					c.known = res.Cost / j.OnDemandCost()
 					mu.Unlock()
 				}
 				mu.Lock()
@@ -347,6 +361,19 @@ func printTargets(w io.Writer, dls []time.Duration, multis []*benchMarket, cells
 		s := statsOf(cs)
 		ratio := s.cost[policy.Refuel] / s.cost[policy.Optimal]
 		fmt.Fprintf(w, "  refuel's mean within 5%% of the optimum at %s: %s (%+.1f%%)\n", shortDuration(dl), yes(ratio <= 1.05), 100*(ratio-1))
+		if len(cs) > 0 && cs[0].known > 0 {
+			var sum float64
+			worse := 0
+			for _, c := range cs {
+				sum += c.known
+				if c.known > max(c.cost[policy.Greedy], c.cost[policy.UniformProgress])+1e-9 {
+					worse++
+				}
+			}
+			k := sum / float64(len(cs))
+			fmt.Fprintf(w, "      with each window's own statistics known in advance: %.1f%% (%+.1f%% over the optimum; %d windows above both greedy and uniform-progress)\n",
+				100*k, 100*(k/s.cost[policy.Optimal]-1), worse)
+		}
 	}
 	for _, bm := range multis {
 		for _, dl := range dls {

@@ -154,3 +154,36 @@ func TestSimPlots(t *testing.T) {
 		}
 	}
 }
+
+func TestSimBenchReportsTargetsAndTheKnownStatisticsBound(t *testing.T) {
+	dir := t.TempDir()
+	for _, zone := range []string{"us-west-2a", "us-west-2b"} {
+		b, err := os.ReadFile(simTrace(t, zone+"_v100_1.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, zone+"_v100_1.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(extra ...string) string {
+		var out, errs bytes.Buffer
+		args := append([]string{"--traces", dir, "--starts", "2", "--work", "3h", "--deadlines", "4h,5h"}, extra...)
+		if err := runSimBench(args, &out, &errs); err != nil {
+			t.Fatalf("sim-bench: %v\n%s", err, errs.String())
+		}
+		return out.String()
+	}
+	plain, known := run(), run("--known-statistics")
+	for _, want := range []string{"ALL single-zone (4 windows)", "refuel meets every deadline", "v100_1 (2 zones)"} {
+		if !strings.Contains(plain, want) {
+			t.Errorf("sim-bench output lacks %q:\n%s", want, plain)
+		}
+	}
+	if strings.Contains(plain, "known in advance") {
+		t.Errorf("the bound is printed without --known-statistics:\n%s", plain)
+	}
+	if n := strings.Count(known, "with each window's own statistics known in advance"); n != 2 {
+		t.Errorf("want the bound once per deadline, got %d:\n%s", n, known)
+	}
+}
