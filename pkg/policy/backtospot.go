@@ -1,0 +1,36 @@
+package policy
+
+import (
+	"time"
+
+	"refuel/pkg/capacity"
+)
+
+// BackToSpot answers, for a deadline run holding on-demand on a cloud
+// whose spot stock shows only when one tries to launch (EC2, the local
+// cloud: no market clock), whether to try spot again now, and in which
+// zone. Every zone of m is taken as in stock, since a try is what tells,
+// and the answer is refuel's for the run's own slack and what was seen
+// of the zones (their History; with none, its priors). A try that finds
+// no stock costs nothing but the try: the run keeps its on-demand
+// instance until the spot one is up.
+//
+// The slack the plan counts is capped at twice the remaining work (and
+// at least a day): a run with weeks to spare decides as one with a day
+// would, and the plan stays small.
+func BackToSpot(s State, m Market) (Choice, bool) {
+	if s.Current.Market != capacity.OnDemand || s.Remaining <= 0 || len(m.Zones) == 0 {
+		return None, false
+	}
+	if limit := max(2*s.Remaining, 24*time.Hour); s.TimeLeft-s.Remaining > limit {
+		s.TimeLeft = s.Remaining + limit
+	}
+	zones := make([]Zone, len(m.Zones))
+	for i, z := range m.Zones {
+		z.SpotAvailable = true
+		zones[i] = z
+	}
+	m.Zones = zones
+	c := new(Decider).refuel(s, m)
+	return c, c.Market == capacity.Spot
+}

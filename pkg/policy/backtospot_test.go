@@ -1,0 +1,50 @@
+package policy
+
+import (
+	"testing"
+	"time"
+)
+
+func TestBackToSpot(t *testing.T) {
+	h := func(x float64) time.Duration { return time.Duration(x * float64(time.Hour)) }
+	onDemand := func(remaining, left float64) State {
+		return State{Elapsed: h(1), TimeLeft: h(left), Done: h(1), Remaining: h(remaining), RestartOverhead: 12 * time.Minute, Current: odA}
+	}
+	cases := map[string]struct {
+		s    State
+		m    Market
+		want Choice
+		ok   bool
+	}{
+		"ample slack: try spot":                      {onDemand(40, 60), market(false, false), spotA, true},
+		"weeks of slack decide as a day would":       {onDemand(10, 24*30), market(false, false), spotA, true},
+		"no slack for a changeover: stay":            {onDemand(40, 40.2), market(false, false), None, false},
+		"less work left than a changeover pays for":  {onDemand(0.05, 30), market(false, false), None, false},
+		"on spot already: nothing to answer":         {State{TimeLeft: h(60), Remaining: h(40), RestartOverhead: 12 * time.Minute, Current: spotA}, market(true, true), None, false},
+		"no spot offering: stay":                     {onDemand(40, 60), Market{Step: 10 * time.Minute, OnDemandPrice: 3.06}, None, false},
+		"a zone whose stock rarely lasts is skipped": {onDemand(40, 60), flaky(), spotB, true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, ok := BackToSpot(tc.s, tc.m)
+			if ok != tc.ok || (ok && got != tc.want) {
+				t.Errorf("got %s %v, want %s %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+// flaky is market(false, false) where zone a was seen in stock forty
+// times, never for more than ten minutes, and zone b ten times for hours.
+func flaky() Market {
+	m := market(false, false)
+	for range 40 {
+		m.Zones[0].History.Observe(true, 10*time.Minute)
+		m.Zones[0].History.Observe(false, 30*time.Minute)
+	}
+	for range 10 {
+		m.Zones[1].History.Observe(true, 6*time.Hour)
+		m.Zones[1].History.Observe(false, 30*time.Minute)
+	}
+	return m
+}
