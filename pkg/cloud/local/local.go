@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -89,7 +90,24 @@ func New(cfg Config) (*Cloud, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local cloud: %w", err)
 	}
+	cfg.Stock = maps.Clone(cfg.Stock) // SetStock changes the cloud's own
 	return &Cloud{cfg: cfg, launcher: l, log: cfg.Logger.Named("local-cloud"), instances: map[string]*instance{}, byToken: map[string]string{}}, nil
+}
+
+// SetStock caps the running instances of an offering from now on, as a
+// market whose stock comes and goes would; a negative n lifts the cap.
+// Instances already running over a lowered cap keep running.
+func (c *Cloud) SetStock(key string, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n < 0 {
+		delete(c.cfg.Stock, key)
+		return
+	}
+	if c.cfg.Stock == nil {
+		c.cfg.Stock = map[string]int{}
+	}
+	c.cfg.Stock[key] = n
 }
 
 // Name implements capacity.Provider.

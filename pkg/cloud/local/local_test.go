@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -160,5 +161,34 @@ func imds(t *testing.T, endpoint, path string) string {
 func TestNewRequiresAgentCommand(t *testing.T) {
 	if _, err := New(Config{}); err == nil || !strings.Contains(err.Error(), "AgentCommand") {
 		t.Errorf("New without AgentCommand: %v", err)
+	}
+}
+
+func TestSetStockComesAndGoes(t *testing.T) {
+	ctx := context.Background()
+	spot := DefaultOfferings()[0]
+	stock := map[string]int{spot.Key(): 0}
+	c := newCloud(t, stock, false)
+	try := func(attempt int) error {
+		_, err := c.Acquire(ctx, request("run-1", attempt, spot))
+		return err
+	}
+	var ce *capacity.Error
+	if err := try(1); !errors.As(err, &ce) || ce.Class != capacity.NoCapacity {
+		t.Fatalf("out of stock: %v; want no-capacity", err)
+	}
+	c.SetStock(spot.Key(), 1)
+	if stock[spot.Key()] != 0 {
+		t.Error("SetStock changed the caller's map")
+	}
+	if err := try(2); err != nil {
+		t.Fatalf("in stock: %v", err)
+	}
+	if err := try(3); !errors.As(err, &ce) || ce.Class != capacity.NoCapacity {
+		t.Fatalf("the one in stock is running: %v; want no-capacity", err)
+	}
+	c.SetStock(spot.Key(), -1)
+	if err := try(4); err != nil {
+		t.Fatalf("cap lifted: %v", err)
 	}
 }
