@@ -32,14 +32,15 @@ type OfferingsInput struct {
 type ReleaseReason string
 
 const (
-	ReleaseCompleted ReleaseReason = "completed"
-	ReleasePreempted ReleaseReason = "preempted"
-	ReleasePaused    ReleaseReason = "paused"
-	ReleaseYielded   ReleaseReason = "yielded"   // given back to the capacity pool for a higher priority, or to move to base
-	ReleaseScaledIn  ReleaseReason = "scaled-in" // a service replica no longer needed
-	ReleaseFailed    ReleaseReason = "failed"
-	ReleaseCleanup   ReleaseReason = "cleanup"
-	ReleaseOrphaned  ReleaseReason = "orphaned"
+	ReleaseCompleted  ReleaseReason = "completed"
+	ReleasePreempted  ReleaseReason = "preempted"
+	ReleasePaused     ReleaseReason = "paused"
+	ReleaseYielded    ReleaseReason = "yielded"    // given back to the capacity pool for a higher priority, or to move to base
+	ReleaseScaledIn   ReleaseReason = "scaled-in"  // a service replica no longer needed
+	ReleaseChangeover ReleaseReason = "changeover" // a deadline run moved from on-demand back to spot
+	ReleaseFailed     ReleaseReason = "failed"
+	ReleaseCleanup    ReleaseReason = "cleanup"
+	ReleaseOrphaned   ReleaseReason = "orphaned"
 )
 
 // ReleaseInput names an instance to give back.

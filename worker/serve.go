@@ -16,6 +16,7 @@ import (
 	"refuel/internal/telemetry"
 	awscloud "refuel/pkg/cloud/aws"
 	"refuel/pkg/pool"
+	"refuel/workflows"
 )
 
 func serve(args []string) int {
@@ -40,6 +41,8 @@ func serve(args []string) int {
 		awsRegion  = fs.String("aws-region", os.Getenv("AWS_REGION"), "AWS region for --provider aws")
 		awsLT      = fs.String("aws-launch-template", envOr("REFUEL_AWS_LAUNCH_TEMPLATE", "refuel-node"), "launch template (name) whose user data starts `worker agent`, for --provider aws")
 		poolsFile  = fs.String("pools", os.Getenv("REFUEL_POOLS"), "pools file (YAML): a base group runs ask for first and burst pools they overflow to; none lets runs acquire on their own (env REFUEL_POOLS; see examples/pools.yaml)")
+		spotRetry  = fs.Duration("spot-retry", workflows.DefaultRunOptions.SpotRetryInterval, "how often a deadline run on on-demand asks refuel whether to try spot again, backing off to an hour while tries find no stock; 0 keeps such runs on on-demand")
+		changeover = fs.Duration("changeover-overhead", workflows.DefaultRunOptions.RestartOverhead, "what refuel counts a move from on-demand to spot to cost a run (boot, setup, restoring the checkpoint)")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
 		logJSON    = fs.Bool("log-json", false, "log JSON lines instead of console text")
 	)
@@ -53,6 +56,12 @@ func serve(args []string) int {
 	}
 	defer func() { _ = log.Sync() }()
 	zap.ReplaceGlobals(log)
+	if *spotRetry < 0 || *changeover < 0 {
+		log.Error("--spot-retry and --changeover-overhead are durations of 0 or more, e.g. 10m")
+		return 2
+	}
+	workflows.DefaultRunOptions.SpotRetryInterval = *spotRetry
+	workflows.DefaultRunOptions.RestartOverhead = *changeover
 
 	var pools *pool.Config
 	if *poolsFile != "" {

@@ -93,7 +93,7 @@ func (r *run) pause() {
 // onProgress folds a node agent's report into status. Reports from an
 // earlier attempt (a late signal from a lost instance) are ignored.
 func (r *run) onProgress(ctx workflow.Context, p activities.Progress) {
-	if p.Attempt != r.attempt {
+	if p.Attempt != r.trainingAttempt {
 		return
 	}
 	r.status.Step = max(r.status.Step, p.Step)

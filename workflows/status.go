@@ -44,6 +44,9 @@ type Status struct {
 	Failures       []Failure                 `json:"failures"`
 
 	Attempt int `json:"attempt"`
+	// Changeovers counts moves from on-demand back to spot made while
+	// training (the market clock's own are in Market).
+	Changeovers int `json:"changeovers"`
 	// CheckpointIntervalSecs is the interval the current or last attempt
 	// checkpoints at: the spec's, or the one "auto" chose.
 	CheckpointIntervalSecs float64         `json:"checkpoint_interval_seconds"`

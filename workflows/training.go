@@ -96,8 +96,9 @@ type run struct {
 	signals []signalHandler // the signals the run takes, drained before it continues as new
 	waits   int             // waits for capacity in this run of the workflow
 
-	market   *clockedMarket  // set when the run follows a market's own clock
-	training workflow.Future // the training attempt under way, if any
+	market    *clockedMarket  // set when the run follows a market's own clock
+	spotWatch *spotWatch      // how it watches for spot on on-demand, once it first did
+	training  workflow.Future // the training attempt under way, if any
 
 	// attemptLog is what the current instance teaches about its pool,
 	// handed to the pool's checkpoint log when the instance is released.
@@ -105,6 +106,7 @@ type run struct {
 
 	recovering      bool      // a preemption happened and no replacement has resumed yet
 	trainingSince   time.Time // when the current attempt's training started
+	trainingAttempt int       // the attempt the trainer runs under; 0 when none runs
 	trainerFailures int
 	stopTraining    workflow.CancelFunc
 }
@@ -120,6 +122,13 @@ type RunOptions struct {
 	// MaxWaits bounds a run's history while it waits for capacity: after
 	// this many waits it continues as new (sooner if the server suggests).
 	MaxWaits int
+	// A deadline run on on-demand asks refuel whether to try spot again
+	// every SpotRetryInterval, backing off to MaxSpotRetryInterval while
+	// tries find no stock; RestartOverhead is what refuel counts a
+	// changeover to cost (boot, setup, restoring the checkpoint). A run
+	// keeps the values it first used (see spotWatch); 0 turns it off.
+	SpotRetryInterval, MaxSpotRetryInterval time.Duration
+	RestartOverhead                         time.Duration
 }
 
 // DefaultRunOptions are the options every TrainingRun uses.
@@ -131,7 +140,10 @@ var DefaultRunOptions = RunOptions{
 	MaxTrainerFailures: 3,
 	// A wait adds about eight events: a thousand stays far inside the
 	// history limits.
-	MaxWaits: 1000,
+	MaxWaits:             1000,
+	SpotRetryInterval:    10 * time.Minute,
+	MaxSpotRetryInterval: time.Hour,
+	RestartOverhead:      12 * time.Minute,
 }
 
 func newRun(ctx workflow.Context, js spec.JobSpec, carry *RunCarry) (*run, error) {
@@ -245,7 +257,11 @@ func (r *run) listOfferings(ctx workflow.Context) error {
 }
 
 func (r *run) onAcquired(ctx workflow.Context, inst capacity.Instance) {
-	now := workflow.Now(ctx)
+	r.onAcquiredAt(ctx, inst, workflow.Now(ctx))
+}
+
+// onAcquiredAt makes inst the run's instance, paid for since now.
+func (r *run) onAcquiredAt(ctx workflow.Context, inst capacity.Instance, now time.Time) {
 	r.instance = &inst
 	r.attemptLog = policy.CheckpointLog{}
 	o := inst.Offering
@@ -261,9 +277,22 @@ func (r *run) onAcquired(ctx workflow.Context, inst capacity.Instance) {
 }
 
 // train runs the job on the instance until it completes, is preempted,
-// is stopped for a pause, or the instance goes silent.
+// is stopped for a pause, or the instance goes silent. A deadline run on
+// on-demand meanwhile goes back to spot when refuel says the slack
+// allows it (see awaitSpot), and trains on there.
 func (r *run) train(ctx workflow.Context) (activities.TrainingResult, error) {
 	r.startTraining(ctx)
+	for r.watchesForSpot(ctx) {
+		spot, since := r.awaitSpot(ctx)
+		if spot == nil {
+			break
+		}
+		res, moved, err := r.changeOver(ctx, *spot, since)
+		if !moved {
+			return res, err
+		}
+		r.startTraining(ctx)
+	}
 	return r.attemptResult(ctx)
 }
 
@@ -272,6 +301,7 @@ func (r *run) train(ctx workflow.Context) (activities.TrainingResult, error) {
 func (r *run) startTraining(ctx workflow.Context) {
 	r.setState(ctx, StateRunning)
 	r.trainingSince = workflow.Now(ctx)
+	r.trainingAttempt = r.attempt
 	in := activities.TrainingInput{
 		Spec: r.spec, Attempt: r.attempt, InstanceID: r.instance.ID, CheckpointURL: r.spec.Checkpoint.URL,
 		CheckpointInterval: r.checkpointInterval(ctx), StopGrace: r.opts.StopGrace,
@@ -285,7 +315,7 @@ func (r *run) startTraining(ctx workflow.Context) {
 func (r *run) attemptResult(ctx workflow.Context) (activities.TrainingResult, error) {
 	var res activities.TrainingResult
 	err := r.training.Get(ctx, &res)
-	r.training, r.stopTraining = nil, nil
+	r.training, r.stopTraining, r.trainingAttempt = nil, nil, 0
 	return res, err
 }
 

@@ -40,10 +40,14 @@ type fakeCloud struct {
 	failAll capacity.Class
 	// stockAfter lifts noStock after this many acquisitions were tried.
 	stockAfter int
+	// laterAcquireTakes is the wall time every acquisition but the first
+	// takes.
+	laterAcquireTakes time.Duration
 	// poolLog is what PoolCheckpointLog answers for every pool.
 	poolLog policy.CheckpointLog
 	// trainings are the outcomes of successive RunTraining calls; past
-	// the end, training completes. "block" waits for cancellation.
+	// the end, training completes. "block" waits for cancellation and
+	// stops; "slow" completes after slowTraining of wall time.
 	trainings []activities.TrainingOutcome
 
 	requests []capacity.Request
@@ -67,6 +71,11 @@ func (f *fakeCloud) OpenMarket(context.Context, activities.MarketInput) (activit
 
 func (f *fakeCloud) Acquire(_ context.Context, req capacity.Request) (capacity.Instance, error) {
 	f.mu.Lock()
+	if len(f.requests) > 0 && f.laterAcquireTakes > 0 {
+		f.mu.Unlock()
+		time.Sleep(f.laterAcquireTakes)
+		f.mu.Lock()
+	}
 	defer f.mu.Unlock()
 	f.requests = append(f.requests, req)
 	if f.stockAfter > 0 && len(f.requests) > f.stockAfter {
@@ -107,6 +116,9 @@ func (f *fakeCloud) RunTraining(ctx context.Context, in activities.TrainingInput
 	f.mu.Unlock()
 	restored := int64(50 * n)
 	switch outcome {
+	case "slow":
+		time.Sleep(slowTraining)
+		outcome = activities.OutcomeCompleted
 	case "block":
 		for ctx.Err() == nil {
 			activity.RecordHeartbeat(ctx, activities.Progress{Step: restored})
@@ -123,6 +135,10 @@ func (f *fakeCloud) RunTraining(ctx context.Context, in activities.TrainingInput
 	return activities.TrainingResult{Outcome: outcome, RestoredStep: restored, LastStep: 200, TotalSteps: 200,
 		LastCheckpoint: &activities.CheckpointRef{Step: 200}, ModelDigest: "abc"}, nil
 }
+
+// slowTraining is how long a "slow" training takes, in wall time: the
+// test suite fires a workflow's timers in wall time while an activity runs.
+const slowTraining = 400 * time.Millisecond
 
 func (f *fakeCloud) releasedReasons() []activities.ReleaseReason {
 	f.mu.Lock()

@@ -1,0 +1,93 @@
+package tests
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"refuel/controlplane"
+	"refuel/jobs"
+	"refuel/pkg/capacity"
+	"refuel/pkg/cloud/local"
+	"refuel/pkg/spec"
+	"refuel/pkg/trainer"
+	"refuel/workflows"
+)
+
+// TestDeadlineRunGoesBackToSpotEndToEnd: a deadline run starts while no
+// spot is in stock and falls back to on-demand; when spot stock returns,
+// refuel judges the slack enough for a changeover, launches spot while
+// on-demand keeps training, stops the trainer at a checkpoint, releases
+// on-demand and resumes on spot, ending with the model an uninterrupted
+// run makes. It changes the runs' options, so it does not run in
+// parallel with others.
+func TestDeadlineRunGoesBackToSpotEndToEnd(t *testing.T) {
+	saved := workflows.DefaultRunOptions
+	workflows.DefaultRunOptions.SpotRetryInterval = time.Second
+	workflows.DefaultRunOptions.MaxSpotRetryInterval = 2 * time.Second
+	workflows.DefaultRunOptions.RestartOverhead = 2 * time.Second
+	t.Cleanup(func() { workflows.DefaultRunOptions = saved })
+
+	var spots []string
+	for _, o := range local.DefaultOfferings() {
+		if o.Market == capacity.Spot {
+			spots = append(spots, o.Key())
+		}
+	}
+	s := startStack(t, func(c *controlplane.Config) {
+		c.Stock = map[string]int{}
+		for _, k := range spots {
+			c.Stock[k] = 0
+		}
+	})
+	ctx := context.Background()
+	js := quickJob("back-to-spot-1", spec.TierDeadline)
+	js.Work = spec.Duration(8 * time.Second)
+	deadline := time.Now().Add(15 * time.Minute)
+	js.Deadline = &deadline
+	run, err := jobs.Submit(ctx, s.Client, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	onDemand, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st workflows.Status) bool {
+		return st.Instance != nil && st.Instance.Market == string(capacity.OnDemand) && st.LastCheckpoint != nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Tries of spot meanwhile found none and left the run on on-demand.
+	if _, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st workflows.Status) bool {
+		return hasFailure(capacity.NoCapacity)(st) && st.Attempt > onDemand.Attempt && st.Instance != nil && st.Instance.ID == onDemand.Instance.ID
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Cloud.SetStock(spots[0], 1)
+
+	var final workflows.Status
+	if err := run.Get(wctx, &final); err != nil {
+		t.Fatal(err)
+	}
+	if final.State != workflows.StateCompleted || final.Changeovers != 1 || final.Preemptions != 0 {
+		t.Fatalf("final %s, changeovers %d, preemptions %d; want completed after one changeover", final.State, final.Changeovers, final.Preemptions)
+	}
+	segs := final.Ledger.Segments
+	if len(segs) != 2 || segs[0].Market != string(capacity.OnDemand) || segs[1].Market != string(capacity.Spot) || segs[1].Offering != spots[0] {
+		t.Fatalf("ledger %+v; want on-demand, then spot on %s", segs, spots[0])
+	}
+	if segs[1].Start.Before(segs[0].Start) || segs[1].Start.After(segs[0].End) {
+		t.Errorf("spot paid from %s, on-demand held %s to %s: spot is paid from its launch, before on-demand is let go", segs[1].Start, segs[0].Start, segs[0].End)
+	}
+	if ref := trainer.Train(trainer.Config{Steps: final.TotalSteps, Seed: trainer.DefaultSeed}).Digest(); final.ModelDigest != ref {
+		t.Errorf("model %s; an uninterrupted run makes %s", final.ModelDigest, ref)
+	}
+	if left, _ := s.Cloud.List(ctx, nil); len(left) != 0 {
+		t.Errorf("instances running after the run ended: %v", left)
+	}
+	if m := scrape(t, s.MetricsURL()); !strings.Contains(m, `reason="changeover"`) {
+		t.Error(`/metrics lacks refuel_releases_total{reason="changeover"}`)
+	}
+	recordHistory(t, s.Client, js.ID, "training-run-back-to-spot")
+}

@@ -1,0 +1,198 @@
+package workflows
+
+import (
+	"errors"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"refuel/activities"
+	"refuel/pkg/capacity"
+	"refuel/pkg/cost"
+	"refuel/pkg/policy"
+	"refuel/pkg/spec"
+)
+
+// backToSpotVersion marks runs that, on a cloud without a market clock,
+// go back from on-demand to spot when refuel says the slack allows it.
+const backToSpotVersion = "back-to-spot"
+
+// spotWatch is how a run watches for spot while on on-demand: the
+// worker's RunOptions when the run first needed them, kept in the run's
+// history so that a replay, or a worker configured otherwise, decides
+// the same.
+type spotWatch struct {
+	Every, AtMost, RestartOverhead time.Duration
+}
+
+// watchesForSpot reports whether the run, training now, should look for a
+// way back to spot meanwhile: a deadline run on on-demand that follows no
+// market clock and holds no grant of the capacity pool (the pool decides
+// where its runs go).
+func (r *run) watchesForSpot(ctx workflow.Context) bool {
+	if r.spec.Tier != spec.TierDeadline || r.spec.Deadline == nil || r.market != nil || r.grant != nil ||
+		r.instance == nil || r.instance.Offering.Market != capacity.OnDemand || len(r.spotOfferings()) == 0 {
+		return false
+	}
+	if workflow.GetVersion(ctx, backToSpotVersion, workflow.DefaultVersion, 1) < 1 {
+		return false
+	}
+	if r.spotWatch == nil {
+		var w spotWatch
+		o := r.opts
+		err := workflow.SideEffect(ctx, func(workflow.Context) any {
+			return spotWatch{Every: o.SpotRetryInterval, AtMost: o.MaxSpotRetryInterval, RestartOverhead: o.RestartOverhead}
+		}).Get(&w)
+		if err != nil || w.Every <= 0 {
+			return false
+		}
+		r.spotWatch = &w
+	}
+	return true
+}
+
+// spotOfferings are the spot offerings the run may use, in order.
+func (r *run) spotOfferings() []capacity.Offering {
+	return capacity.OnlyMarket(capacity.Order(r.offerings, r.spec.Tier, ""), capacity.Spot)
+}
+
+// awaitSpot waits while the run trains on on-demand, asking refuel every
+// so often whether to try spot again; when it says so, it launches spot
+// while the on-demand instance keeps training, so a try that finds no
+// stock costs nothing. It returns the spot instance it got, and when, or
+// nil once the attempt ends (by itself, or stopped for a pause or a
+// cancel). Tries that find no stock back off up to MaxSpotRetryInterval.
+func (r *run) awaitSpot(ctx workflow.Context) (*capacity.Instance, time.Time) {
+	wait := r.spotWatch.Every
+	for {
+		tctx, cancelTimer := workflow.WithCancel(ctx)
+		timer := workflow.NewTimer(tctx, wait)
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(r.training, func(workflow.Future) {})
+		sel.AddFuture(timer, func(workflow.Future) {})
+		sel.Select(ctx)
+		if r.training.IsReady() || ctx.Err() != nil {
+			cancelTimer()
+			return nil, time.Time{}
+		}
+		if r.paused || r.yield != nil {
+			continue // the trainer is stopping; the attempt ends soon
+		}
+		first, ok := r.spotToTry(ctx)
+		if !ok {
+			wait = r.spotWatch.Every
+			continue
+		}
+		if inst := r.trySpot(ctx, first); inst != nil {
+			return inst, workflow.Now(ctx)
+		}
+		wait = min(2*wait, max(r.spotWatch.AtMost, r.spotWatch.Every))
+	}
+}
+
+// spotToTry asks refuel whether to try spot now, for the run as it stands
+// (its slack, the work left) on its spot offerings, each a place of its
+// own; it returns the offering to try first.
+func (r *run) spotToTry(ctx workflow.Context) (capacity.Offering, bool) {
+	spots := r.spotOfferings()
+	now := workflow.Now(ctx)
+	m := policy.Market{Step: r.spotWatch.Every, OnDemandPrice: r.instance.Offering.PricePerHour}
+	for _, o := range spots {
+		m.Zones = append(m.Zones, policy.Zone{Name: o.Key(), SpotPrice: o.PricePerHour})
+	}
+	remaining := r.remainingWork(now)
+	s := policy.State{
+		Elapsed: now.Sub(r.status.StartedAt), TimeLeft: r.spec.Deadline.Sub(now),
+		Done: r.spec.Work.D() - remaining, Remaining: remaining,
+		RestartOverhead: r.spotWatch.RestartOverhead,
+		Current:         policy.Choice{Market: capacity.OnDemand, Zone: r.instance.Offering.Key()},
+	}
+	c, ok := policy.BackToSpot(s, m)
+	if !ok {
+		return capacity.Offering{}, false
+	}
+	for _, o := range spots {
+		if o.Key() == c.Zone {
+			return o, true
+		}
+	}
+	return capacity.Offering{}, false
+}
+
+// remainingWork is the work left: the spec's estimate times the share of
+// steps left when the trainer reports its total, else the estimate less
+// the instance time paid so far that was not lost.
+func (r *run) remainingWork(now time.Time) time.Duration {
+	work := r.spec.Work.D()
+	if t := r.status.TotalSteps; t > 0 {
+		return time.Duration(float64(work) * float64(max(0, t-r.status.Step)) / float64(t))
+	}
+	done := time.Duration((r.ledger.Hours(now)*3600 - r.status.LostWorkSecs) * float64(time.Second))
+	return max(0, work-done)
+}
+
+// trySpot launches spot, first the offering refuel chose, then the run's
+// other spot offerings; nil if none has stock (the failures are in
+// status, and the cloud's unavailable cache remembers them).
+func (r *run) trySpot(ctx workflow.Context, first capacity.Offering) *capacity.Instance {
+	order := []capacity.Offering{first}
+	for _, o := range r.spotOfferings() {
+		if o != first {
+			order = append(order, o)
+		}
+	}
+	r.attempt++
+	r.status.Attempt = r.attempt
+	req := capacity.Request{
+		RunID: workflow.GetInfo(ctx).WorkflowExecution.ID, Attempt: r.attempt, Offerings: order,
+		Tags: r.grantTags(), MaxPricePerHour: r.spec.Resources.MaxPricePerHour,
+	}
+	var inst capacity.Instance
+	if err := workflow.ExecuteActivity(acquireOptions(ctx), activities.AcquireName, req).Get(ctx, &inst); err != nil {
+		if ctx.Err() == nil {
+			r.recordAcquireFailure(ctx, err)
+		}
+		return nil
+	}
+	return &inst
+}
+
+// changeOver moves the run from its on-demand instance to the spot one it
+// just got: the trainer stops at a checkpoint, the on-demand instance is
+// released (reason changeover) and the spot one becomes the run's, paid
+// for since it was launched. If the attempt ended otherwise meanwhile
+// (completed, failed, or stopped for a pause or cancel), the spot
+// instance is given back unused and that ending is returned to settle;
+// moved is false then.
+func (r *run) changeOver(ctx workflow.Context, spot capacity.Instance, since time.Time) (res activities.TrainingResult, moved bool, err error) {
+	res, err = r.stopAttempt(ctx)
+	var canceled *temporal.CanceledError
+	stopped := (err == nil && res.Outcome == activities.OutcomeStopped) || errors.As(err, &canceled)
+	if !stopped || r.paused || r.yield != nil || ctx.Err() != nil {
+		r.giveBackUnused(ctx, spot, since)
+		return res, false, err
+	}
+	r.observeResult(ctx, res)
+	r.release(ctx, activities.ReleaseChangeover)
+	r.onAcquiredAt(ctx, spot, since)
+	r.status.Changeovers++
+	return res, true, nil
+}
+
+// giveBackUnused releases an instance the run got but never trained on,
+// and books the time it was held.
+func (r *run) giveBackUnused(ctx workflow.Context, inst capacity.Instance, since time.Time) {
+	dctx, cancel := workflow.NewDisconnectedContext(ctx)
+	defer cancel()
+	o := inst.Offering
+	r.ledger.Open(cost.Segment{
+		InstanceID: inst.ID, Pool: o.Provider, Market: string(o.Market), Offering: o.Key(),
+		PricePerHour: o.PricePerHour, Start: since,
+	})
+	in := activities.ReleaseInput{Instance: inst, Reason: activities.ReleaseCleanup}
+	if err := workflow.ExecuteActivity(releaseOptions(dctx), activities.ReleaseName, in).Get(dctx, nil); err != nil {
+		workflow.GetLogger(ctx).Error("release failed; the janitor will reclaim the instance", "instance", inst.ID, "error", err)
+	}
+	r.ledger.Close(inst.ID, workflow.Now(ctx))
+}
