@@ -10,6 +10,7 @@ import (
 	"refuel/jobs"
 	"refuel/pkg/capacity"
 	"refuel/pkg/cloud/local"
+	"refuel/pkg/cloud/sim"
 	"refuel/pkg/spec"
 	"refuel/pkg/trainer"
 	"refuel/workflows"
@@ -20,8 +21,9 @@ import (
 // refuel judges the slack enough for a changeover, launches spot while
 // on-demand keeps training, stops the trainer at a checkpoint, releases
 // on-demand and resumes on spot, ending with the model an uninterrupted
-// run makes. It changes the runs' options, so it does not run in
-// parallel with others.
+// run makes. On the local cloud, and through the AWS SDK on EC2's wire
+// protocol. It changes the runs' options, so it does not run in parallel
+// with others.
 func TestDeadlineRunGoesBackToSpotEndToEnd(t *testing.T) {
 	saved := workflows.DefaultRunOptions
 	workflows.DefaultRunOptions.SpotRetryInterval = time.Second
@@ -29,21 +31,41 @@ func TestDeadlineRunGoesBackToSpotEndToEnd(t *testing.T) {
 	workflows.DefaultRunOptions.RestartOverhead = 2 * time.Second
 	t.Cleanup(func() { workflows.DefaultRunOptions = saved })
 
-	var spots []string
-	for _, o := range local.DefaultOfferings() {
-		if o.Market == capacity.Spot {
-			spots = append(spots, o.Key())
+	t.Run("local cloud", func(t *testing.T) {
+		var spots []string
+		for _, o := range local.DefaultOfferings() {
+			if o.Market == capacity.Spot {
+				spots = append(spots, o.Key())
+			}
 		}
-	}
-	s := startStack(t, func(c *controlplane.Config) {
-		c.Stock = map[string]int{}
-		for _, k := range spots {
-			c.Stock[k] = 0
+		s := startStack(t, func(c *controlplane.Config) {
+			c.Stock = map[string]int{}
+			for _, k := range spots {
+				c.Stock[k] = 0
+			}
+		})
+		final := goBackToSpot(t, s, "back-to-spot-1", nil, func() { s.Cloud.SetStock(spots[0], 1) })
+		if got := final.Ledger.Segments[1].Offering; got != spots[0] {
+			t.Errorf("spot on %s; want %s, the one back in stock", got, spots[0])
 		}
+		recordHistory(t, s.Client, "back-to-spot-1", "training-run-back-to-spot")
 	})
+	t.Run("AWS API on the simulated cloud", func(t *testing.T) {
+		s := startAWSStack(t, map[string][]int{"us-west-2a": {0, 1, 1, 1}}, sim.Quotas{})
+		goBackToSpot(t, s, "back-to-spot-aws", []string{"us-west-2a"}, func() { s.Sim.Advance(1) })
+	})
+}
+
+// goBackToSpot runs a deadline job that starts on on-demand while no spot
+// is in stock, waits until a try of spot has found none, returns the
+// stock, and checks that the run changed over to spot and ended with the
+// uninterrupted model, nothing left running.
+func goBackToSpot(t *testing.T, s *controlplane.Stack, id string, zones []string, returnStock func()) workflows.Status {
+	t.Helper()
 	ctx := context.Background()
-	js := quickJob("back-to-spot-1", spec.TierDeadline)
+	js := quickJob(id, spec.TierDeadline)
 	js.Work = spec.Duration(8 * time.Second)
+	js.Resources.Zones = zones
 	deadline := time.Now().Add(15 * time.Minute)
 	js.Deadline = &deadline
 	run, err := jobs.Submit(ctx, s.Client, js)
@@ -64,7 +86,7 @@ func TestDeadlineRunGoesBackToSpotEndToEnd(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	s.Cloud.SetStock(spots[0], 1)
+	returnStock()
 
 	var final workflows.Status
 	if err := run.Get(wctx, &final); err != nil {
@@ -74,8 +96,8 @@ func TestDeadlineRunGoesBackToSpotEndToEnd(t *testing.T) {
 		t.Fatalf("final %s, changeovers %d, preemptions %d; want completed after one changeover", final.State, final.Changeovers, final.Preemptions)
 	}
 	segs := final.Ledger.Segments
-	if len(segs) != 2 || segs[0].Market != string(capacity.OnDemand) || segs[1].Market != string(capacity.Spot) || segs[1].Offering != spots[0] {
-		t.Fatalf("ledger %+v; want on-demand, then spot on %s", segs, spots[0])
+	if len(segs) != 2 || segs[0].Market != string(capacity.OnDemand) || segs[1].Market != string(capacity.Spot) {
+		t.Fatalf("ledger %+v; want on-demand, then spot", segs)
 	}
 	if segs[1].Start.Before(segs[0].Start) || segs[1].Start.After(segs[0].End) {
 		t.Errorf("spot paid from %s, on-demand held %s to %s: spot is paid from its launch, before on-demand is let go", segs[1].Start, segs[0].Start, segs[0].End)
@@ -83,11 +105,11 @@ func TestDeadlineRunGoesBackToSpotEndToEnd(t *testing.T) {
 	if ref := trainer.Train(trainer.Config{Steps: final.TotalSteps, Seed: trainer.DefaultSeed}).Digest(); final.ModelDigest != ref {
 		t.Errorf("model %s; an uninterrupted run makes %s", final.ModelDigest, ref)
 	}
-	if left, _ := s.Cloud.List(ctx, nil); len(left) != 0 {
+	if left, _ := s.Provider.List(ctx, nil); len(left) != 0 {
 		t.Errorf("instances running after the run ended: %v", left)
 	}
 	if m := scrape(t, s.MetricsURL()); !strings.Contains(m, `reason="changeover"`) {
 		t.Error(`/metrics lacks refuel_releases_total{reason="changeover"}`)
 	}
-	recordHistory(t, s.Client, js.ID, "training-run-back-to-spot")
+	return final
 }
