@@ -21,6 +21,7 @@ const (
 	MarketAtName          = "MarketAt"
 	EndedWorkflowsName    = "EndedWorkflows"
 	PoolCheckpointLogName = "PoolCheckpointLog"
+	LostInstancesName     = "LostInstances"
 )
 
 // OfferingsInput asks every allowed provider what it sells for a job.
@@ -148,6 +149,13 @@ type Progress struct {
 type ManagedInstance struct {
 	Instance capacity.Instance `json:"instance"`
 	RunID    string            `json:"run_id"`
+}
+
+// LostInstance is an instance its cloud took back (terminated or gone)
+// or is taking back (interrupted: a notice was served).
+type LostInstance struct {
+	ID    string         `json:"id"`
+	State capacity.State `json:"state"`
 }
 
 // OwnershipInput asks whether a run still owns an instance.

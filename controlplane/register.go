@@ -27,6 +27,7 @@ func Register(w worker.Registry, caps *activities.Capacity, jan *activities.Jani
 		activities.MarketAtName:          caps.MarketAt,
 		activities.PoolCheckpointLogName: caps.PoolCheckpointLog,
 		activities.ReleaseName:           caps.Release,
+		activities.LostInstancesName:     caps.LostInstances,
 		activities.InterruptName:         caps.Interrupt,
 		activities.ListManagedName:       jan.ListManagedInstances,
 		activities.RunOwnsInstanceName:   jan.RunOwnsInstance,
