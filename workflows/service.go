@@ -68,6 +68,8 @@ type ServiceCarry struct {
 	Decisions   []DecisionRecord   `json:"decisions"`
 	Failures    []Failure          `json:"failures"`
 	StartedAt   time.Time          `json:"started_at"`
+	// ReplicasLost counts replicas whose instance the cloud took back.
+	ReplicasLost int `json:"replicas_lost,omitempty"`
 }
 
 // ServiceReplica is one replica, or one warm-pool instance, of a service.
@@ -121,6 +123,9 @@ type ServiceOptions struct {
 	// MaxHistory continues as new past this many events, even before
 	// the server suggests it.
 	MaxHistory int
+	// LossCheckInterval is how often the service asks the clouds whether
+	// they took back a replica's instance (see goCheckForLoss); 0 never.
+	LossCheckInterval time.Duration
 }
 
 // DefaultServiceOptions are the options every InferenceService uses.
@@ -129,6 +134,7 @@ var DefaultServiceOptions = ServiceOptions{
 	FailureBackoff:    time.Minute,
 	MaxFailureBackoff: 15 * time.Minute,
 	MaxHistory:        5000,
+	LossCheckInterval: 30 * time.Second,
 }
 
 // service is the state of one InferenceService run; its methods are the
@@ -149,6 +155,8 @@ type service struct {
 	// listing is set while the offerings are being listed; replicas
 	// placing meanwhile wait for that one list.
 	listing bool
+	// checking is set while the replicas' instances are being checked.
+	checking bool
 }
 
 func newService(ctx workflow.Context, ss spec.ServiceSpec, carry *ServiceCarry) (*service, error) {
@@ -259,6 +267,10 @@ func (s *service) serve(ctx workflow.Context) error {
 	signals := s.signals(ctx)
 	s.decide(ctx)
 	tick := workflow.NewTimer(ctx, s.opts.DecisionInterval)
+	var check workflow.Future
+	if s.watchesForLoss(ctx) {
+		check = workflow.NewTimer(ctx, s.opts.LossCheckInterval)
+	}
 	for !s.historyLong(ctx) {
 		sel := workflow.NewSelector(ctx)
 		sel.AddFuture(tick, func(f workflow.Future) {
@@ -268,6 +280,15 @@ func (s *service) serve(ctx workflow.Context) error {
 			tick = workflow.NewTimer(ctx, s.opts.DecisionInterval)
 			s.decide(ctx)
 		})
+		if check != nil {
+			sel.AddFuture(check, func(f workflow.Future) {
+				if f.Get(ctx, nil) != nil {
+					return // cancelled
+				}
+				check = workflow.NewTimer(ctx, s.opts.LossCheckInterval)
+				s.goCheckForLoss(ctx)
+			})
+		}
 		addSignals(ctx, sel, signals)
 		sel.Select(ctx)
 		if ctx.Err() != nil {
@@ -818,6 +839,7 @@ func (s *service) snapshot(ctx workflow.Context) ServiceStatus {
 		Failures:        append([]Failure{}, s.Failures...), // [] rather than null for clients
 		Decisions:       append([]DecisionRecord{}, s.Decisions...),
 		StartedAt:       s.StartedAt,
+		ReplicasLost:    s.ReplicasLost,
 	}
 	for _, r := range s.Replicas {
 		st.Replicas = append(st.Replicas, r.status())

@@ -40,6 +40,9 @@ type ServiceStatus struct {
 	// that retrying at once cannot cure (quota, spec mismatch, price).
 	AcquiringHeldUntil *time.Time `json:"acquiring_held_until,omitempty"`
 	StartedAt          time.Time  `json:"started_at"`
+	// ReplicasLost counts replicas whose instance the cloud took back
+	// (spot stock running out); each was replaced.
+	ReplicasLost int `json:"replicas_lost"`
 }
 
 // ReplicaState is where a replica, or a warm-pool instance, is.

@@ -37,6 +37,30 @@ type serviceCloud struct {
 	*fakeCloud
 	listings int
 	releases []scheduledRelease
+	// lost are instances the cloud took back, by id, with their state.
+	lost map[string]capacity.State
+}
+
+func (c *serviceCloud) LostInstances(_ context.Context, insts []capacity.Instance) ([]activities.LostInstance, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []activities.LostInstance
+	for _, i := range insts {
+		if st, ok := c.lost[i.ID]; ok {
+			out = append(out, activities.LostInstance{ID: i.ID, State: st})
+		}
+	}
+	return out, nil
+}
+
+// take marks an instance as taken back by the cloud.
+func (c *serviceCloud) take(id string, st capacity.State) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lost == nil {
+		c.lost = map[string]capacity.State{}
+	}
+	c.lost[id] = st
 }
 
 type scheduledRelease struct {
@@ -180,6 +204,7 @@ func newServiceEnv(t *testing.T, c *serviceCloud, p *fakePool) *testsuite.TestWo
 	env.RegisterWorkflowWithOptions(InferenceService, workflow.RegisterOptions{Name: InferenceServiceName})
 	for name, fn := range map[string]any{
 		activities.ListOfferingsName: c.ListOfferings, activities.AcquireName: c.Acquire, activities.ReleaseName: c.Release,
+		activities.LostInstancesName: c.LostInstances,
 	} {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
@@ -486,6 +511,49 @@ func TestServiceYieldReleasesAndRequestsAReplacement(t *testing.T) {
 	}
 	if want := odA.PricePerHour * 50 / 3600; math.Abs(st.CostUSD-want) > 1e-9 {
 		t.Errorf("cost $%.6f; want $%.6f for 50 s of the yielded on-demand instance", st.CostUSD, want)
+	}
+}
+
+// A replica's spot instance that the cloud takes back (or serves a
+// notice on) is found by the service's check, released as preempted and
+// replaced; the others keep serving.
+func TestServiceReplacesAReplicaTheCloudTookBack(t *testing.T) {
+	for _, state := range []capacity.State{capacity.StateTerminated, capacity.StateInterrupted} {
+		t.Run(string(state), func(t *testing.T) {
+			c := &serviceCloud{fakeCloud: &fakeCloud{offerings: []capacity.Offering{spotA, odA}}}
+			env := newServiceEnv(t, c, &fakePool{absent: true})
+			env.RegisterDelayedCallback(func() { c.take(c.acquired[0].ID, state) }, time.Minute)
+			before := statusAt(t, env, 50*time.Second)
+			after := statusAt(t, env, 3*time.Minute)
+			runUntilCancelled(t, env, 4*time.Minute, serviceSpec(func(s *spec.ServiceSpec) { s.MinReplicas = 2 }))
+
+			if before.Ready != 2 || before.ReplicasLost != 0 {
+				t.Fatalf("before: %d ready, %d lost; want 2 ready", before.Ready, before.ReplicasLost)
+			}
+			rel := c.released()
+			if len(rel) == 0 || rel[0].Reason != activities.ReleasePreempted || rel[0].Instance.ID != c.acquired[0].ID {
+				t.Fatalf("releases %+v; want %s's first, reason preempted", rel, c.acquired[0].ID)
+			}
+			var kept string // the replica whose instance stayed
+			for _, r := range before.Replicas {
+				if r.Instance != nil && r.Instance.ID != c.acquired[0].ID {
+					kept = r.ID
+				}
+			}
+			if want := []string{kept, "svc/r3"}; after.Ready != 2 || after.ReplicasLost != 1 || !cmp.Equal(replicaIDs(*after), want) {
+				t.Errorf("after: %d ready %v, %d lost; want %v serving, 1 lost", after.Ready, replicaIDs(*after), after.ReplicasLost, want)
+			}
+			if n := len(c.acquisitions()); n != 3 {
+				t.Errorf("%d acquisitions; want 3: two, then the replacement", n)
+			}
+			found := false
+			for _, f := range after.Failures {
+				found = found || (f.Class == "instance-lost" && f.Offering == spotA.Key() && strings.Contains(f.Message, string(state)))
+			}
+			if !found {
+				t.Errorf("failures %+v; want an instance-lost on %s saying %s", after.Failures, spotA.Key(), state)
+			}
+		})
 	}
 }
 
