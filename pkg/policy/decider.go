@@ -7,13 +7,26 @@ package policy
 // Decider is not safe for concurrent use; its zero value is ready.
 type Decider struct {
 	outlooks []*outlook // most recently used first
+	used     int        // outlooks the decision under way used so far
 }
 
-// rememberedOutlooks is how many outlooks a Decider keeps: enough for
-// every zone of a multi-zone run.
+// rememberedOutlooks is the most outlooks a Decider keeps: enough for
+// every zone of a multi-zone run. After each decision it keeps only those
+// the decision used: an outlook is tens of megabytes for a long run with
+// much slack, and one whose model was refitted is not met again, so a
+// workflow's cached run holds one per zone at most.
 const rememberedOutlooks = 16
 
+// forget drops the outlooks the decision just made did not use.
+func (d *Decider) forget() {
+	n := min(len(d.outlooks), max(d.used, 1))
+	clear(d.outlooks[n:])
+	d.outlooks = d.outlooks[:n]
+	d.used = 0
+}
+
 func (d *Decider) outlook(k outlookKey) *outlook {
+	d.used++
 	for i, o := range d.outlooks {
 		if o.key == k {
 			copy(d.outlooks[1:i+1], d.outlooks[:i])

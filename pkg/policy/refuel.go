@@ -61,6 +61,7 @@ func planKey(s State, m Market, model stockModel) outlookKey {
 // on a loaded one, and less at tighter deadlines; a Decider keeps what it
 // solved.
 func (d *Decider) refuel(s State, m Market) Choice {
+	defer d.forget()
 	if s.Remaining <= 0 {
 		return None
 	}
