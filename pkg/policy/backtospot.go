@@ -6,6 +6,37 @@ import (
 	"refuel/pkg/capacity"
 )
 
+// WaitForSpot answers, for a deadline run holding nothing on a cloud
+// whose spot stock shows only when one tries to launch, whether to keep
+// waiting for spot after a try found none (true) or to take on-demand
+// now. Every zone of m is taken as out of stock, as the try just showed,
+// for as long as its History says (with none, since the try); the answer
+// is refuel's: wait while the slack can afford the outage the zones'
+// stretches promise, with the changeover still to pay.
+func WaitForSpot(s State, m Market) bool {
+	if s.Remaining <= 0 || len(m.Zones) == 0 {
+		return false
+	}
+	s.Current, s.OverheadLeft = None, 0
+	capSlack(&s)
+	zones := make([]Zone, len(m.Zones))
+	for i, z := range m.Zones {
+		z.SpotAvailable = false
+		zones[i] = z
+	}
+	m.Zones = zones
+	return !new(Decider).refuel(s, m).Holds()
+}
+
+// capSlack caps the slack a plan counts at twice the remaining work (and
+// at least a day): a run with weeks to spare decides as one with a day
+// would, and the plan stays small.
+func capSlack(s *State) {
+	if limit := max(2*s.Remaining, 24*time.Hour); s.TimeLeft-s.Remaining > limit {
+		s.TimeLeft = s.Remaining + limit
+	}
+}
+
 // BackToSpot answers, for a deadline run holding on-demand on a cloud
 // whose spot stock shows only when one tries to launch (EC2, the local
 // cloud: no market clock), whether to try spot again now, and in which
@@ -13,18 +44,12 @@ import (
 // and the answer is refuel's for the run's own slack and what was seen
 // of the zones (their History; with none, its priors). A try that finds
 // no stock costs nothing but the try: the run keeps its on-demand
-// instance until the spot one is up.
-//
-// The slack the plan counts is capped at twice the remaining work (and
-// at least a day): a run with weeks to spare decides as one with a day
-// would, and the plan stays small.
+// instance until the spot one is up. The slack is capped as capSlack says.
 func BackToSpot(s State, m Market) (Choice, bool) {
 	if s.Current.Market != capacity.OnDemand || s.Remaining <= 0 || len(m.Zones) == 0 {
 		return None, false
 	}
-	if limit := max(2*s.Remaining, 24*time.Hour); s.TimeLeft-s.Remaining > limit {
-		s.TimeLeft = s.Remaining + limit
-	}
+	capSlack(&s)
 	zones := make([]Zone, len(m.Zones))
 	for i, z := range m.Zones {
 		z.SpotAvailable = true

@@ -34,6 +34,66 @@ func TestBackToSpot(t *testing.T) {
 	}
 }
 
+func TestWaitForSpot(t *testing.T) {
+	h := func(x float64) time.Duration { return time.Duration(x * float64(time.Hour)) }
+	waiting := func(remaining, left float64) State {
+		return State{Elapsed: h(1), TimeLeft: h(left), Done: h(1), Remaining: h(remaining), RestartOverhead: 12 * time.Minute}
+	}
+	cases := map[string]struct {
+		s    State
+		m    Market
+		want bool
+	}{
+		"days of slack: wait":                     {waiting(10, 10+72), market(false, false), true},
+		"minutes of slack: on-demand now":         {waiting(10, 10.3), market(false, false), false},
+		"no spot offering: on-demand":             {waiting(10, 80), Market{Step: 10 * time.Minute, OnDemandPrice: 3.06}, false},
+		"nothing left to do: nothing to wait for": {waiting(0, 5), market(false, false), false},
+		// Waiting costs no money: on-demand later costs what it costs
+		// now. Even outages that last days leave it worth waiting while
+		// the slack allows, in case spot returns.
+		"outages that last days: wait while slack allows":  {waiting(10, 16), longOutages(), true},
+		"outages of minutes: wait":                         {waiting(10, 16), shortOutages(), true},
+		"slack for no more than the changeover: on-demand": {waiting(10, 10.25), shortOutages(), false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := WaitForSpot(tc.s, tc.m); got != tc.want {
+				t.Errorf("wait %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// longOutages is market(false, false) where both zones were out of stock
+// for days at a time, and have been for an hour now.
+func longOutages() Market {
+	m := market(false, false)
+	for i := range m.Zones {
+		for range 20 {
+			m.Zones[i].History.Observe(true, time.Hour)
+			m.Zones[i].History.Observe(false, 48*time.Hour)
+		}
+		m.Zones[i].History.Observe(true, time.Hour)
+		m.Zones[i].History.Observe(false, time.Hour)
+	}
+	return m
+}
+
+// shortOutages is market(false, false) where both zones were out of
+// stock ten minutes at a time, and have been for five now.
+func shortOutages() Market {
+	m := market(false, false)
+	for i := range m.Zones {
+		for range 40 {
+			m.Zones[i].History.Observe(true, 3*time.Hour)
+			m.Zones[i].History.Observe(false, 10*time.Minute)
+		}
+		m.Zones[i].History.Observe(true, 3*time.Hour)
+		m.Zones[i].History.Observe(false, 5*time.Minute)
+	}
+	return m
+}
+
 // flaky is market(false, false) where zone a was seen in stock forty
 // times, never for more than ten minutes, and zone b ten times for hours.
 func flaky() Market {
