@@ -29,6 +29,7 @@ func TestDeadlineRunGoesBackToSpotEndToEnd(t *testing.T) {
 	workflows.DefaultRunOptions.SpotRetryInterval = time.Second
 	workflows.DefaultRunOptions.MaxSpotRetryInterval = 2 * time.Second
 	workflows.DefaultRunOptions.RestartOverhead = 2 * time.Second
+	workflows.DefaultRunOptions.WaitForSpot = false // take on-demand at the first stock-out
 	t.Cleanup(func() { workflows.DefaultRunOptions = saved })
 
 	t.Run("local cloud", func(t *testing.T) {
@@ -54,6 +55,51 @@ func TestDeadlineRunGoesBackToSpotEndToEnd(t *testing.T) {
 		s := startAWSStack(t, map[string][]int{"us-west-2a": {0, 1, 1, 1}}, sim.Quotas{})
 		goBackToSpot(t, s, "back-to-spot-aws", []string{"us-west-2a"}, func() { s.Sim.Advance(1) })
 	})
+}
+
+// TestDeadlineRunWaitsForSpotEndToEnd: a deadline run with slack to spare
+// finds no spot and waits for it, holding nothing, rather than pay for
+// on-demand; when stock returns it trains on spot to the end.
+func TestDeadlineRunWaitsForSpotEndToEnd(t *testing.T) {
+	t.Parallel() // a stack of its own; the default options
+	spot := local.DefaultOfferings()[0]
+	s := startStack(t, func(c *controlplane.Config) { c.Stock = map[string]int{spot.Key(): 0} })
+	ctx := context.Background()
+	js := quickJob("wait-for-spot-1", spec.TierDeadline)
+	js.Work = spec.Duration(4 * time.Second)
+	js.Resources.Zones = []string{spot.Zone}
+	deadline := time.Now().Add(24 * time.Hour)
+	js.Deadline = &deadline
+	run, err := jobs.Submit(ctx, s.Client, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	waiting, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st workflows.Status) bool {
+		return st.State == workflows.StateWaiting && len(st.Failures) >= 2
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waiting.Instance != nil || len(waiting.Ledger.Segments) != 0 {
+		t.Fatalf("while waiting for spot: holds %v, ledger %+v; want nothing held, nothing paid", waiting.Instance, waiting.Ledger.Segments)
+	}
+	for _, f := range waiting.Failures {
+		if f.Offering != spot.Key() {
+			t.Errorf("tried %s while waiting; want spot alone", f.Offering)
+		}
+	}
+	s.Cloud.SetStock(spot.Key(), -1)
+	var final workflows.Status
+	if err := run.Get(wctx, &final); err != nil {
+		t.Fatal(err)
+	}
+	segs := final.Ledger.Segments
+	if final.State != workflows.StateCompleted || len(segs) != 1 || segs[0].Market != string(capacity.Spot) {
+		t.Fatalf("final %s, ledger %+v; want completed on spot alone", final.State, segs)
+	}
+	recordHistory(t, s.Client, js.ID, "training-run-wait-for-spot")
 }
 
 // goBackToSpot runs a deadline job that starts on on-demand while no spot

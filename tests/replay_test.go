@@ -26,7 +26,7 @@ func protoJSON(m proto.Message) ([]byte, error) {
 // current workflow code: a change that would break running workflows
 // (a non-deterministic edit) fails here. Record them anew, when a change
 // is meant to be incompatible and versioned, with
-// REFUEL_RECORD_HISTORIES=testdata/histories go test ./tests -run 'TestDrill$|TestPauseAndResume|TestPriorityPreemption|TestClockedRun|TestDeadlineRunGoesBackToSpot|TestServiceReplaces'.
+// REFUEL_RECORD_HISTORIES=testdata/histories go test ./tests -run 'TestDrill$|TestPauseAndResume|TestPriorityPreemption|TestClockedRun|TestDeadlineRunGoesBackToSpot|TestDeadlineRunWaitsForSpot|TestServiceReplaces'.
 // Histories recorded by earlier versions (*-before-*.json) stay, so runs
 // started before a versioned change keep replaying.
 func TestReplayRecordedHistories(t *testing.T) {
@@ -69,4 +69,5 @@ var recordedIDs = map[string]string{
 	"training-run-market-time":       "clocked",
 	"training-run-back-to-spot":      "back-to-spot-1",
 	"inference-service-replica-lost": "chat-spot",
+	"training-run-wait-for-spot":     "wait-for-spot-1",
 }

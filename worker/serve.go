@@ -42,6 +42,7 @@ func serve(args []string) int {
 		awsLT      = fs.String("aws-launch-template", envOr("REFUEL_AWS_LAUNCH_TEMPLATE", "refuel-node"), "launch template (name) whose user data starts `worker agent`, for --provider aws")
 		poolsFile  = fs.String("pools", os.Getenv("REFUEL_POOLS"), "pools file (YAML): a base group runs ask for first and burst pools they overflow to; none lets runs acquire on their own (env REFUEL_POOLS; see examples/pools.yaml)")
 		spotRetry  = fs.Duration("spot-retry", workflows.DefaultRunOptions.SpotRetryInterval, "how often a deadline run on on-demand asks refuel whether to try spot again, backing off to an hour while tries find no stock; 0 keeps such runs on on-demand")
+		waitSpot   = fs.Bool("deadline-waits-for-spot", workflows.DefaultRunOptions.WaitForSpot, "a deadline run that finds no spot waits for it while refuel says its slack allows; false takes on-demand at the first stock-out")
 		changeover = fs.Duration("changeover-overhead", workflows.DefaultRunOptions.RestartOverhead, "what refuel counts a move from on-demand to spot to cost a run (boot, setup, restoring the checkpoint)")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
 		logJSON    = fs.Bool("log-json", false, "log JSON lines instead of console text")
@@ -62,6 +63,7 @@ func serve(args []string) int {
 	}
 	workflows.DefaultRunOptions.SpotRetryInterval = *spotRetry
 	workflows.DefaultRunOptions.RestartOverhead = *changeover
+	workflows.DefaultRunOptions.WaitForSpot = *waitSpot
 
 	var pools *pool.Config
 	if *poolsFile != "" {

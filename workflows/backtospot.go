@@ -14,42 +14,98 @@ import (
 	"refuel/pkg/spec"
 )
 
-// backToSpotVersion marks runs that, on a cloud without a market clock,
-// go back from on-demand to spot when refuel says the slack allows it.
-const backToSpotVersion = "back-to-spot"
+// On a cloud without a market clock, a deadline run decides with refuel
+// at two moments: when a try finds no spot, whether to wait for it or take
+// on-demand (waitForSpotVersion); and while on on-demand, whether to go
+// back to spot (backToSpotVersion).
+const (
+	waitForSpotVersion = "wait-for-spot"
+	backToSpotVersion  = "back-to-spot"
+)
 
-// spotWatch is how a run watches for spot while on on-demand: the
+// spotWatch is how a deadline run weighs spot against on-demand: the
 // worker's RunOptions when the run first needed them, kept in the run's
 // history so that a replay, or a worker configured otherwise, decides
 // the same.
 type spotWatch struct {
 	Every, AtMost, RestartOverhead time.Duration
+	// Wait is RunOptions.WaitForSpot; Step the longest a waiting run goes
+	// between tries (RunOptions.MaxCapacityBackoff).
+	Wait bool          `json:",omitempty"`
+	Step time.Duration `json:",omitempty"`
 }
 
-// watchesForSpot reports whether the run, training now, should look for a
-// way back to spot meanwhile: a deadline run on on-demand that follows no
-// market clock and holds no grant of the capacity pool (the pool decides
-// where its runs go).
+// decidesMarket reports whether the run chooses between spot and
+// on-demand itself: a deadline run that follows no market clock (which
+// decides at every tick instead), holds no grant of the capacity pool
+// (the pool decides where its runs go), and may use both.
+func (r *run) decidesMarket() bool {
+	return r.spec.Tier == spec.TierDeadline && r.spec.Deadline != nil && r.market == nil && r.grant == nil &&
+		len(r.spotOfferings()) > 0 && len(capacity.OnlyMarket(r.offerings, capacity.OnDemand)) > 0
+}
+
+// watch returns the run's spotWatch, taking it from the options the first
+// time.
+func (r *run) watch(ctx workflow.Context) *spotWatch {
+	if r.spotWatch == nil {
+		var w spotWatch
+		o := r.opts
+		err := workflow.SideEffect(ctx, func(workflow.Context) any {
+			return spotWatch{Every: o.SpotRetryInterval, AtMost: o.MaxSpotRetryInterval, RestartOverhead: o.RestartOverhead,
+				Wait: o.WaitForSpot, Step: o.MaxCapacityBackoff}
+		}).Get(&w)
+		if err != nil {
+			return nil
+		}
+		r.spotWatch = &w
+	}
+	return r.spotWatch
+}
+
+// waitsForSpot reports whether the run, about to acquire, should try spot
+// alone and wait while none is in stock: refuel's answer for the run's
+// slack and work left, asked again before every try. Waiting costs no
+// money (on-demand later costs what it costs now), only slack, which
+// later preemptions need; so refuel waits while the slack allows it and
+// takes on-demand when it does not.
+func (r *run) waitsForSpot(ctx workflow.Context) bool {
+	if !r.decidesMarket() || r.spotImpossible || workflow.GetVersion(ctx, waitForSpotVersion, workflow.DefaultVersion, 1) < 1 {
+		return false
+	}
+	w := r.watch(ctx)
+	if w == nil || !w.Wait {
+		return false
+	}
+	now := workflow.Now(ctx)
+	od := capacity.OnlyMarket(capacity.Order(r.offerings, r.spec.Tier, ""), capacity.OnDemand)
+	m := policy.Market{Step: max(w.Step, time.Second), OnDemandPrice: od[0].PricePerHour}
+	for _, o := range r.spotOfferings() {
+		m.Zones = append(m.Zones, policy.Zone{Name: o.Key(), SpotPrice: o.PricePerHour})
+	}
+	return policy.WaitForSpot(r.policyState(now, w, policy.None), m)
+}
+
+// policyState is the run as refuel sees it at now, holding c.
+func (r *run) policyState(now time.Time, w *spotWatch, c policy.Choice) policy.State {
+	remaining := r.remainingWork(now)
+	return policy.State{
+		Elapsed: now.Sub(r.status.StartedAt), TimeLeft: r.spec.Deadline.Sub(now),
+		Done: r.spec.Work.D() - remaining, Remaining: remaining,
+		RestartOverhead: w.RestartOverhead, Current: c,
+	}
+}
+
+// watchesForSpot reports whether the run, training now on on-demand,
+// should look for a way back to spot meanwhile.
 func (r *run) watchesForSpot(ctx workflow.Context) bool {
-	if r.spec.Tier != spec.TierDeadline || r.spec.Deadline == nil || r.market != nil || r.grant != nil ||
-		r.instance == nil || r.instance.Offering.Market != capacity.OnDemand || len(r.spotOfferings()) == 0 {
+	if !r.decidesMarket() || r.instance == nil || r.instance.Offering.Market != capacity.OnDemand {
 		return false
 	}
 	if workflow.GetVersion(ctx, backToSpotVersion, workflow.DefaultVersion, 1) < 1 {
 		return false
 	}
-	if r.spotWatch == nil {
-		var w spotWatch
-		o := r.opts
-		err := workflow.SideEffect(ctx, func(workflow.Context) any {
-			return spotWatch{Every: o.SpotRetryInterval, AtMost: o.MaxSpotRetryInterval, RestartOverhead: o.RestartOverhead}
-		}).Get(&w)
-		if err != nil || w.Every <= 0 {
-			return false
-		}
-		r.spotWatch = &w
-	}
-	return true
+	w := r.watch(ctx)
+	return w != nil && w.Every > 0
 }
 
 // spotOfferings are the spot offerings the run may use, in order.
@@ -101,13 +157,7 @@ func (r *run) spotToTry(ctx workflow.Context) (capacity.Offering, bool) {
 	for _, o := range spots {
 		m.Zones = append(m.Zones, policy.Zone{Name: o.Key(), SpotPrice: o.PricePerHour})
 	}
-	remaining := r.remainingWork(now)
-	s := policy.State{
-		Elapsed: now.Sub(r.status.StartedAt), TimeLeft: r.spec.Deadline.Sub(now),
-		Done: r.spec.Work.D() - remaining, Remaining: remaining,
-		RestartOverhead: r.spotWatch.RestartOverhead,
-		Current:         policy.Choice{Market: capacity.OnDemand, Zone: r.instance.Offering.Key()},
-	}
+	s := r.policyState(now, r.spotWatch, policy.Choice{Market: capacity.OnDemand, Zone: r.instance.Offering.Key()})
 	c, ok := policy.BackToSpot(s, m)
 	if !ok {
 		return capacity.Offering{}, false

@@ -5,17 +5,86 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"refuel/activities"
 	"refuel/pkg/capacity"
 	"refuel/pkg/spec"
 )
 
-// spotRetriesEvery makes deadline runs on on-demand ask about spot every
-// d of wall time (see slowTraining) for the test.
+// spotRetriesEvery makes deadline runs take on-demand at the first
+// stock-out (not wait for spot), and ask about spot every d of wall time
+// (see slowTraining) once on it.
 func spotRetriesEvery(t *testing.T, d time.Duration) {
 	saved := DefaultRunOptions
 	DefaultRunOptions.SpotRetryInterval, DefaultRunOptions.MaxSpotRetryInterval = d, 4*d
+	DefaultRunOptions.WaitForSpot = false
 	t.Cleanup(func() { DefaultRunOptions = saved })
+}
+
+// A deadline run that finds no spot waits for it, spending nothing,
+// while refuel says the slack allows; with no slack to spare it takes
+// on-demand at once.
+func TestDeadlineRunWaitsForSpotWhileSlackAllows(t *testing.T) {
+	cases := map[string]struct {
+		deadline     time.Duration
+		stockAfter   int
+		wantAsked    [][]capacity.Offering // nil: not checked
+		minAsked     int
+		wantAcquired capacity.Offering
+	}{
+		"days of slack: wait for spot": {
+			deadline: 3 * 24 * time.Hour, stockAfter: 2,
+			wantAsked:    [][]capacity.Offering{{spotA}, {spotA}, {spotA}},
+			wantAcquired: spotA,
+		},
+		"no slack to spare: on-demand at once": {
+			deadline: time.Hour + 10*time.Minute, stockAfter: 2,
+			wantAsked:    [][]capacity.Offering{{spotA, odA}},
+			wantAcquired: odA,
+		},
+		"spot never returns: on-demand in time for the deadline": {
+			deadline: 2 * time.Hour, stockAfter: 1 << 30, minAsked: 10,
+			wantAcquired: odA,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := &fakeCloud{offerings: []capacity.Offering{spotA, odA}, noStock: map[capacity.Market]bool{capacity.Spot: true}, stockAfter: tc.stockAfter}
+			env := newEnv(t, f)
+			js := job(spec.TierDeadline)
+			d := time.Now().Add(tc.deadline)
+			js.Deadline = &d
+			env.ExecuteWorkflow(TrainingRunName, js)
+			st, err := result(t, env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var asked [][]capacity.Offering
+			for _, r := range f.requests {
+				asked = append(asked, r.Offerings)
+			}
+			if len(asked) < tc.minAsked {
+				t.Errorf("asked %d times; want spot tried at least %d times before on-demand", len(asked), tc.minAsked)
+			}
+			if tc.wantAsked != nil && !cmp.Equal(asked, tc.wantAsked) {
+				t.Errorf("asked %v; want %v", asked, tc.wantAsked)
+			}
+			if last := asked[len(asked)-1]; len(asked) > 1 && !cmp.Equal(asked[:len(asked)-1], slices.Repeat([][]capacity.Offering{{spotA}}, len(asked)-1)) {
+				t.Errorf("asked %v; want spot alone while waiting, then %v", asked, last)
+			}
+			startBy := d.Add(-time.Hour - DefaultRunOptions.RestartOverhead) // an hour of work, a start
+			if segs := st.Ledger.Segments; tc.deadline > time.Hour+DefaultRunOptions.RestartOverhead && len(segs) > 0 && segs[0].Start.After(startBy) {
+				t.Errorf("acquired at %s: too late for an hour of work and a start before the deadline %s", segs[0].Start, d)
+			}
+			if len(f.acquired) != 1 || f.acquired[0].Offering != tc.wantAcquired {
+				t.Errorf("acquired %v; want only %s", f.acquired, tc.wantAcquired.Key())
+			}
+			if st.State != StateCompleted || len(st.Ledger.Segments) != 1 {
+				t.Errorf("state %s with %d ledger segments; want completed on one instance", st.State, len(st.Ledger.Segments))
+			}
+		})
+	}
 }
 
 // A deadline run that fell back to on-demand goes back to spot once it

@@ -96,9 +96,12 @@ type run struct {
 	signals []signalHandler // the signals the run takes, drained before it continues as new
 	waits   int             // waits for capacity in this run of the workflow
 
-	market    *clockedMarket  // set when the run follows a market's own clock
-	spotWatch *spotWatch      // how it watches for spot on on-demand, once it first did
-	training  workflow.Future // the training attempt under way, if any
+	market    *clockedMarket // set when the run follows a market's own clock
+	spotWatch *spotWatch     // how it weighs spot against on-demand, once it first did
+	// spotImpossible is set when spot failed in a way no wait cures
+	// (quota, price, spec mismatch): the run stops waiting for it.
+	spotImpossible bool
+	training       workflow.Future // the training attempt under way, if any
 
 	// attemptLog is what the current instance teaches about its pool,
 	// handed to the pool's checkpoint log when the instance is released.
@@ -129,6 +132,10 @@ type RunOptions struct {
 	// keeps the values it first used (see spotWatch); 0 turns it off.
 	SpotRetryInterval, MaxSpotRetryInterval time.Duration
 	RestartOverhead                         time.Duration
+	// WaitForSpot makes a deadline run that finds no spot wait for it
+	// while refuel says the slack allows, rather than take on-demand at
+	// once.
+	WaitForSpot bool
 }
 
 // DefaultRunOptions are the options every TrainingRun uses.
@@ -144,6 +151,7 @@ var DefaultRunOptions = RunOptions{
 	SpotRetryInterval:    10 * time.Minute,
 	MaxSpotRetryInterval: time.Hour,
 	RestartOverhead:      12 * time.Minute,
+	WaitForSpot:          true,
 }
 
 func newRun(ctx workflow.Context, js spec.JobSpec, carry *RunCarry) (*run, error) {
@@ -194,8 +202,12 @@ func (r *run) acquire(ctx workflow.Context) error {
 	backoff := r.opts.CapacityBackoff
 	for !r.paused && r.yield == nil {
 		order := capacity.Order(r.offerings, r.spec.Tier, r.avoidZone)
-		if r.grant != nil {
+		spotOnly := false
+		switch {
+		case r.grant != nil:
 			order = r.grantedOfferings()
+		case r.waitsForSpot(ctx):
+			order, spotOnly = capacity.OnlyMarket(order, capacity.Spot), true
 		}
 		if len(order) == 0 {
 			return temporal.NewNonRetryableApplicationError(
@@ -222,6 +234,10 @@ func (r *run) acquire(ctx workflow.Context) error {
 			return temporal.NewCanceledError()
 		}
 		details := r.recordAcquireFailure(ctx, err)
+		if spotOnly && permanent(details) {
+			r.spotImpossible = true // no use waiting for it: on to on-demand
+			continue
+		}
 		if permanent(details) {
 			return temporal.NewNonRetryableApplicationError(
 				"no offering can ever be acquired: "+describeFailures(details), string(details[0].Class), nil, details)

@@ -256,10 +256,15 @@ func TestTrainingRunRecoversFromPreemptionInAnotherZone(t *testing.T) {
 	}
 }
 
+// A deadline run with no slack to wait for spot falls back to on-demand
+// (TestDeadlineRunWaitsForSpotWhileSlackAllows has the rest).
 func TestTrainingRunFallsBackToOnDemand(t *testing.T) {
 	f := &fakeCloud{offerings: []capacity.Offering{spotA, odA}, noStock: map[capacity.Market]bool{capacity.Spot: true}}
 	env := newEnv(t, f)
-	env.ExecuteWorkflow(TrainingRunName, job(spec.TierDeadline))
+	js := job(spec.TierDeadline)
+	d := time.Now().Add(time.Hour + 10*time.Minute)
+	js.Deadline = &d
+	env.ExecuteWorkflow(TrainingRunName, js)
 	st, err := result(t, env)
 	if err != nil {
 		t.Fatal(err)
@@ -305,8 +310,10 @@ func TestImpossibleOfferingsFailFast(t *testing.T) {
 			if !strings.Contains(err.Error(), spotA.Key()) || !strings.Contains(err.Error(), odA.Key()) {
 				t.Errorf("error %q does not list each offering's reason", err)
 			}
-			if len(f.requests) != 1 {
-				t.Errorf("%d attempts; want 1", len(f.requests))
+			// A deadline run with slack tries spot alone first; when that
+			// can never work, it tries on-demand at once, then gives up.
+			if len(f.requests) != 2 || len(f.requests[0].Offerings) != 1 || len(f.requests[1].Offerings) != 2 {
+				t.Errorf("%d attempts %v; want spot alone, then both", len(f.requests), f.requests)
 			}
 		})
 	}
