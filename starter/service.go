@@ -299,6 +299,9 @@ func printServiceStatus(w io.Writer, st workflows.ServiceStatus) {
 	fmt.Fprintf(w, "desired    %d replicas, %d warm (%s); bounds %d..%d\n",
 		st.Desired.Replicas, st.Desired.Warm, st.Desired.Reason, st.MinReplicas, st.MaxReplicas)
 	fmt.Fprintf(w, "fleet      %d ready, %d starting, %d warm\n", st.Ready, st.Starting, st.Warm)
+	if st.ReplicasLost > 0 {
+		fmt.Fprintf(w, "lost       %d replicas whose instance the cloud took back, each replaced\n", st.ReplicasLost)
+	}
 	if m := st.LastMetrics; m != nil {
 		fmt.Fprintf(w, "load       %g qps, queue %g, gpu %.0f%% over %d replicas at %s\n",
 			m.QPS, m.QueueLength, 100*m.GPUUtilization, m.Replicas, m.At.Format(time.TimeOnly))

@@ -359,6 +359,7 @@ func TestPrintServiceStatus(t *testing.T) {
 	}
 	held := base
 	held.AcquiringHeldUntil = at(10 * time.Minute)
+	held.ReplicasLost = 2
 
 	cases := map[string]struct {
 		st     workflows.ServiceStatus
@@ -392,11 +393,14 @@ func TestPrintServiceStatus(t *testing.T) {
 				"load":     strings.Fields("load none reported yet (starter load chat --qps N)"),
 				"replicas": strings.Fields("replicas none"),
 			},
-			absent: []string{"decisions", "failure", "acquiring"},
+			absent: []string{"decisions", "failure", "acquiring", "lost"},
 		},
-		"acquisitions held": {
-			st:     held,
-			fields: map[string][]string{"acquiring": strings.Fields("acquiring held until 09:10:00 after failures that retrying at once cannot cure")},
+		"acquisitions held, replicas lost": {
+			st: held,
+			fields: map[string][]string{
+				"acquiring": strings.Fields("acquiring held until 09:10:00 after failures that retrying at once cannot cure"),
+				"lost":      strings.Fields("lost 2 replicas whose instance the cloud took back, each replaced"),
+			},
 		},
 	}
 	for name, tc := range cases {

@@ -106,6 +106,9 @@ func printStatus(w io.Writer, st workflows.Status, live int64) {
 		fmt.Fprintf(w, "instance   %s %s $%.4f/h since %s\n", in.ID, in.Offering, in.PricePerHour, in.Since.Format(time.TimeOnly))
 	}
 	fmt.Fprintf(w, "preempted  %d, recovered %d, lost work %.1fs\n", st.Preemptions, st.Recoveries, st.LostWorkSecs)
+	if st.Changeovers > 0 {
+		fmt.Fprintf(w, "moved      %d times from on-demand back to spot\n", st.Changeovers)
+	}
 	fmt.Fprintf(w, "cost       $%.4f\n", st.CostUSD)
 	for _, f := range st.Failures {
 		fmt.Fprintf(w, "failure    %s %s %s: %s\n", f.Time.Format(time.TimeOnly), f.Class, f.Offering, f.Message)
