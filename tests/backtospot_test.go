@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"refuel/controlplane"
 	"refuel/jobs"
 	"refuel/pkg/capacity"
@@ -65,15 +67,7 @@ func TestDeadlineRunWaitsForSpotEndToEnd(t *testing.T) {
 	spot := local.DefaultOfferings()[0]
 	s := startStack(t, func(c *controlplane.Config) { c.Stock = map[string]int{spot.Key(): 0} })
 	ctx := context.Background()
-	js := quickJob("wait-for-spot-1", spec.TierDeadline)
-	js.Work = spec.Duration(4 * time.Second)
-	js.Resources.Zones = []string{spot.Zone}
-	deadline := time.Now().Add(24 * time.Hour)
-	js.Deadline = &deadline
-	run, err := jobs.Submit(ctx, s.Client, js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, run := submitDeadlineJob(t, s, "wait-for-spot-1", 4*time.Second, []string{spot.Zone}, 24*time.Hour)
 	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	waiting, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st workflows.Status) bool {
@@ -109,15 +103,7 @@ func TestDeadlineRunWaitsForSpotEndToEnd(t *testing.T) {
 func goBackToSpot(t *testing.T, s *controlplane.Stack, id string, zones []string, returnStock func()) workflows.Status {
 	t.Helper()
 	ctx := context.Background()
-	js := quickJob(id, spec.TierDeadline)
-	js.Work = spec.Duration(8 * time.Second)
-	js.Resources.Zones = zones
-	deadline := time.Now().Add(15 * time.Minute)
-	js.Deadline = &deadline
-	run, err := jobs.Submit(ctx, s.Client, js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, run := submitDeadlineJob(t, s, id, 8*time.Second, zones, 15*time.Minute)
 	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	onDemand, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st workflows.Status) bool {
@@ -158,4 +144,20 @@ func goBackToSpot(t *testing.T, s *controlplane.Stack, id string, zones []string
 		t.Error(`/metrics lacks refuel_releases_total{reason="changeover"}`)
 	}
 	return final
+}
+
+// submitDeadlineJob starts a deadline job of work on zones (nil: any),
+// due within dueIn.
+func submitDeadlineJob(t *testing.T, s *controlplane.Stack, id string, work time.Duration, zones []string, dueIn time.Duration) (spec.JobSpec, client.WorkflowRun) {
+	t.Helper()
+	js := quickJob(id, spec.TierDeadline)
+	js.Work = spec.Duration(work)
+	js.Resources.Zones = zones
+	deadline := time.Now().Add(dueIn)
+	js.Deadline = &deadline
+	run, err := jobs.Submit(context.Background(), s.Client, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js, run
 }

@@ -22,6 +22,21 @@ func spotRetriesEvery(t *testing.T, d time.Duration) {
 	t.Cleanup(func() { DefaultRunOptions = saved })
 }
 
+// runDeadlineJob runs job(deadline) due in deadline on f to its end.
+func runDeadlineJob(t *testing.T, f *fakeCloud, deadline time.Duration) (Status, time.Time) {
+	t.Helper()
+	env := newEnv(t, f)
+	js := job(spec.TierDeadline)
+	d := time.Now().Add(deadline)
+	js.Deadline = &d
+	env.ExecuteWorkflow(TrainingRunName, js)
+	st, err := result(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, d
+}
+
 // A deadline run that finds no spot waits for it, spending nothing,
 // while refuel says the slack allows; with no slack to spare it takes
 // on-demand at once.
@@ -51,15 +66,7 @@ func TestDeadlineRunWaitsForSpotWhileSlackAllows(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			f := &fakeCloud{offerings: []capacity.Offering{spotA, odA}, noStock: map[capacity.Market]bool{capacity.Spot: true}, stockAfter: tc.stockAfter}
-			env := newEnv(t, f)
-			js := job(spec.TierDeadline)
-			d := time.Now().Add(tc.deadline)
-			js.Deadline = &d
-			env.ExecuteWorkflow(TrainingRunName, js)
-			st, err := result(t, env)
-			if err != nil {
-				t.Fatal(err)
-			}
+			st, d := runDeadlineJob(t, f, tc.deadline)
 			var asked [][]capacity.Offering
 			for _, r := range f.requests {
 				asked = append(asked, r.Offerings)
@@ -135,15 +142,7 @@ func TestDeadlineRunGoesBackToSpot(t *testing.T) {
 			if tc.stockAfter == 0 {
 				f.stockAfter = 1 << 30
 			}
-			env := newEnv(t, f)
-			js := job(spec.TierDeadline)
-			d := time.Now().Add(tc.deadline)
-			js.Deadline = &d
-			env.ExecuteWorkflow(TrainingRunName, js)
-			st, err := result(t, env)
-			if err != nil {
-				t.Fatal(err)
-			}
+			st, _ := runDeadlineJob(t, f, tc.deadline)
 			var acquired []capacity.Offering
 			for _, in := range f.acquired {
 				acquired = append(acquired, in.Offering)

@@ -19,13 +19,18 @@ func WaitForSpot(s State, m Market) bool {
 	}
 	s.Current, s.OverheadLeft = None, 0
 	capSlack(&s)
+	return !new(Decider).refuel(s, withStock(m, false)).Holds()
+}
+
+// withStock is m with every zone in stock or out of it, the zones copied.
+func withStock(m Market, in bool) Market {
 	zones := make([]Zone, len(m.Zones))
 	for i, z := range m.Zones {
-		z.SpotAvailable = false
+		z.SpotAvailable = in
 		zones[i] = z
 	}
 	m.Zones = zones
-	return !new(Decider).refuel(s, m).Holds()
+	return m
 }
 
 // capSlack caps the slack a plan counts at twice the remaining work (and
@@ -50,12 +55,6 @@ func BackToSpot(s State, m Market) (Choice, bool) {
 		return None, false
 	}
 	capSlack(&s)
-	zones := make([]Zone, len(m.Zones))
-	for i, z := range m.Zones {
-		z.SpotAvailable = true
-		zones[i] = z
-	}
-	m.Zones = zones
-	c := new(Decider).refuel(s, m)
+	c := new(Decider).refuel(s, withStock(m, true))
 	return c, c.Market == capacity.Spot
 }
