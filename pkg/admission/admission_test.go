@@ -199,6 +199,10 @@ func TestVictims(t *testing.T) {
 	inPool := func(r Request) Allocation {
 		return Allocation{Request: r, Layer: BurstLayer, Pool: "aws", Offerings: []capacity.Offering{od}}
 	}
+	gapped := func(gap int, s *State) *State {
+		s.Config.PreemptGap = gap
+		return s
+	}
 	service := func(id string, priority, gpus int) Request {
 		r := job(id, priority, gpus, spec.TierCritical)
 		r.Kind = Service
@@ -229,6 +233,14 @@ func TestVictims(t *testing.T) {
 		"capacity already yielding is waited for": {
 			running(1, Allocation{Request: job("going", 10, 4, ""), Layer: BaseLayer, Node: "n4", Yielding: true}, onBase(job("p20", 20, 8, ""), "n8"), inPool(job("b", 60, 1, ""))),
 			service("svc", 80, 4), nil, true,
+		},
+		"a preempt gap spares runs just below": {
+			gapped(10, running(1, onBase(job("p75", 75, 4, ""), "n4"), onBase(job("p72", 72, 8, ""), "n8"), inPool(job("p90", 90, 1, "")))),
+			service("svc", 80, 4), nil, false,
+		},
+		"a preempt gap still takes runs far enough below": {
+			gapped(10, running(1, onBase(job("p70", 70, 4, ""), "n4"), onBase(job("p90a", 90, 8, ""), "n8"), inPool(job("p90", 90, 1, "")))),
+			service("svc", 80, 4), []string{"p70"}, true,
 		},
 		"most recently admitted first among equals": {
 			running(1, onBase(job("older", 10, 4, ""), "n8"), onBase(job("newer", 10, 4, ""), "n8"), onBase(job("x", 90, 4, ""), "n4"), inPool(job("b", 60, 1, ""))),

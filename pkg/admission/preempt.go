@@ -10,7 +10,8 @@ import (
 // instance and are requeued (Requeue); nothing here stops them.
 //
 // Only training allocations of a priority below r's, as set (aging does
-// not count), and not already yielding may be chosen. Capacity already
+// not count), by at least the config's PreemptGap, and not already
+// yielding may be chosen. Capacity already
 // yielding counts as free: when it is enough, victims is empty and ok
 // true, and r waits for it. ok is false when no choice makes room.
 //
@@ -94,8 +95,9 @@ func (s *State) MarkYielding(ids ...string) error {
 // order to take them.
 func (s *State) candidates(r Request, where func(Allocation) bool) []Allocation {
 	var out []Allocation
+	gap := max(s.Config.PreemptGap, 1)
 	for _, a := range s.Running {
-		if where(a) && a.Request.Kind == Training && !a.Yielding && a.Request.Priority < r.Priority {
+		if where(a) && a.Request.Kind == Training && !a.Yielding && a.Request.Priority <= r.Priority-gap {
 			out = append(out, a)
 		}
 	}

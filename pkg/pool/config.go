@@ -19,6 +19,11 @@ type Config struct {
 	// AgingPerHour is the priority a waiting request gains per hour of
 	// waiting, so low priority is never starved; 0 means DefaultAgingPerHour.
 	AgingPerHour float64 `json:"aging_per_hour,omitempty"`
+	// PreemptGap is how far below a waiting request's priority a training
+	// run's must be for the request to preempt it; 0 means 1, any lower
+	// priority. A gap keeps near-equal jobs from preempting each other
+	// back and forth.
+	PreemptGap int `json:"preempt_gap,omitempty"`
 }
 
 // DefaultAgingPerHour lets a priority-0 job waiting 5 h rank with a

@@ -41,6 +41,9 @@ func (c *Config) Validate() error {
 	if len(c.Base.Inventory()) == 0 && len(c.Burst) == 0 {
 		ve.Add("base", "has no machines and there are no burst pools", "list base nodes or counts, or add a burst pool")
 	}
+	if c.PreemptGap < 0 || c.PreemptGap > spec.MaxPriority {
+		ve.Add("preempt_gap", fmt.Sprintf("%d is outside 0..%d", c.PreemptGap, spec.MaxPriority), "give how many priority points below a waiting request a run must be to be preempted, e.g. 10; 0 lets any lower priority be")
+	}
 	if c.AgingPerHour < 0 {
 		ve.Add("aging_per_hour", fmt.Sprintf("%g is negative", c.AgingPerHour), fmt.Sprintf("give the priority gained per hour of waiting, e.g. %d", DefaultAgingPerHour))
 	}
