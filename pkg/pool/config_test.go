@@ -144,3 +144,14 @@ func TestExamplePoolsFile(t *testing.T) {
 		t.Errorf("example pools: %d base machines, %d burst pools; want 2 and 1 capped at 3", n, len(c.Burst))
 	}
 }
+
+// The example `make run` uses stays a valid pools file.
+func TestExamplePoolsFileIsValid(t *testing.T) {
+	c, err := ReadConfig("../../examples/pools.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Base.Inventory()) == 0 || len(c.Burst) == 0 || c.PreemptGap != 1 {
+		t.Errorf("example: %d base machines, %d burst pools, preempt gap %d", len(c.Base.Inventory()), len(c.Burst), c.PreemptGap)
+	}
+}
