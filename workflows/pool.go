@@ -209,7 +209,7 @@ func (p *capacityPool) schedule(ctx workflow.Context) {
 		if r.Paused {
 			continue
 		}
-		victims, ok := p.state.Victims(r, nil)
+		victims, ok := p.state.Victims(r, nil, workflow.Now(ctx))
 		if !ok {
 			continue
 		}

@@ -203,6 +203,12 @@ func TestVictims(t *testing.T) {
 		s.Config.PreemptGap = gap
 		return s
 	}
+	// kept makes runs keep their capacity for d after admission (the
+	// cases decide an hour after t0).
+	kept := func(d time.Duration, s *State) *State {
+		s.Config.PreemptAfter = spec.Duration(d)
+		return s
+	}
 	service := func(id string, priority, gpus int) Request {
 		r := job(id, priority, gpus, spec.TierCritical)
 		r.Kind = Service
@@ -242,6 +248,14 @@ func TestVictims(t *testing.T) {
 			gapped(10, running(1, onBase(job("p70", 70, 4, ""), "n4"), onBase(job("p90a", 90, 8, ""), "n8"), inPool(job("p90", 90, 1, "")))),
 			service("svc", 80, 4), []string{"p70"}, true,
 		},
+		"runs admitted less than preempt_after ago are kept": {
+			kept(2*time.Hour, running(1, onBase(job("p10", 10, 4, ""), "n4"), onBase(job("p20", 20, 8, ""), "n8"), inPool(job("p30", 30, 1, "")))),
+			service("svc", 80, 4), nil, false,
+		},
+		"runs admitted longer than preempt_after ago may go": {
+			kept(30*time.Minute, running(1, onBase(job("p10", 10, 4, ""), "n4"), onBase(job("p20", 20, 8, ""), "n8"), inPool(job("p30", 30, 1, "")))),
+			service("svc", 80, 4), []string{"p10"}, true,
+		},
 		"most recently admitted first among equals": {
 			running(1, onBase(job("older", 10, 4, ""), "n8"), onBase(job("newer", 10, 4, ""), "n8"), onBase(job("x", 90, 4, ""), "n4"), inPool(job("b", 60, 1, ""))),
 			service("svc", 80, 4), []string{"newer"}, true,
@@ -249,7 +263,7 @@ func TestVictims(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, ok := tc.state.Victims(tc.demand, nil)
+			got, ok := tc.state.Victims(tc.demand, nil, t0.Add(time.Hour))
 			if ok != tc.ok {
 				t.Errorf("ok %v; want %v", ok, tc.ok)
 			}
@@ -267,7 +281,7 @@ func TestPreemptedRunsAreRequeued(t *testing.T) {
 	if err := s.MarkYielding("low"); err != nil {
 		t.Fatal(err)
 	}
-	if v, ok := s.Victims(job("high", 90, 8, spec.TierCritical), nil); !ok || len(v) != 0 {
+	if v, ok := s.Victims(job("high", 90, 8, spec.TierCritical), nil, t0); !ok || len(v) != 0 {
 		t.Errorf("victims %v, %v; want none, ok: the yielding run is enough", ids(v, allocID), ok)
 	}
 	if err := s.Requeue("low", t0.Add(time.Hour)); err != nil {

@@ -3,6 +3,7 @@ package admission
 import (
 	"cmp"
 	"slices"
+	"time"
 )
 
 // Victims chooses the training allocations to preempt so that r, a
@@ -10,8 +11,8 @@ import (
 // instance and are requeued (Requeue); nothing here stops them.
 //
 // Only training allocations of a priority below r's, as set (aging does
-// not count), by at least the config's PreemptGap, and not already
-// yielding may be chosen. Capacity already
+// not count), by at least the config's PreemptGap, admitted at least
+// PreemptAfter before now, and not already yielding may be chosen. Capacity already
 // yielding counts as free: when it is enough, victims is empty and ok
 // true, and r waits for it. ok is false when no choice makes room.
 //
@@ -22,7 +23,7 @@ import (
 // comes first in the config. On a machine, victims are taken lowest
 // priority first, then largest first (fewer runs disturbed), then the
 // most recently admitted (least progress since admission at stake).
-func (s *State) Victims(r Request, unavailable []string) (victims []Allocation, ok bool) {
+func (s *State) Victims(r Request, unavailable []string, now time.Time) (victims []Allocation, ok bool) {
 	type way struct {
 		victims  []Allocation
 		top      int // highest victim priority, -1 for none
@@ -39,7 +40,7 @@ func (s *State) Victims(r Request, unavailable []string) (victims []Allocation, 
 		}
 		var got []Allocation
 		f := free[n.Name]
-		for _, a := range s.candidates(r, func(a Allocation) bool { return a.Layer == BaseLayer && a.Node == n.Name }) {
+		for _, a := range s.candidates(r, now, func(a Allocation) bool { return a.Layer == BaseLayer && a.Node == n.Name }) {
 			if f >= need {
 				break
 			}
@@ -59,7 +60,7 @@ func (s *State) Victims(r Request, unavailable []string) (victims []Allocation, 
 			ways = append(ways, way{nil, -1, 0, true, len(s.Nodes) + i})
 			continue
 		}
-		if c := s.candidates(r, func(a Allocation) bool { return a.Layer == BurstLayer && a.Pool == p.Name }); len(c) > 0 {
+		if c := s.candidates(r, now, func(a Allocation) bool { return a.Layer == BurstLayer && a.Pool == p.Name }); len(c) > 0 {
 			ways = append(ways, way{c[:1], c[0].Request.Priority, 0, true, len(s.Nodes) + i})
 		}
 	}
@@ -93,11 +94,12 @@ func (s *State) MarkYielding(ids ...string) error {
 
 // candidates are the allocations in where that r may preempt, in the
 // order to take them.
-func (s *State) candidates(r Request, where func(Allocation) bool) []Allocation {
+func (s *State) candidates(r Request, now time.Time, where func(Allocation) bool) []Allocation {
 	var out []Allocation
 	gap := max(s.Config.PreemptGap, 1)
 	for _, a := range s.Running {
-		if where(a) && a.Request.Kind == Training && !a.Yielding && a.Request.Priority <= r.Priority-gap {
+		if where(a) && a.Request.Kind == Training && !a.Yielding && a.Request.Priority <= r.Priority-gap &&
+			now.Sub(a.AdmittedAt) >= s.Config.PreemptAfter.D() {
 			out = append(out, a)
 		}
 	}

@@ -24,6 +24,10 @@ type Config struct {
 	// priority. A gap keeps near-equal jobs from preempting each other
 	// back and forth.
 	PreemptGap int `json:"preempt_gap,omitempty"`
+	// PreemptAfter is how long a training run keeps what it was admitted
+	// to before a higher priority may preempt it; 0 means at once. A run
+	// preempted right after its start has paid a restart for nothing.
+	PreemptAfter spec.Duration `json:"preempt_after,omitempty"`
 }
 
 // DefaultAgingPerHour lets a priority-0 job waiting 5 h rank with a

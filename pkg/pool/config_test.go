@@ -87,6 +87,7 @@ func TestValidateNamesEveryBadField(t *testing.T) {
 		"offering twice":                {func(c *Config) { c.Burst[0].Offerings[1] = c.Burst[0].Offerings[0] }, []string{"burst[0].offerings[1]"}},
 		"aging":                         {func(c *Config) { c.AgingPerHour = -1 }, []string{"aging_per_hour"}},
 		"preempt gap":                   {func(c *Config) { c.PreemptGap = 101 }, []string{"preempt_gap"}},
+		"preempt after":                 {func(c *Config) { c.PreemptAfter = -1 }, []string{"preempt_after"}},
 		"no capacity at all":            {func(c *Config) { c.Base = BaseGroup{}; c.Burst = nil }, []string{"base"}},
 		"several at once":               {func(c *Config) { c.Base.Nodes[0].GPUs = -1; c.Burst[0].Offerings[0].Market = "reserved" }, []string{"base.nodes[0].gpus", "burst[0].offerings[0].market"}},
 		"burst without base is allowed": {func(c *Config) { c.Base = BaseGroup{}; c.AgingPerHour = -1 }, []string{"aging_per_hour"}},

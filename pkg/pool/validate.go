@@ -44,6 +44,9 @@ func (c *Config) Validate() error {
 	if c.PreemptGap < 0 || c.PreemptGap > spec.MaxPriority {
 		ve.Add("preempt_gap", fmt.Sprintf("%d is outside 0..%d", c.PreemptGap, spec.MaxPriority), "give how many priority points below a waiting request a run must be to be preempted, e.g. 10; 0 lets any lower priority be")
 	}
+	if c.PreemptAfter < 0 {
+		ve.Add("preempt_after", fmt.Sprintf("%s is negative", c.PreemptAfter), "give how long a run keeps its capacity before a higher priority may take it, e.g. 10m, or leave it out")
+	}
 	if c.AgingPerHour < 0 {
 		ve.Add("aging_per_hour", fmt.Sprintf("%g is negative", c.AgingPerHour), fmt.Sprintf("give the priority gained per hour of waiting, e.g. %d", DefaultAgingPerHour))
 	}
