@@ -172,7 +172,10 @@ func (r *run) spotToTry(ctx workflow.Context) (capacity.Offering, bool) {
 
 // remainingWork is the work left: the spec's estimate times the share of
 // steps left when the trainer reports its total, else the estimate less
-// the instance time paid so far that was not lost.
+// the instance time paid so far that was not lost. That fallback counts
+// starts and a changeover's overlap as work done, so it errs towards less
+// work left; a trainer that reports its total steps (REFUEL_PROGRESS
+// total=N) is judged by its steps instead.
 func (r *run) remainingWork(now time.Time) time.Duration {
 	work := r.spec.Work.D()
 	if t := r.status.TotalSteps; t > 0 {
