@@ -32,6 +32,9 @@ type Capacity struct {
 	Clocks map[string]capacity.MarketClock
 	// Logs keep each pool's checkpoint log; nil keeps none.
 	Logs *CheckpointLogs
+	// Stock keeps what runs saw of each spot offering's stock; nil keeps
+	// none.
+	Stock *StockLogs
 }
 
 // ListOfferings asks each allowed provider what it sells for the resources.
@@ -73,6 +76,9 @@ func (a *Capacity) Acquire(ctx context.Context, req capacity.Request) (capacity.
 		inst, err := p.Acquire(ctx, sub)
 		if err == nil {
 			recordAcquisition(ctx, string(inst.Offering.Market), "acquired")
+			if a.logsStock(inst.Offering) {
+				noteStock(ctx, a.Stock.Tried(inst.Offering.Key(), true))
+			}
 			return inst, nil
 		}
 		errs = append(errs, err)
@@ -82,6 +88,9 @@ func (a *Capacity) Acquire(ctx context.Context, req capacity.Request) (capacity.
 	for _, f := range capacity.Failures(err) {
 		if f.Class == capacity.NoCapacity && a.Unavailable != nil {
 			a.Unavailable.MarkUnavailable(f.Offering)
+		}
+		if f.Class == capacity.NoCapacity && a.logsStock(f.Offering) {
+			noteStock(ctx, a.Stock.Tried(f.Offering.Key(), false))
 		}
 		recordAcquisition(ctx, string(f.Offering.Market), string(f.Class))
 		details = append(details, FailureDetail{Class: f.Class, Offering: f.Offering.Key(), Code: f.Code, Message: f.Message})
@@ -107,6 +116,10 @@ func (a *Capacity) Release(ctx context.Context, in ReleaseInput) error {
 	err := p.Release(ctx, in.Instance.ID)
 	if err != nil && !capacity.IsNotFound(err) {
 		return err
+	}
+	if o := in.Instance.Offering; a.logsStock(o) && !in.Instance.LaunchedAt.IsZero() {
+		held := time.Since(in.Instance.LaunchedAt)
+		noteStock(ctx, a.Stock.Held(o.Key(), held, in.Reason == ReleasePreempted))
 	}
 	if in.Log != nil && a.Logs != nil {
 		// Losing a lesson costs only a less tuned interval later.

@@ -2,12 +2,6 @@ package activities
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"sync"
 
 	"refuel/pkg/capacity"
@@ -34,17 +28,7 @@ func (l *CheckpointLogs) Load() error {
 	if l.Path == "" {
 		return nil
 	}
-	data, err := os.ReadFile(l.Path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(data, &l.logs); err != nil {
-		return fmt.Errorf("%s: %w; delete it to start the checkpoint logs afresh", l.Path, err)
-	}
-	return nil
+	return loadJSON(l.Path, "checkpoint logs", &l.logs)
 }
 
 // Add adds what one instance taught to its pool's log and saves the logs.
@@ -58,19 +42,7 @@ func (l *CheckpointLogs) Add(pool string, d policy.CheckpointLog) error {
 	if l.Path == "" {
 		return nil
 	}
-	data, err := json.MarshalIndent(l.logs, "", "  ")
-	if err != nil {
-		return err
-	}
-	// Write then rename, so a crash never leaves half a file.
-	tmp := l.Path + ".tmp"
-	if err := os.MkdirAll(filepath.Dir(l.Path), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, l.Path)
+	return saveJSON(l.Path, l.logs)
 }
 
 // Get is the pool's log.

@@ -22,6 +22,7 @@ const (
 	EndedWorkflowsName    = "EndedWorkflows"
 	PoolCheckpointLogName = "PoolCheckpointLog"
 	LostInstancesName     = "LostInstances"
+	StockHistoryName      = "StockHistory"
 )
 
 // OfferingsInput asks every allowed provider what it sells for a job.

@@ -28,6 +28,7 @@ func Register(w worker.Registry, caps *activities.Capacity, jan *activities.Jani
 		activities.PoolCheckpointLogName: caps.PoolCheckpointLog,
 		activities.ReleaseName:           caps.Release,
 		activities.LostInstancesName:     caps.LostInstances,
+		activities.StockHistoryName:      caps.StockHistory,
 		activities.InterruptName:         caps.Interrupt,
 		activities.ListManagedName:       jan.ListManagedInstances,
 		activities.RunOwnsInstanceName:   jan.RunOwnsInstance,

@@ -83,7 +83,10 @@ type Stack struct {
 	Base     *local.Cloud      // the base group's machines, when a pools file is in force
 	// CheckpointLogs are the pools' checkpoint logs `interval: auto` reads.
 	CheckpointLogs *activities.CheckpointLogs
-	Sim            *sim.Cloud // set when the simulated cloud runs here
+	// StockLogs are what runs saw of each spot offering's stock, which
+	// deadline runs plan with on clouds without a market clock.
+	StockLogs *activities.StockLogs
+	Sim       *sim.Cloud // set when the simulated cloud runs here
 	// EC2Endpoint is where the in-process sim serves EC2's API, if it does.
 	EC2Endpoint string
 	Metrics     *telemetry.Metrics
@@ -143,7 +146,15 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		return nil, err
 	}
 	s.CheckpointLogs = logs
-	caps := &activities.Capacity{Providers: providers, Interrupters: set.interrupters, Unavailable: capacity.NewUnavailableCache(0, nil), Clocks: set.clocks, Logs: logs}
+	stock := &activities.StockLogs{}
+	if !cfg.InMemory {
+		stock.Path = filepath.Join(cfg.DataDir, "stock-logs.json")
+	}
+	if err := stock.Load(); err != nil {
+		return nil, err
+	}
+	s.StockLogs = stock
+	caps := &activities.Capacity{Providers: providers, Interrupters: set.interrupters, Unavailable: capacity.NewUnavailableCache(0, nil), Clocks: set.clocks, Logs: logs, Stock: stock}
 	jan := &activities.Janitor{Providers: providers, Client: s.Client, Grace: 2 * time.Minute}
 
 	s.worker = worker.New(s.Client, workflows.TaskQueue, worker.Options{})

@@ -140,6 +140,11 @@ func goBackToSpot(t *testing.T, s *controlplane.Stack, id string, zones []string
 	if left, _ := s.Provider.List(ctx, nil); len(left) != 0 {
 		t.Errorf("instances running after the run ended: %v", left)
 	}
+	// The stock logs saw the outage end when spot was found, and the
+	// time spot was held, for the runs after this one to plan with.
+	if h := s.StockLogs.History([]string{segs[1].Offering})[0]; h.Out.Count != 1 || h.In.Time[0] <= 0 {
+		t.Errorf("stock log of %s: %d outages seen to their end, %s in stock at risk; want 1, and the time held", segs[1].Offering, h.Out.Count, h.In.Time[0])
+	}
 	if m := scrape(t, s.MetricsURL()); !strings.Contains(m, `reason="changeover"`) {
 		t.Error(`/metrics lacks refuel_releases_total{reason="changeover"}`)
 	}

@@ -63,11 +63,13 @@ func TestReplayRecordedHistories(t *testing.T) {
 
 // recordedIDs are the workflow ids the histories were recorded under.
 var recordedIDs = map[string]string{
-	"capacity-pool":                  workflows.PoolWorkflowID,
-	"inference-service":              "chat",
-	"training-run-pool-yield":        "low",
-	"training-run-market-time":       "clocked",
-	"training-run-back-to-spot":      "back-to-spot-1",
-	"inference-service-replica-lost": "chat-spot",
-	"training-run-wait-for-spot":     "wait-for-spot-1",
+	"capacity-pool":                                   workflows.PoolWorkflowID,
+	"inference-service":                               "chat",
+	"training-run-pool-yield":                         "low",
+	"training-run-market-time":                        "clocked",
+	"training-run-back-to-spot":                       "back-to-spot-1",
+	"inference-service-replica-lost":                  "chat-spot",
+	"training-run-wait-for-spot":                      "wait-for-spot-1",
+	"training-run-wait-for-spot-before-stock-history": "wait-for-spot-1",
+	"training-run-back-to-spot-before-stock-history":  "back-to-spot-1",
 }

@@ -21,6 +21,9 @@ import (
 const (
 	waitForSpotVersion = "wait-for-spot"
 	backToSpotVersion  = "back-to-spot"
+	// stockHistoryVersion marks runs that plan both with what all runs
+	// saw of the spot offerings' stock (activities.StockLogs).
+	stockHistoryVersion = "stock-history"
 )
 
 // spotWatch is how a deadline run weighs spot against on-demand: the
@@ -76,13 +79,46 @@ func (r *run) waitsForSpot(ctx workflow.Context) bool {
 	if w == nil || !w.Wait {
 		return false
 	}
-	now := workflow.Now(ctx)
 	od := capacity.OnlyMarket(capacity.Order(r.offerings, r.spec.Tier, ""), capacity.OnDemand)
-	m := policy.Market{Step: max(w.Step, time.Second), OnDemandPrice: od[0].PricePerHour}
-	for _, o := range r.spotOfferings() {
-		m.Zones = append(m.Zones, policy.Zone{Name: o.Key(), SpotPrice: o.PricePerHour})
+	m := r.spotMarket(ctx, max(w.Step, time.Second), od[0].PricePerHour)
+	return policy.WaitForSpot(r.policyState(workflow.Now(ctx), w, policy.None), m)
+}
+
+// spotMarket is the run's spot offerings as refuel plans with them, each
+// a place of its own with what all runs saw of its stock, deciding every
+// step.
+func (r *run) spotMarket(ctx workflow.Context, step time.Duration, onDemandPrice float64) policy.Market {
+	spots := r.spotOfferings()
+	m := policy.Market{Step: step, OnDemandPrice: onDemandPrice}
+	history := r.stockHistory(ctx, spots)
+	for i, o := range spots {
+		z := policy.Zone{Name: o.Key(), SpotPrice: o.PricePerHour}
+		if history != nil {
+			z.History = history[i]
+		}
+		m.Zones = append(m.Zones, z)
 	}
-	return policy.WaitForSpot(r.policyState(now, w, policy.None), m)
+	return m
+}
+
+// stockHistory is what all runs saw of the offerings' stock, from the
+// control plane's stock logs; nil when the logs cannot be read (the plan
+// then goes by refuel's priors).
+func (r *run) stockHistory(ctx workflow.Context, offerings []capacity.Offering) []policy.Availability {
+	if workflow.GetVersion(ctx, stockHistoryVersion, workflow.DefaultVersion, 1) < 1 {
+		return nil
+	}
+	keys := make([]string, len(offerings))
+	for i, o := range offerings {
+		keys[i] = o.Key()
+	}
+	var h []policy.Availability
+	err := workflow.ExecuteActivity(controlOptions(ctx), activities.StockHistoryName, keys).Get(ctx, &h)
+	if err != nil || len(h) != len(keys) {
+		workflow.GetLogger(ctx).Warn("stock logs unavailable; planning with refuel's priors", "error", err)
+		return nil
+	}
+	return h
 }
 
 // policyState is the run as refuel sees it at now, holding c.
@@ -148,21 +184,16 @@ func (r *run) awaitSpot(ctx workflow.Context) (*capacity.Instance, time.Time) {
 }
 
 // spotToTry asks refuel whether to try spot now, for the run as it stands
-// (its slack, the work left) on its spot offerings, each a place of its
-// own; it returns the offering to try first.
+// (its slack, the work left) on its spot offerings (see spotMarket); it
+// returns the offering to try first.
 func (r *run) spotToTry(ctx workflow.Context) (capacity.Offering, bool) {
-	spots := r.spotOfferings()
-	now := workflow.Now(ctx)
-	m := policy.Market{Step: r.spotWatch.Every, OnDemandPrice: r.instance.Offering.PricePerHour}
-	for _, o := range spots {
-		m.Zones = append(m.Zones, policy.Zone{Name: o.Key(), SpotPrice: o.PricePerHour})
-	}
-	s := r.policyState(now, r.spotWatch, policy.Choice{Market: capacity.OnDemand, Zone: r.instance.Offering.Key()})
+	m := r.spotMarket(ctx, r.spotWatch.Every, r.instance.Offering.PricePerHour)
+	s := r.policyState(workflow.Now(ctx), r.spotWatch, policy.Choice{Market: capacity.OnDemand, Zone: r.instance.Offering.Key()})
 	c, ok := policy.BackToSpot(s, m)
 	if !ok {
 		return capacity.Offering{}, false
 	}
-	for _, o := range spots {
+	for _, o := range r.spotOfferings() {
 		if o.Key() == c.Zone {
 			return o, true
 		}

@@ -9,6 +9,7 @@ import (
 
 	"refuel/activities"
 	"refuel/pkg/capacity"
+	"refuel/pkg/policy"
 	"refuel/pkg/spec"
 )
 
@@ -186,5 +187,26 @@ func TestDeadlineRunGoesBackToSpot(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// What all runs saw of the stock steers the way back: with spot in zone a
+// known to last minutes and in zone b hours, the run tries b first though
+// a is cheaper.
+func TestBackToSpotTriesTheZoneWhoseStockLasts(t *testing.T) {
+	spotRetriesEvery(t, 50*time.Millisecond)
+	var flaky, steady policy.Availability
+	for range 30 {
+		flaky.Seen(true, 10*time.Minute, true)
+		steady.Seen(true, 8*time.Hour, false)
+	}
+	f := &fakeCloud{offerings: []capacity.Offering{spotA, spotB, odA}, noStock: map[capacity.Market]bool{capacity.Spot: true}, stockAfter: 1,
+		trainings: []activities.TrainingOutcome{"block"}, stock: map[string]policy.Availability{spotA.Key(): flaky, spotB.Key(): steady}}
+	st, _ := runDeadlineJob(t, f, 100*24*time.Hour)
+	if len(f.requests) < 2 || f.requests[1].Offerings[0] != spotB {
+		t.Fatalf("requests %v; want the way back to try %s first", f.requests, spotB.Key())
+	}
+	if len(f.acquired) != 2 || f.acquired[1].Offering != spotB || st.Changeovers != 1 {
+		t.Errorf("acquired %v, changeovers %d; want on-demand, then spot in b", f.acquired, st.Changeovers)
 	}
 }

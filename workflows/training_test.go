@@ -45,6 +45,8 @@ type fakeCloud struct {
 	laterAcquireTakes time.Duration
 	// poolLog is what PoolCheckpointLog answers for every pool.
 	poolLog policy.CheckpointLog
+	// stock is what StockHistory answers, by offering key.
+	stock map[string]policy.Availability
 	// trainings are the outcomes of successive RunTraining calls; past
 	// the end, training completes. "block" waits for cancellation and
 	// stops; "slow" completes after slowTraining of wall time.
@@ -62,6 +64,14 @@ func (f *fakeCloud) ListOfferings(context.Context, activities.OfferingsInput) ([
 
 func (f *fakeCloud) PoolCheckpointLog(context.Context, capacity.Offering) (policy.CheckpointLog, error) {
 	return f.poolLog, nil
+}
+
+func (f *fakeCloud) StockHistory(_ context.Context, keys []string) ([]policy.Availability, error) {
+	out := make([]policy.Availability, len(keys))
+	for i, k := range keys {
+		out[i] = f.stock[k]
+	}
+	return out, nil
 }
 
 // OpenMarket: the fake cloud's market keeps wall time.
@@ -170,7 +180,7 @@ func newEnvWithoutPool(t *testing.T, f *fakeCloud) *testsuite.TestWorkflowEnviro
 		activities.ListOfferingsName: f.ListOfferings, activities.AcquireName: f.Acquire,
 		activities.OpenMarketName: f.OpenMarket, activities.PoolCheckpointLogName: f.PoolCheckpointLog,
 		activities.ReleaseName:     f.Release,
-		activities.RunTrainingName: f.RunTraining,
+		activities.RunTrainingName: f.RunTraining, activities.StockHistoryName: f.StockHistory,
 	} {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

@@ -42,6 +42,15 @@ type Stretches struct {
 
 // add records one completed stretch of length d.
 func (st *Stretches) add(d time.Duration) {
+	st.expose(d)
+	st.Ended[bucketOf(d-1)]++
+	st.Count++
+	st.Total += d
+}
+
+// expose records d of a stretch's first time at each age: time at risk
+// of ending, whether or not it then ended.
+func (st *Stretches) expose(d time.Duration) {
 	for b := range ageBuckets {
 		lo := bucketStart(b)
 		if d <= lo {
@@ -53,9 +62,6 @@ func (st *Stretches) add(d time.Duration) {
 		}
 		st.Time[b] += hi - lo
 	}
-	st.Ended[bucketOf(d-1)]++
-	st.Count++
-	st.Total += d
 }
 
 // Availability accumulates what has been seen of one zone's spot stock.
@@ -90,6 +96,30 @@ func (a *Availability) Observe(available bool, d time.Duration) {
 	}
 	a.Last = available
 	a.Since += d
+}
+
+// Seen records a stretch of stock (in) or of its absence seen from its
+// start for d, where only part of the market is watched: a spot instance
+// held from launch until preempted (ended) or given back (not ended), or
+// a run's tries finding no stock until one found some (ended) or it
+// stopped trying. A stretch not seen to end still counts its time at risk,
+// so fitted rates are not biased towards short stretches. The model is
+// refitted at once (its callers plan afresh each time); the current
+// stretch (Last, Since) is not touched.
+func (a *Availability) Seen(in bool, d time.Duration, ended bool) {
+	if d <= 0 {
+		return
+	}
+	st := &a.Out
+	if in {
+		st = &a.In
+	}
+	if ended {
+		st.add(d)
+	} else {
+		st.expose(d)
+	}
+	a.FitIn, a.FitOut = a.In, a.Out
 }
 
 // close ends the current stretch.

@@ -32,3 +32,21 @@ func TestDeciderKeepsOnlyTheOutlooksInUse(t *testing.T) {
 		t.Errorf("after a two-zone decision: %d outlooks kept; want 2", len(d.outlooks))
 	}
 }
+
+// Stretches seen in part count their time at risk: a zone whose spot
+// instances were given back after hours, never preempted, fits as stock
+// that lasts, though no stretch in stock was seen to end.
+func TestSeenStretchesCountTheirTimeAtRisk(t *testing.T) {
+	var held, lost Availability
+	for range 10 {
+		held.Seen(true, 6*time.Hour, false)
+		lost.Seen(true, 20*time.Minute, true)
+	}
+	h, l := fitStock(held), fitStock(lost)
+	if h.end[1][1] >= l.end[1][1] || h.end[1][2] >= l.end[1][2] {
+		t.Errorf("in-stock end rates: held %v, preempted %v; want the held zone's lower", h.end[1], l.end[1])
+	}
+	if held.In.Count != 0 || lost.In.Count != 10 || held.FitIn != held.In {
+		t.Errorf("counts: held %d, lost %d; want 0 and 10, and the fit taken at once", held.In.Count, lost.In.Count)
+	}
+}
