@@ -116,12 +116,16 @@ func TestInterruptServesNoticeThenTakesTheInstance(t *testing.T) {
 	if _, state, _ := c.Describe(ctx, inst.ID); state != capacity.StateInterrupted {
 		t.Errorf("state %s after notice; want interrupted", state)
 	}
+	// The process goes at the end of the grace; the cloud says terminated
+	// once it has reaped it.
 	deadline := time.Now().Add(10 * time.Second)
-	for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+	state := capacity.StateInterrupted
+	for (syscall.Kill(pid, 0) == nil || state != capacity.StateTerminated) && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
+		_, state, _ = c.Describe(ctx, inst.ID)
 	}
-	if _, state, _ := c.Describe(ctx, inst.ID); state != capacity.StateTerminated {
-		t.Errorf("state %s after the grace; want terminated", state)
+	if state != capacity.StateTerminated || syscall.Kill(pid, 0) == nil {
+		t.Errorf("state %s after the grace, process alive %v; want terminated and gone", state, syscall.Kill(pid, 0) == nil)
 	}
 }
 
