@@ -44,9 +44,10 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./pkg/...
 
 # Market policies over every availability trace: 48h of work, 52h and 70h
-# deadlines, 10 start offsets per trace (issue 4's table).
+# deadlines, 10 start offsets per trace (issue 4's table), with refuel's
+# bound when each window's statistics are known in advance.
 bench-policy:
-	$(GO) run ./starter sim-bench --traces $(TRACES)/availability
+	$(GO) run ./starter sim-bench --traces $(TRACES)/availability --known-statistics
 
 # Inference autoscaling on a real hour of LLM traffic and a day composed
 # from it: SLO attainment and cost of refuel, a SkyServe-like reactive
