@@ -49,28 +49,32 @@ func (l *StockLogs) Load() error {
 // A run of tries that found none, ended by one that found some, is a
 // stretch out of stock seen to its end.
 func (l *StockLogs) Tried(key string, found bool) error {
-	return l.update(key, func(s *StockLog, now time.Time) {
+	return l.update(key, func(s *StockLog, now time.Time) bool {
 		switch {
 		case !found && s.NoneSince.IsZero():
 			s.NoneSince = now
 		case found && !s.NoneSince.IsZero():
 			s.Seen(false, now.Sub(s.NoneSince), true)
 			s.NoneSince = time.Time{}
+		default:
+			return false // a try like the last: nothing new to save
 		}
+		return true
 	})
 }
 
 // Held records a spot instance held for d, until it was preempted or
 // given back: a stretch in stock seen for d, to its end if preempted.
 func (l *StockLogs) Held(key string, d time.Duration, preempted bool) error {
-	return l.update(key, func(s *StockLog, _ time.Time) { s.Seen(true, d, preempted) })
+	return l.update(key, func(s *StockLog, _ time.Time) bool {
+		s.Seen(true, d, preempted)
+		return true
+	})
 }
 
-func (l *StockLogs) update(key string, f func(*StockLog, time.Time)) error {
-	now := time.Now
-	if l.Now != nil {
-		now = l.Now
-	}
+// update changes key's log with f, and saves the logs if f says it
+// changed anything.
+func (l *StockLogs) update(key string, f func(*StockLog, time.Time) bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.logs == nil {
@@ -81,21 +85,24 @@ func (l *StockLogs) update(key string, f func(*StockLog, time.Time)) error {
 		s = &StockLog{}
 		l.logs[key] = s
 	}
-	f(s, now())
-	if l.Path == "" {
+	if !f(s, l.now()) || l.Path == "" {
 		return nil
 	}
 	return saveJSON(l.Path, l.logs)
+}
+
+func (l *StockLogs) now() time.Time {
+	if l.Now != nil {
+		return l.Now()
+	}
+	return time.Now()
 }
 
 // History is what was seen of each offering's stock, in order, as a
 // policy.Zone's History: an offering whose tries find none now is out of
 // stock since the first of them.
 func (l *StockLogs) History(keys []string) []policy.Availability {
-	now := time.Now
-	if l.Now != nil {
-		now = l.Now
-	}
+	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make([]policy.Availability, len(keys))
@@ -106,7 +113,7 @@ func (l *StockLogs) History(keys []string) []policy.Availability {
 		}
 		out[i] = s.Availability
 		if !s.NoneSince.IsZero() {
-			out[i].Last, out[i].Since = false, max(now().Sub(s.NoneSince), time.Nanosecond)
+			out[i].Last, out[i].Since = false, max(now.Sub(s.NoneSince), time.Nanosecond)
 		}
 	}
 	return out

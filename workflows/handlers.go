@@ -43,19 +43,13 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 			c.Receive(ctx, nil)
 			r.paused = false
 		}),
-		onSignal(ctx, SignalProgress, func(ctx workflow.Context, c workflow.ReceiveChannel) {
-			var p activities.Progress
-			c.Receive(ctx, &p)
+		onSignalOf(ctx, SignalProgress, func(ctx workflow.Context, p activities.Progress) {
 			r.onProgress(ctx, p)
 		}),
-		onSignal(ctx, SignalCapacityGranted, func(ctx workflow.Context, c workflow.ReceiveChannel) {
-			var a admission.Allocation
-			c.Receive(ctx, &a)
+		onSignalOf(ctx, SignalCapacityGranted, func(ctx workflow.Context, a admission.Allocation) {
 			r.onGranted(a)
 		}),
-		onSignal(ctx, SignalYield, func(ctx workflow.Context, c workflow.ReceiveChannel) {
-			var y YieldRequest
-			c.Receive(ctx, &y)
+		onSignalOf(ctx, SignalYield, func(ctx workflow.Context, y YieldRequest) {
 			r.onYield(y)
 		}),
 	}

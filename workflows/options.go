@@ -68,9 +68,9 @@ func trainingOptions(ctx workflow.Context, taskQueue string, work time.Duration,
 	})
 }
 
-// recordAcquireFailure adds each classified failure to status and
-// returns them; an error without details counts as one unknown failure.
-func (r *run) recordAcquireFailure(ctx workflow.Context, err error) []activities.FailureDetail {
+// failureDetails are the classified failures an Acquire error carries;
+// an error without them counts as one failure of its type's class.
+func failureDetails(err error) []activities.FailureDetail {
 	var details []activities.FailureDetail
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) && app.HasDetails() {
@@ -83,6 +83,13 @@ func (r *run) recordAcquireFailure(ctx workflow.Context, err error) []activities
 		}
 		details = []activities.FailureDetail{{Class: class, Message: err.Error()}}
 	}
+	return details
+}
+
+// recordAcquireFailure adds each classified failure (see failureDetails)
+// to status and returns them.
+func (r *run) recordAcquireFailure(ctx workflow.Context, err error) []activities.FailureDetail {
+	details := failureDetails(err)
 	for _, d := range details {
 		r.addFailure(ctx, string(d.Class), d.Offering, d.Message)
 	}

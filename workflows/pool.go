@@ -117,9 +117,7 @@ func (p *capacityPool) channels(ctx workflow.Context) []signalHandler {
 		}
 	}
 	return []signalHandler{
-		onSignal(ctx, SignalPoolConfigure, func(ctx workflow.Context, c workflow.ReceiveChannel) {
-			var cfg pool.Config
-			c.Receive(ctx, &cfg)
+		onSignalOf(ctx, SignalPoolConfigure, func(ctx workflow.Context, cfg pool.Config) {
 			cfg.Normalize()
 			if err := cfg.Validate(); err != nil {
 				log.Error("pools file refused; keeping the one in force", "error", err)
@@ -127,39 +125,25 @@ func (p *capacityPool) channels(ctx workflow.Context) []signalHandler {
 			}
 			p.state.Reconfigure(cfg)
 		}),
-		onSignal(ctx, SignalPoolRequest, func(ctx workflow.Context, c workflow.ReceiveChannel) {
-			var r admission.Request
-			c.Receive(ctx, &r)
+		onSignalOf(ctx, SignalPoolRequest, func(ctx workflow.Context, r admission.Request) {
 			p.request(ctx, r)
 		}),
-		onSignal(ctx, SignalPoolBind, func(ctx workflow.Context, c workflow.ReceiveChannel) {
-			var b PoolBind
-			c.Receive(ctx, &b)
+		onSignalOf(ctx, SignalPoolBind, func(ctx workflow.Context, b PoolBind) {
 			ignore(SignalPoolBind, b.ID, p.state.Bind(b.ID, b.Offering))
 		}),
-		onSignal(ctx, SignalPoolRelease, func(ctx workflow.Context, c workflow.ReceiveChannel) {
-			var ref PoolRef
-			c.Receive(ctx, &ref)
+		onSignalOf(ctx, SignalPoolRelease, func(ctx workflow.Context, ref PoolRef) {
 			p.release(ref.ID)
 		}),
-		onSignal(ctx, SignalPoolYielded, func(ctx workflow.Context, c workflow.ReceiveChannel) {
-			var ref PoolRef
-			c.Receive(ctx, &ref)
+		onSignalOf(ctx, SignalPoolYielded, func(ctx workflow.Context, ref PoolRef) {
 			ignore(SignalPoolYielded, ref.ID, p.state.Requeue(ref.ID, workflow.Now(ctx)))
 		}),
-		onSignal(ctx, SignalPoolPriority, func(ctx workflow.Context, c workflow.ReceiveChannel) {
-			var pr PoolPriority
-			c.Receive(ctx, &pr)
+		onSignalOf(ctx, SignalPoolPriority, func(ctx workflow.Context, pr PoolPriority) {
 			ignore(SignalPoolPriority, pr.ID, p.state.SetPriority(pr.ID, pr.Priority))
 		}),
-		onSignal(ctx, SignalPoolPause, func(ctx workflow.Context, c workflow.ReceiveChannel) {
-			var ref PoolRef
-			c.Receive(ctx, &ref)
+		onSignalOf(ctx, SignalPoolPause, func(ctx workflow.Context, ref PoolRef) {
 			ignore(SignalPoolPause, ref.ID, p.state.Pause(ref.ID, workflow.Now(ctx)))
 		}),
-		onSignal(ctx, SignalPoolResume, func(ctx workflow.Context, c workflow.ReceiveChannel) {
-			var ref PoolRef
-			c.Receive(ctx, &ref)
+		onSignalOf(ctx, SignalPoolResume, func(ctx workflow.Context, ref PoolRef) {
 			ignore(SignalPoolResume, ref.ID, p.state.Resume(ref.ID, workflow.Now(ctx)))
 		}),
 	}

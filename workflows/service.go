@@ -241,20 +241,14 @@ func (s *service) resume(ctx workflow.Context) {
 // that signals arriving together are taken alike on replay.
 func (s *service) signals(ctx workflow.Context) []signalHandler {
 	return []signalHandler{
-		onSignal(ctx, SignalMetrics, func(ctx workflow.Context, c workflow.ReceiveChannel) {
-			var m autoscale.Metrics
-			c.Receive(ctx, &m)
+		onSignalOf(ctx, SignalMetrics, func(ctx workflow.Context, m autoscale.Metrics) {
 			s.observe(ctx, m)
 			s.decide(ctx)
 		}),
-		onSignal(ctx, SignalCapacityGranted, func(ctx workflow.Context, c workflow.ReceiveChannel) {
-			var a admission.Allocation
-			c.Receive(ctx, &a)
+		onSignalOf(ctx, SignalCapacityGranted, func(ctx workflow.Context, a admission.Allocation) {
 			s.onGranted(ctx, a)
 		}),
-		onSignal(ctx, SignalYield, func(ctx workflow.Context, c workflow.ReceiveChannel) {
-			var y YieldRequest
-			c.Receive(ctx, &y)
+		onSignalOf(ctx, SignalYield, func(ctx workflow.Context, y YieldRequest) {
 			s.onYield(ctx, y)
 		}),
 	}
@@ -629,24 +623,6 @@ func (s *service) acquireFailed(ctx workflow.Context, err error) {
 	if until := workflow.Now(ctx).Add(hold); until.After(s.HoldUntil) {
 		s.HoldUntil = until
 	}
-}
-
-// failureDetails are the classified failures an Acquire error carries;
-// an error without them counts as one failure of its type's class.
-func failureDetails(err error) []activities.FailureDetail {
-	var details []activities.FailureDetail
-	var app *temporal.ApplicationError
-	if errors.As(err, &app) && app.HasDetails() {
-		_ = app.Details(&details)
-	}
-	if len(details) == 0 {
-		class := capacity.Unknown
-		if app != nil && app.Type() != "" {
-			class = capacity.Class(app.Type())
-		}
-		details = []activities.FailureDetail{{Class: class, Message: err.Error()}}
-	}
-	return details
 }
 
 // curedByWaiting reports whether some failure may pass by the next

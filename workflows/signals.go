@@ -15,6 +15,15 @@ func onSignal(ctx workflow.Context, name string, take func(workflow.Context, wor
 	return signalHandler{ch: workflow.GetSignalChannel(ctx, name), take: take}
 }
 
+// onSignalOf is the handler of the named signal carrying one T.
+func onSignalOf[T any](ctx workflow.Context, name string, take func(workflow.Context, T)) signalHandler {
+	return onSignal(ctx, name, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+		var v T
+		c.Receive(ctx, &v)
+		take(ctx, v)
+	})
+}
+
 // addSignals makes sel take any of the handlers' signals.
 func addSignals(ctx workflow.Context, sel workflow.Selector, hs []signalHandler) {
 	for _, h := range hs {
