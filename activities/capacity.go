@@ -59,8 +59,9 @@ func (a *Capacity) ListOfferings(ctx context.Context, in OfferingsInput) ([]capa
 // Acquire launches one instance on the first offering that can be had.
 // Offerings that just ran out of stock (for any run) are tried last. A
 // failure is returned as an application error whose type is the class
-// and whose details list every offering's failure; only throttling is
-// left retryable, so Temporal's backoff handles exactly that.
+// and whose details list every offering's failure. Only the classes whose
+// Remedy says a prompt retry may cure them (throttling, the unclassified)
+// are left to Temporal's retry policy.
 func (a *Capacity) Acquire(ctx context.Context, req capacity.Request) (capacity.Instance, error) {
 	req.Offerings = a.preferAvailable(req.Offerings)
 	groups := groupByProvider(req.Offerings)
@@ -103,7 +104,7 @@ func (a *Capacity) Acquire(ctx context.Context, req capacity.Request) (capacity.
 	return capacity.Instance{}, temporal.NewApplicationErrorWithOptions(
 		fmt.Sprintf("no offering could be acquired (%s): %s", class, capacity.Summary(err)),
 		string(class),
-		temporal.ApplicationErrorOptions{NonRetryable: class != capacity.Throttled && class != capacity.Unknown, Details: []any{details}},
+		temporal.ApplicationErrorOptions{NonRetryable: !class.Remedy().Retry, Details: []any{details}},
 	)
 }
 

@@ -96,14 +96,18 @@ func (r *run) recordAcquireFailure(ctx workflow.Context, err error) []activities
 	return details
 }
 
+// classes are the failures' classes, for capacity's remedies.
+func classes(details []activities.FailureDetail) []capacity.Class {
+	out := make([]capacity.Class, len(details))
+	for i, d := range details {
+		out[i] = d.Class
+	}
+	return out
+}
+
 // permanent reports whether no offering can ever succeed.
 func permanent(details []activities.FailureDetail) bool {
-	for _, d := range details {
-		if d.Class.Retryable() {
-			return false
-		}
-	}
-	return len(details) > 0
+	return capacity.Permanent(classes(details)...)
 }
 
 // retryableClass is the class a waiting run waits on: the first failure

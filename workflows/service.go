@@ -626,14 +626,9 @@ func (s *service) acquireFailed(ctx workflow.Context, err error) {
 }
 
 // curedByWaiting reports whether some failure may pass by the next
-// decision. Price counts as lasting: spot prices move over hours.
+// decision: prices move over hours, so price counts as lasting.
 func curedByWaiting(details []activities.FailureDetail) bool {
-	for _, d := range details {
-		if d.Class.Retryable() && d.Class != capacity.Price {
-			return true
-		}
-	}
-	return false
+	return capacity.CuredWithin(capacity.Minutes, classes(details)...)
 }
 
 // loadModel waits while the replica loads its model, then counts it as

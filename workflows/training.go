@@ -234,8 +234,8 @@ func (r *run) acquire(ctx workflow.Context) error {
 			return temporal.NewCanceledError()
 		}
 		details := r.recordAcquireFailure(ctx, err)
-		if spotOnly && permanent(details) {
-			r.spotImpossible = true // no use waiting for it: on to on-demand
+		if spotOnly && !capacity.CuredWithin(capacity.Minutes, classes(details)...) {
+			r.spotImpossible = true // no use waiting for it (quota, price, spec): on to on-demand
 			continue
 		}
 		if permanent(details) {

@@ -110,3 +110,40 @@ func TestUnavailableCacheExpires(t *testing.T) {
 		t.Error("entry outlived its TTL")
 	}
 }
+
+func TestRemedies(t *testing.T) {
+	cases := map[string]struct {
+		classes                       []Class
+		withinMinutes, hours, forever bool
+	}{
+		"no stock passes in minutes":        {[]Class{NoCapacity}, true, true, false},
+		"price moves over hours":            {[]Class{Price}, false, true, false},
+		"quota must be raised":              {[]Class{Quota}, false, false, true},
+		"config must be fixed":              {[]Class{Config}, false, false, true},
+		"one curable offering is enough":    {[]Class{SpecMismatch, Throttled}, true, true, false},
+		"price and quota: hours, not never": {[]Class{Quota, Price}, false, true, false},
+		"nothing failed is not permanent":   {nil, false, false, false},
+		"a class this build does not know":  {[]Class{"brand-new"}, true, true, false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := CuredWithin(Minutes, tc.classes...); got != tc.withinMinutes {
+				t.Errorf("CuredWithin(Minutes) = %v, want %v", got, tc.withinMinutes)
+			}
+			if got := CuredWithin(Hours, tc.classes...); got != tc.hours {
+				t.Errorf("CuredWithin(Hours) = %v, want %v", got, tc.hours)
+			}
+			if got := Permanent(tc.classes...); got != tc.forever {
+				t.Errorf("Permanent = %v, want %v", got, tc.forever)
+			}
+		})
+	}
+}
+
+func TestEveryClassHasARemedy(t *testing.T) {
+	for _, c := range Classes {
+		if _, ok := remedies[c]; !ok {
+			t.Errorf("class %s has no entry in the remedies table", c)
+		}
+	}
+}

@@ -6,8 +6,9 @@ import (
 	"strings"
 )
 
-// Class is why a provider could not deliver capacity. Each class has its
-// own handling: see Retryable and the workflow's failover.
+// Class is why a provider could not deliver capacity. What each class
+// allows (a retry, a wait) is decided in one place, Remedy, which the
+// Acquire activity, training runs and services all ask.
 type Class string
 
 const (
@@ -25,17 +26,83 @@ const (
 	Throttled Class = "throttled"
 	// InitFailure: the instance launched but never became ready.
 	InitFailure Class = "init-failure"
+	// Config: refuel's own configuration is wrong (credentials refused, an
+	// action not permitted, a launch template or instance type that does
+	// not exist); someone must fix it, no retry cures it.
+	Config Class = "config"
 	// Unknown: anything the provider did not classify.
 	Unknown Class = "unknown"
 )
 
-// Retryable reports whether the same request may succeed later.
-func (c Class) Retryable() bool {
-	switch c {
-	case SpecMismatch, Quota:
-		return false
+// Classes lists every class, in the order the docs present them.
+var Classes = []Class{NoCapacity, SpecMismatch, Quota, Price, Throttled, InitFailure, Config, Unknown}
+
+// Wait is how long waiting takes to cure a failure.
+type Wait int
+
+const (
+	// Never: waiting cures nothing; something must change first.
+	Never Wait = iota
+	// Minutes: stock comes back and APIs calm down within minutes.
+	Minutes
+	// Hours: prices move over hours.
+	Hours
+)
+
+// Remedy says what may cure one class of failure.
+type Remedy struct {
+	// Retry: asking again at once may succeed, so the Acquire activity
+	// leaves it to Temporal's retry policy (which bounds the attempts).
+	Retry bool
+	// Wait: how long waiting takes to cure it.
+	Wait Wait
+	// Account: the failure is the account's rather than the offering's:
+	// every offering of the provider fails alike, so trying the next one
+	// does not help.
+	Account bool
+}
+
+// remedies is the one table of what each class allows.
+var remedies = map[Class]Remedy{
+	NoCapacity:   {Wait: Minutes},
+	SpecMismatch: {Wait: Never},
+	Quota:        {Wait: Never, Account: true},
+	Price:        {Wait: Hours},
+	Throttled:    {Retry: true, Wait: Minutes, Account: true},
+	InitFailure:  {Wait: Minutes},
+	Config:       {Wait: Never, Account: true},
+	Unknown:      {Retry: true, Wait: Minutes},
+}
+
+// Remedy is what may cure a failure of class c. A class this build does
+// not know is handled as Unknown.
+func (c Class) Remedy() Remedy {
+	if r, ok := remedies[c]; ok {
+		return r
 	}
-	return true
+	return remedies[Unknown]
+}
+
+// Retryable reports whether waiting, however long, may cure c.
+func (c Class) Retryable() bool { return c.Remedy().Wait != Never }
+
+// CuredWithin reports whether some failure among classes may pass by
+// waiting at most w: with Minutes, whether a run should wait for stock
+// rather than give up on the offerings; with Hours, whether waiting can
+// help at all.
+func CuredWithin(w Wait, classes ...Class) bool {
+	for _, c := range classes {
+		if r := c.Remedy(); r.Wait != Never && r.Wait <= w {
+			return true
+		}
+	}
+	return false
+}
+
+// Permanent reports whether no failure among classes can pass by
+// waiting: some must be fixed first. An empty list is not permanent.
+func Permanent(classes ...Class) bool {
+	return len(classes) > 0 && !CuredWithin(Hours, classes...)
 }
 
 // Error is one classified failure to acquire an offering.
