@@ -31,6 +31,7 @@ const (
 	DefaultCheckpointKeep     = 3
 	DefaultCheckpointInterval = "auto"
 	MaxPriority               = 100
+	DefaultMaxRestarts        = 3
 )
 
 // JobSpec is one training run as a pipeline submits it (design section 3).
@@ -46,6 +47,16 @@ type JobSpec struct {
 	Command    []string   `json:"command,omitempty"`
 	Checkpoint Checkpoint `json:"checkpoint"`
 	BudgetUSD  float64    `json:"budget_usd,omitempty"`
+	// Env is added to the trainer's environment, beside the contract's
+	// REFUEL_* variables (which it may not override).
+	Env map[string]string `json:"env,omitempty"`
+	// Workdir is where the command runs on the instance, and where a
+	// relative command is found; default the attempt's scratch directory.
+	Workdir string `json:"workdir,omitempty"`
+	// MaxRestarts is how many instance losses, agent failures and trainer
+	// failures the run tolerates before it fails; nil means
+	// DefaultMaxRestarts, 0 tolerates none.
+	MaxRestarts *int `json:"max_restarts,omitempty"`
 	// Policy is the market policy a deadline or flexible run follows on a
 	// market with a clock of its own (the simulated cloud), by the names
 	// of `starter sim`; default refuel.
@@ -62,7 +73,12 @@ const DefaultPolicy = "refuel"
 // Resources says what an instance must have and what the job may pay.
 // Empty lists mean "any that the provider offers".
 type Resources struct {
-	GPUs            int      `json:"gpus"`
+	GPUs int `json:"gpus"`
+	// Nodes is how many instances the job needs at once (a gang); 0
+	// means 1. Services place each replica on one node.
+	Nodes int `json:"nodes,omitempty"`
+	// SameZone keeps a gang's nodes in one zone; nil means true.
+	SameZone        *bool    `json:"same_zone,omitempty"`
 	InstanceTypes   []string `json:"instance_types,omitempty"`
 	Zones           []string `json:"zones,omitempty"`
 	Providers       []string `json:"providers,omitempty"`
@@ -81,6 +97,10 @@ type Checkpoint struct {
 	// DefaultMinCheckpointInterval and DefaultMaxCheckpointInterval.
 	MinInterval Duration `json:"min_interval,omitempty"`
 	MaxInterval Duration `json:"max_interval,omitempty"`
+	// RestartFromScratch lets a run whose checkpoints all fail to verify
+	// train again from step 0; without it the run fails with a
+	// checkpoint failure, so no work is silently thrown away.
+	RestartFromScratch bool `json:"restart_from_scratch,omitempty"`
 }
 
 // Bounds of an "auto" checkpoint interval left unset: checkpoints more
@@ -133,6 +153,21 @@ func (s *JobSpec) Normalize() {
 		s.Policy = DefaultPolicy
 	}
 }
+
+// Restarts is how many restarts the run tolerates: MaxRestarts, or its
+// default.
+func (s JobSpec) Restarts() int {
+	if s.MaxRestarts == nil {
+		return DefaultMaxRestarts
+	}
+	return *s.MaxRestarts
+}
+
+// NodeCount is how many instances the job needs at once.
+func (r Resources) NodeCount() int { return max(1, r.Nodes) }
+
+// OneZone reports whether a gang's nodes must share a zone.
+func (r Resources) OneZone() bool { return r.SameZone == nil || *r.SameZone }
 
 // AllowsOnDemand reports whether the tier may ever pay on-demand prices.
 func (t Tier) AllowsOnDemand() bool { return t == TierCritical || t == TierDeadline }

@@ -54,6 +54,9 @@ func (s *JobSpec) Validate(now time.Time) error {
 	if s.BudgetUSD < 0 {
 		fe.add("budget_usd", "is negative", "give a budget in USD, or leave it out for none")
 	}
+	if s.MaxRestarts != nil && *s.MaxRestarts < 0 {
+		fe.add("max_restarts", fmt.Sprintf("%d is negative", *s.MaxRestarts), "tolerate 0 or more restarts, or leave it out for 3")
+	}
 	return fe.err("JobSpec", s.ID)
 }
 
@@ -114,6 +117,9 @@ func contains[T comparable](xs []T, x T) bool {
 func (r Resources) validate(fe *fieldErrors, gpuFix string) {
 	if r.GPUs < 0 {
 		fe.add("resources.gpus", fmt.Sprintf("%d is negative", r.GPUs), gpuFix)
+	}
+	if r.Nodes < 0 {
+		fe.add("resources.nodes", fmt.Sprintf("%d is negative", r.Nodes), "ask for 1 or more nodes, or leave it out for 1")
 	}
 	if r.MaxPricePerHour < 0 {
 		fe.add("resources.max_price_per_hour", "is negative", "give a price in USD per instance-hour, or leave it out for no cap")
