@@ -21,6 +21,12 @@ type Segment struct {
 	Start        time.Time `json:"start"`
 	// End is zero while the instance is still paid for.
 	End time.Time `json:"end,omitzero"`
+	// LostWorkSeconds is work done on this instance and lost with it;
+	// RecoverySeconds is its paid time spent restarting and restoring a
+	// checkpoint rather than training. Both are within the ledger's
+	// totals.
+	LostWorkSeconds float64 `json:"lost_work_seconds,omitempty"`
+	RecoverySeconds float64 `json:"recovery_seconds,omitempty"`
 }
 
 func (s Segment) open() bool { return s.End.IsZero() }
@@ -75,20 +81,37 @@ func (l *Ledger) Close(instanceID string, end time.Time) {
 	}
 }
 
-// AddLostWork records seconds of work recomputed after a preemption.
-// Amounts that are not positive are ignored.
-func (l *Ledger) AddLostWork(seconds float64) {
+// AddLostWork records seconds of work done on an instance and lost with
+// it, to be computed again. Amounts that are not positive are ignored.
+func (l *Ledger) AddLostWork(instanceID string, seconds float64) {
 	if seconds > 0 {
 		l.LostWorkSeconds += seconds
+		if s := l.latest(instanceID); s != nil {
+			s.LostWorkSeconds += seconds
+		}
 	}
 }
 
-// AddRecovery records seconds of paid time spent restoring and restarting.
-// Amounts that are not positive are ignored.
-func (l *Ledger) AddRecovery(seconds float64) {
+// AddRecovery records seconds of an instance's paid time spent
+// restarting and restoring a checkpoint. Amounts that are not positive
+// are ignored.
+func (l *Ledger) AddRecovery(instanceID string, seconds float64) {
 	if seconds > 0 {
 		l.RecoverySeconds += seconds
+		if s := l.latest(instanceID); s != nil {
+			s.RecoverySeconds += seconds
+		}
 	}
+}
+
+// latest is the instance's newest segment, or nil.
+func (l *Ledger) latest(instanceID string) *Segment {
+	for i := len(l.Segments) - 1; i >= 0; i-- {
+		if l.Segments[i].InstanceID == instanceID {
+			return &l.Segments[i]
+		}
+	}
+	return nil
 }
 
 // CostUSD is everything paid, open segments counted up to now.

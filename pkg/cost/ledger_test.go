@@ -24,9 +24,9 @@ func open(id, pool, market string, price, startH float64) op {
 	}
 }
 
-func closeAt(id string, h float64) op { return func(l *Ledger) { l.Close(id, at(h)) } }
-func lost(s float64) op               { return func(l *Ledger) { l.AddLostWork(s) } }
-func recovery(s float64) op           { return func(l *Ledger) { l.AddRecovery(s) } }
+func closeAt(id string, h float64) op  { return func(l *Ledger) { l.Close(id, at(h)) } }
+func lost(id string, s float64) op     { return func(l *Ledger) { l.AddLostWork(id, s) } }
+func recovery(id string, s float64) op { return func(l *Ledger) { l.AddRecovery(id, s) } }
 
 func build(ops ...op) Ledger {
 	var l Ledger
@@ -73,7 +73,7 @@ func TestLedgerBreakdown(t *testing.T) {
 		"lost work and recovery at the mean price": {
 			ops: []op{
 				open("i-1", "p", "spot", 1, 0), closeAt("i-1", 2),
-				lost(1800), recovery(900),
+				lost("i-1", 1800), recovery("i-1", 900),
 				open("i-2", "p", "on-demand", 4, 2),
 			},
 			now: 3,
@@ -88,12 +88,12 @@ func TestLedgerBreakdown(t *testing.T) {
 			},
 		},
 		"lost work before anything was paid": {
-			ops:  []op{lost(600), recovery(60)},
+			ops:  []op{lost("i-0", 600), recovery("i-0", 60)},
 			now:  1,
 			want: Breakdown{ByMarket: map[string]Line{}, ByPool: map[string]Line{}},
 		},
 		"negative amounts ignored": {
-			ops: []op{open("i-1", "p", "spot", 2, 0), closeAt("i-1", 1), lost(-3600), recovery(-1), lost(0)},
+			ops: []op{open("i-1", "p", "spot", 2, 0), closeAt("i-1", 1), lost("i-1", -3600), recovery("i-1", -1), lost("i-1", 0)},
 			now: 1,
 			want: Breakdown{
 				ByMarket: map[string]Line{"spot": {1, 2}},
@@ -189,8 +189,8 @@ func TestLedgerJSON(t *testing.T) {
 	tests := map[string]Ledger{
 		"empty": {},
 		"open and closed": build(
-			open("i-1", "burst", "spot", 0.9701, 0), closeAt("i-1", 1.5), lost(1234.5),
-			open("i-2", "burst", "on-demand", 3.06, 1.75), recovery(720),
+			open("i-1", "burst", "spot", 0.9701, 0), closeAt("i-1", 1.5), lost("i-1", 1234.5),
+			open("i-2", "burst", "on-demand", 3.06, 1.75), recovery("i-2", 720),
 		),
 	}
 	for name, l := range tests {

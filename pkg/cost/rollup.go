@@ -16,13 +16,17 @@ type JobCost struct {
 	At time.Time
 }
 
-// Row is what one team spent on one pool.
+// Row is what one team spent on one pool: in all, and of that what work
+// lost to preemptions and recovering from them cost (each priced, like
+// the ledger's, at the job's mean price).
 type Row struct {
-	Team  string  `json:"team"`
-	Pool  string  `json:"pool"`
-	Jobs  int     `json:"jobs"` // jobs with a segment in the pool
-	Hours float64 `json:"hours"`
-	USD   float64 `json:"usd"`
+	Team        string  `json:"team"`
+	Pool        string  `json:"pool"`
+	Jobs        int     `json:"jobs"` // jobs with a segment in the pool
+	Hours       float64 `json:"hours"`
+	USD         float64 `json:"usd"`
+	LostWorkUSD float64 `json:"lost_work_usd"`
+	RecoveryUSD float64 `json:"recovery_usd"`
 }
 
 // Rollup sums jobs' ledgers by team and pool, in rows sorted by team and
@@ -38,6 +42,10 @@ func Rollup(items []JobCost) []Row {
 	rows := []Row{}
 	for _, j := range jobs {
 		seen := map[string]bool{}
+		perSecond := 0.0 // the job's mean price per second
+		if h := j.Ledger.Hours(j.At); h > 0 {
+			perSecond = j.Ledger.CostUSD(j.At) / h / 3600
+		}
 		for _, s := range j.Ledger.Segments {
 			k := key{j.Team, s.Pool}
 			i, ok := index[k]
@@ -53,6 +61,8 @@ func Rollup(items []JobCost) []Row {
 			}
 			r.Hours += s.Hours(j.At)
 			r.USD += s.USD(j.At)
+			r.LostWorkUSD += s.LostWorkSeconds * perSecond
+			r.RecoveryUSD += s.RecoverySeconds * perSecond
 		}
 	}
 	slices.SortFunc(rows, func(a, b Row) int {
