@@ -89,3 +89,30 @@ func marketRank(m Market) int {
 	}
 	return 2
 }
+
+// Within keeps the offerings of own that are also in granted (matched by
+// Key), in own's order; when the two do not meet, granted is what there
+// is.
+func Within(own, granted []Offering) []Offering {
+	var both []Offering
+	for _, o := range own {
+		if slices.ContainsFunc(granted, func(g Offering) bool { return g.Key() == o.Key() }) {
+			both = append(both, o)
+		}
+	}
+	if len(both) == 0 {
+		return granted
+	}
+	return both
+}
+
+// First puts o first and keeps the rest of offerings in their order.
+func First(offerings []Offering, o Offering) []Offering {
+	out := []Offering{o}
+	for _, x := range offerings {
+		if x != o {
+			out = append(out, x)
+		}
+	}
+	return out
+}
