@@ -9,17 +9,17 @@ package controlplane
 import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
 	"refuel/activities"
 	"refuel/workflows"
 )
 
-// Register puts every control-plane workflow and activity on a worker
-// under its contract name. Replay tests use it too, so the names a
-// history was recorded with are the names registered.
-func Register(w worker.Registry, caps *activities.Capacity, jan *activities.Janitor) {
-	RegisterWorkflows(w)
+// Register puts every control-plane workflow, with the options it runs
+// under, and every activity on a worker under its contract name. Replay
+// tests register the same workflows, so the names a history was
+// recorded with are the names registered.
+func Register(w worker.Registry, wf *workflows.Workflows, caps *activities.Capacity, jan *activities.Janitor) {
+	wf.Register(w)
 	acts := map[string]any{
 		activities.ListOfferingsName:     caps.ListOfferings,
 		activities.AcquireName:           caps.Acquire,
@@ -37,18 +37,4 @@ func Register(w worker.Registry, caps *activities.Capacity, jan *activities.Jani
 	for name, fn := range acts {
 		w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
-}
-
-// WorkflowRegistry is what workers and replayers have in common.
-type WorkflowRegistry interface {
-	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
-}
-
-// RegisterWorkflows registers the workflows alone (replayers need no activities).
-func RegisterWorkflows(w WorkflowRegistry) {
-	w.RegisterWorkflowWithOptions(workflows.TrainingRun, workflow.RegisterOptions{Name: workflows.TrainingRunName})
-	w.RegisterWorkflowWithOptions(workflows.InjectInterruption, workflow.RegisterOptions{Name: workflows.InjectInterruptionName})
-	w.RegisterWorkflowWithOptions(workflows.Janitor, workflow.RegisterOptions{Name: workflows.JanitorName})
-	w.RegisterWorkflowWithOptions(workflows.CapacityPool, workflow.RegisterOptions{Name: workflows.CapacityPoolName})
-	w.RegisterWorkflowWithOptions(workflows.InferenceService, workflow.RegisterOptions{Name: workflows.InferenceServiceName})
 }

@@ -68,6 +68,9 @@ type Config struct {
 	// PoolMaxHistory is the pool workflow's history length per
 	// generation; 0 means workflows.DefaultPoolMaxHistory.
 	PoolMaxHistory int
+	// Workflows are the workflows with the options they run under; nil
+	// means workflows.New(), the defaults.
+	Workflows *workflows.Workflows
 	// JanitorEvery is how often the janitor runs; 0 means every minute,
 	// negative means no janitor schedule.
 	JanitorEvery time.Duration
@@ -158,7 +161,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	jan := &activities.Janitor{Providers: providers, Client: s.Client, Grace: 2 * time.Minute}
 
 	s.worker = worker.New(s.Client, workflows.TaskQueue, worker.Options{})
-	Register(s.worker, caps, jan)
+	Register(s.worker, cfg.Workflows, caps, jan)
 	if err := s.worker.Start(); err != nil {
 		return nil, fmt.Errorf("control-plane worker: %w", err)
 	}
@@ -257,6 +260,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.DataDir == "" {
 		cfg.DataDir = ".refuel"
+	}
+	if cfg.Workflows == nil {
+		cfg.Workflows = workflows.New()
 	}
 	abs, err := filepath.Abs(cfg.DataDir)
 	if err != nil {

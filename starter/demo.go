@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"refuel/jobs"
+	"refuel/pkg/admission"
 	"refuel/pkg/autoscale"
 	"refuel/pkg/spec"
 	"refuel/workflows"
@@ -253,7 +254,7 @@ func placement(st workflows.Status) string {
 	if st.Instance == nil {
 		return ""
 	}
-	layer := "burst"
+	layer := string(admission.BurstLayer)
 	if st.Admission != nil && st.Admission.Layer != "" {
 		layer = st.Admission.Layer
 	} else if st.Admission == nil {

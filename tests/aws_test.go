@@ -44,9 +44,12 @@ func market(t *testing.T, zones map[string][]int) string {
 // startAWSStack runs the control plane with the AWS provider talking
 // EC2's wire protocol to the simulated cloud, whose market stands still
 // until the test advances it.
-func startAWSStack(t *testing.T, zones map[string][]int, quotas sim.Quotas) *controlplane.Stack {
+func startAWSStack(t *testing.T, zones map[string][]int, quotas sim.Quotas, edits ...func(*controlplane.Config)) *controlplane.Stack {
 	t.Helper()
 	return startStack(t, func(c *controlplane.Config) {
+		for _, e := range edits {
+			e(c)
+		}
 		c.Provider = controlplane.ProviderAWS
 		c.Sim = controlplane.SimConfig{Traces: market(t, zones), Speed: 0, Notice: 15 * time.Second, ServeEC2: "127.0.0.1:0", Quotas: quotas}
 		c.AWS = awscloud.Config{

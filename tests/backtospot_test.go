@@ -24,15 +24,16 @@ import (
 // on-demand keeps training, stops the trainer at a checkpoint, releases
 // on-demand and resumes on spot, ending with the model an uninterrupted
 // run makes. On the local cloud, and through the AWS SDK on EC2's wire
-// protocol. It changes the runs' options, so it does not run in parallel
-// with others.
+// protocol.
 func TestDeadlineRunGoesBackToSpotEndToEnd(t *testing.T) {
-	saved := workflows.DefaultRunOptions
-	workflows.DefaultRunOptions.SpotRetryInterval = time.Second
-	workflows.DefaultRunOptions.MaxSpotRetryInterval = 2 * time.Second
-	workflows.DefaultRunOptions.RestartOverhead = 2 * time.Second
-	workflows.DefaultRunOptions.WaitForSpot = false // take on-demand at the first stock-out
-	t.Cleanup(func() { workflows.DefaultRunOptions = saved })
+	t.Parallel()
+	quickSpotChecks := func(c *controlplane.Config) {
+		c.Workflows = workflows.New()
+		c.Workflows.Run.SpotRetryInterval = time.Second
+		c.Workflows.Run.MaxSpotRetryInterval = 2 * time.Second
+		c.Workflows.Run.RestartOverhead = 2 * time.Second
+		c.Workflows.Run.WaitForSpot = false // take on-demand at the first stock-out
+	}
 
 	t.Run("local cloud", func(t *testing.T) {
 		var spots []string
@@ -42,6 +43,7 @@ func TestDeadlineRunGoesBackToSpotEndToEnd(t *testing.T) {
 			}
 		}
 		s := startStack(t, func(c *controlplane.Config) {
+			quickSpotChecks(c)
 			c.Stock = map[string]int{}
 			for _, k := range spots {
 				c.Stock[k] = 0
@@ -54,7 +56,7 @@ func TestDeadlineRunGoesBackToSpotEndToEnd(t *testing.T) {
 		recordHistory(t, s.Client, "back-to-spot-1", "training-run-back-to-spot")
 	})
 	t.Run("AWS API on the simulated cloud", func(t *testing.T) {
-		s := startAWSStack(t, map[string][]int{"us-west-2a": {0, 1, 1, 1}}, sim.Quotas{})
+		s := startAWSStack(t, map[string][]int{"us-west-2a": {0, 1, 1, 1}}, sim.Quotas{}, quickSpotChecks)
 		goBackToSpot(t, s, "back-to-spot-aws", []string{"us-west-2a"}, func() { s.Sim.Advance(1) })
 	})
 }

@@ -12,7 +12,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/proto"
 
-	"refuel/controlplane"
 	"refuel/workflows"
 )
 
@@ -26,7 +25,7 @@ func protoJSON(m proto.Message) ([]byte, error) {
 // current workflow code: a change that would break running workflows
 // (a non-deterministic edit) fails here. Record them anew, when a change
 // is meant to be incompatible and versioned, with
-// REFUEL_RECORD_HISTORIES=testdata/histories go test ./tests -run 'TestDrill$|TestPauseAndResume|TestPriorityPreemption|TestClockedRun|TestDeadlineRunGoesBackToSpot|TestDeadlineRunWaitsForSpot|TestServiceReplaces'.
+// REFUEL_RECORD_HISTORIES=testdata/histories go test ./tests -run 'TestDrill$|TestPauseAndResume|TestCancelReleasesInstances|TestPriorityPreemption|TestClockedRun|TestDeadlineRunGoesBackToSpot|TestDeadlineRunWaitsForSpot|TestServiceReplaces'.
 // Histories recorded by earlier versions (*-before-*.json) stay, so runs
 // started before a versioned change keep replaying.
 func TestReplayRecordedHistories(t *testing.T) {
@@ -49,7 +48,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 				t.Fatal(err)
 			}
 			replayer := worker.NewWorkflowReplayer()
-			controlplane.RegisterWorkflows(replayer)
+			workflows.New().Register(replayer)
 			// Workflows that talk to each other compare ids, so the
 			// replay runs under the recorded workflow's own.
 			id := recordedIDs[strings.TrimSuffix(filepath.Base(f), ".json")]
@@ -72,4 +71,11 @@ var recordedIDs = map[string]string{
 	"training-run-wait-for-spot":                      "wait-for-spot-1",
 	"training-run-wait-for-spot-before-stock-history": "wait-for-spot-1",
 	"training-run-back-to-spot-before-stock-history":  "back-to-spot-1",
+	"inference-service-before-options":                "chat",
+	"inference-service-replica-lost-before-options":   "chat-spot",
+	"training-run-pool-yield-before-options":          "low",
+	"training-run-market-time-before-options":         "clocked",
+	"training-run-back-to-spot-before-options":        "back-to-spot-1",
+	"training-run-wait-for-spot-before-options":       "wait-for-spot-1",
+	"training-run-cancel":                             "cancel-1",
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"refuel/controlplane"
 	"refuel/jobs"
 	"refuel/pkg/capacity"
 	"refuel/pkg/cloud/sim"
@@ -17,14 +18,13 @@ import (
 // spot in the one zone with stock, through the AWS SDK on the simulated
 // cloud. The stock there runs out; the cloud serves a notice and takes
 // the instance. The service finds the replica lost, releases it and
-// brings up a replacement in the zone that now has stock. It changes the
-// services' options, so it does not run in parallel with others.
+// brings up a replacement in the zone that now has stock.
 func TestServiceReplacesAReclaimedSpotReplica(t *testing.T) {
-	saved := workflows.DefaultServiceOptions
-	workflows.DefaultServiceOptions.LossCheckInterval = time.Second
-	t.Cleanup(func() { workflows.DefaultServiceOptions = saved })
-
-	s := startAWSStack(t, map[string][]int{"us-west-2a": {1, 0, 0, 0}, "us-west-2b": {0, 1, 1, 1}}, sim.Quotas{})
+	t.Parallel()
+	s := startAWSStack(t, map[string][]int{"us-west-2a": {1, 0, 0, 0}, "us-west-2b": {0, 1, 1, 1}}, sim.Quotas{}, func(c *controlplane.Config) {
+		c.Workflows = workflows.New()
+		c.Workflows.Service.LossCheckInterval = time.Second
+	})
 	ctx := context.Background()
 	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()

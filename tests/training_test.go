@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"refuel/jobs"
 	"refuel/pkg/cloud/local"
@@ -59,6 +61,23 @@ func TestDrill(t *testing.T) {
 	}
 	if st.Preemptions != 1 || st.Recoveries != 1 || st.CostUSD <= 0 || st.LastCheckpoint == nil {
 		t.Errorf("status after drill: preemptions %d recoveries %d cost %.6f checkpoint %v", st.Preemptions, st.Recoveries, st.CostUSD, st.LastCheckpoint)
+	}
+	// The replacement was paid for from its launch and trained only once
+	// the checkpoint was restored: that overhead is the recovery's cost.
+	if st.Cost.RecoveryUSD <= 0 || st.Ledger.RecoverySeconds <= 0 || st.Cost.RecoveryUSD >= st.CostUSD {
+		t.Errorf("recovery cost $%.6f (%.2fs) of $%.6f; want above 0 and within the run's cost", st.Cost.RecoveryUSD, st.Ledger.RecoverySeconds, st.CostUSD)
+	}
+	// The cost report shows it per job, and per team and pool.
+	costs, err := jobs.Costs(ctx, s.Client, fmt.Sprintf("WorkflowId = %q", rep.WorkflowID), testWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rolled float64
+	for _, r := range costs.Rollup {
+		rolled += r.RecoveryUSD
+	}
+	if len(costs.Jobs) != 1 || costs.Jobs[0].RecoveryUSD <= 0 || rolled <= 0 {
+		t.Errorf("cost report %+v; want the drill run with its recovery cost, and the rollup's", costs)
 	}
 	// What the run measured is in its pools' checkpoint logs, for the
 	// `interval: auto` of the runs after it.
@@ -194,19 +213,31 @@ func TestCancelReleasesInstances(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if _, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st workflows.Status) bool { return st.State == workflows.StateRunning }); err != nil {
+	before, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st workflows.Status) bool { return st.State == workflows.StateRunning && st.Step > 0 })
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Client.CancelWorkflow(ctx, js.ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	err = run.Get(wctx, nil)
-	if err == nil {
-		t.Fatal("cancelled run completed")
+	var canceled *temporal.CanceledError
+	if !errors.As(err, &canceled) {
+		t.Fatalf("cancelled run ended with %v; want a cancellation", err)
 	}
 	if left, _ := s.Cloud.List(ctx, nil); len(left) != 0 {
 		t.Errorf("instances running after cancel: %v", left)
 	}
+	// The trainer was stopped at a final checkpoint, uploaded before its
+	// instance was released, past where it was when the cancel came.
+	var final workflows.Status
+	if err := canceled.Details(&final); err != nil {
+		t.Fatal(err)
+	}
+	if final.State != workflows.StateCancelled || final.LastCheckpoint == nil || final.LastCheckpoint.Step < before.Step {
+		t.Errorf("final status %s with checkpoint %+v; want cancelled with a checkpoint at step %d or later", final.State, final.LastCheckpoint, before.Step)
+	}
+	recordHistory(t, s.Client, js.ID, "training-run-cancel")
 }
 
 // TestInvalidSpecFromAnyClient starts a TrainingRun with an invalid spec

@@ -21,6 +21,7 @@ import (
 
 func serve(args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	wf := workflows.New()
 	var (
 		address    = fs.String("temporal-address", "", "external Temporal frontend host:port; default TEMPORAL_ADDRESS or profile, else the embedded server")
 		namespace  = fs.String("namespace", "", "Temporal namespace (default TEMPORAL_NAMESPACE or "+cluster.DefaultNamespace+")")
@@ -41,9 +42,9 @@ func serve(args []string) int {
 		awsRegion  = fs.String("aws-region", os.Getenv("AWS_REGION"), "AWS region for --provider aws")
 		awsLT      = fs.String("aws-launch-template", envOr("REFUEL_AWS_LAUNCH_TEMPLATE", "refuel-node"), "launch template (name) whose user data starts `worker agent`, for --provider aws")
 		poolsFile  = fs.String("pools", os.Getenv("REFUEL_POOLS"), "pools file (YAML): a base group runs ask for first and burst pools they overflow to; none lets runs acquire on their own (env REFUEL_POOLS; see examples/pools.yaml)")
-		spotRetry  = fs.Duration("spot-retry", workflows.DefaultRunOptions.SpotRetryInterval, "how often a deadline run on on-demand asks refuel whether to try spot again, backing off to an hour while tries find no stock; 0 keeps such runs on on-demand")
-		waitSpot   = fs.Bool("deadline-waits-for-spot", workflows.DefaultRunOptions.WaitForSpot, "a deadline run that finds no spot waits for it while refuel says its slack allows; false takes on-demand at the first stock-out")
-		changeover = fs.Duration("changeover-overhead", workflows.DefaultRunOptions.RestartOverhead, "what refuel counts a move from on-demand to spot to cost a run (boot, setup, restoring the checkpoint)")
+		spotRetry  = fs.Duration("spot-retry", wf.Run.SpotRetryInterval, "how often a deadline run on on-demand asks refuel whether to try spot again, backing off to an hour while tries find no stock; 0 keeps such runs on on-demand")
+		waitSpot   = fs.Bool("deadline-waits-for-spot", wf.Run.WaitForSpot, "a deadline run that finds no spot waits for it while refuel says its slack allows; false takes on-demand at the first stock-out")
+		changeover = fs.Duration("changeover-overhead", wf.Run.RestartOverhead, "what refuel counts a move from on-demand to spot to cost a run (boot, setup, restoring the checkpoint)")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
 		logJSON    = fs.Bool("log-json", false, "log JSON lines instead of console text")
 	)
@@ -61,9 +62,7 @@ func serve(args []string) int {
 		log.Error("--spot-retry and --changeover-overhead are durations of 0 or more, e.g. 10m")
 		return 2
 	}
-	workflows.DefaultRunOptions.SpotRetryInterval = *spotRetry
-	workflows.DefaultRunOptions.RestartOverhead = *changeover
-	workflows.DefaultRunOptions.WaitForSpot = *waitSpot
+	wf.Run.SpotRetryInterval, wf.Run.RestartOverhead, wf.Run.WaitForSpot = *spotRetry, *changeover, *waitSpot
 
 	var pools *pool.Config
 	if *poolsFile != "" {
@@ -83,7 +82,7 @@ func serve(args []string) int {
 		Target:  cluster.Target{Address: *address, Namespace: *namespace},
 		DataDir: *dataDir, FrontendAddr: *frontend, UIAddr: *ui, MetricsAddr: *metrics,
 		CheckpointURL: *ckptURL, DemoStepTime: *stepTime, Logger: log,
-		Provider: *provider, Pools: pools,
+		Provider: *provider, Pools: pools, Workflows: wf,
 		Sim: controlplane.SimConfig{Traces: *simTraces, Speed: *simSpeed, Notice: *simNotice, ServeEC2: *ec2Sim,
 			MarketTime: *simMarket, RestartOverhead: *simRestart},
 		AWS: awsConfig(*awsURL, *awsRegion, *awsLT, *ec2Sim != ""),

@@ -1,16 +1,85 @@
 package workflows
 
 import (
-	"errors"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
-
-	"refuel/activities"
-	"refuel/pkg/capacity"
 )
+
+// RunOptions are the knobs of a TrainingRun that are not part of its
+// JobSpec. A run records the ones it starts under and keeps them (see
+// Workflows). Defaults suit real jobs; tests shorten them.
+type RunOptions struct {
+	CapacityBackoff    time.Duration // first wait after no capacity anywhere
+	MaxCapacityBackoff time.Duration
+	HeartbeatTimeout   time.Duration // how long an instance may be silent before it counts as lost
+	StopGrace          time.Duration // how long a pause or cancel waits for the final checkpoint
+	MaxTrainerFailures int           // trainer crashes (non-zero exits) tolerated before the run fails
+	// MaxWaits bounds a run's history while it waits for capacity: after
+	// this many waits it continues as new (sooner if the server suggests).
+	MaxWaits int
+	// A deadline run on on-demand asks refuel whether to try spot again
+	// every SpotRetryInterval, backing off to MaxSpotRetryInterval while
+	// tries find no stock (0 turns it off); RestartOverhead is what refuel
+	// counts a changeover to cost (boot, setup, restoring the checkpoint).
+	SpotRetryInterval, MaxSpotRetryInterval time.Duration
+	RestartOverhead                         time.Duration
+	// WaitForSpot makes a deadline run that finds no spot wait for it
+	// while refuel says the slack allows, rather than take on-demand at
+	// once.
+	WaitForSpot bool
+}
+
+// DefaultRunOptions are the options a TrainingRun uses unless the worker
+// is told otherwise.
+func DefaultRunOptions() RunOptions {
+	return RunOptions{
+		CapacityBackoff:    5 * time.Second,
+		MaxCapacityBackoff: 2 * time.Minute,
+		HeartbeatTimeout:   20 * time.Second,
+		StopGrace:          2 * time.Minute,
+		MaxTrainerFailures: 3,
+		// A wait adds about eight events: a thousand stays far inside the
+		// history limits.
+		MaxWaits:             1000,
+		SpotRetryInterval:    10 * time.Minute,
+		MaxSpotRetryInterval: time.Hour,
+		RestartOverhead:      12 * time.Minute,
+		WaitForSpot:          true,
+	}
+}
+
+// ServiceOptions are the knobs of an InferenceService that are not in its
+// ServiceSpec, recorded and kept like RunOptions.
+type ServiceOptions struct {
+	// DecisionInterval is how often the service decides when no metrics
+	// arrive: schedules open and delays run out on the clock alone.
+	DecisionInterval time.Duration
+	// FailureBackoff is the first hold after an acquisition failure that
+	// waiting does not cure (quota, spec mismatch, price); each further
+	// one doubles it, up to MaxFailureBackoff.
+	FailureBackoff    time.Duration
+	MaxFailureBackoff time.Duration
+	// MaxHistory continues as new past this many events, even before
+	// the server suggests it.
+	MaxHistory int
+	// LossCheckInterval is how often the service asks the clouds whether
+	// they took back a replica's instance (see goCheckForLoss); 0 never.
+	LossCheckInterval time.Duration
+}
+
+// DefaultServiceOptions are the options an InferenceService uses unless
+// the worker is told otherwise.
+func DefaultServiceOptions() ServiceOptions {
+	return ServiceOptions{
+		DecisionInterval:  10 * time.Second,
+		FailureBackoff:    time.Minute,
+		MaxFailureBackoff: 15 * time.Minute,
+		MaxHistory:        5000,
+		LossCheckInterval: 30 * time.Second,
+	}
+}
 
 // controlOptions are for quick control-plane activities.
 func controlOptions(ctx workflow.Context) workflow.Context {
@@ -21,9 +90,9 @@ func controlOptions(ctx workflow.Context) workflow.Context {
 	})
 }
 
-// acquireOptions: the activity itself marks every class but throttling
-// non-retryable, so Temporal's backoff here is the throttling backoff;
-// the run's own loop handles no capacity.
+// acquireOptions leave to Temporal's retry policy only the failures whose
+// capacity.Remedy says a prompt retry may cure them (the Acquire activity
+// marks the rest non-retryable); a run or service handles the rest itself.
 func acquireOptions(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           TaskQueue,
@@ -67,73 +136,3 @@ func trainingOptions(ctx workflow.Context, taskQueue string, work time.Duration,
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 	})
 }
-
-// failureDetails are the classified failures an Acquire error carries;
-// an error without them counts as one failure of its type's class.
-func failureDetails(err error) []activities.FailureDetail {
-	var details []activities.FailureDetail
-	var app *temporal.ApplicationError
-	if errors.As(err, &app) && app.HasDetails() {
-		_ = app.Details(&details)
-	}
-	if len(details) == 0 {
-		class := capacity.Unknown
-		if app != nil && app.Type() != "" {
-			class = capacity.Class(app.Type())
-		}
-		details = []activities.FailureDetail{{Class: class, Message: err.Error()}}
-	}
-	return details
-}
-
-// recordAcquireFailure adds each classified failure (see failureDetails)
-// to status and returns them.
-func (r *run) recordAcquireFailure(ctx workflow.Context, err error) []activities.FailureDetail {
-	details := failureDetails(err)
-	for _, d := range details {
-		r.addFailure(ctx, string(d.Class), d.Offering, d.Message)
-	}
-	return details
-}
-
-// classes are the failures' classes, for capacity's remedies.
-func classes(details []activities.FailureDetail) []capacity.Class {
-	out := make([]capacity.Class, len(details))
-	for i, d := range details {
-		out[i] = d.Class
-	}
-	return out
-}
-
-// permanent reports whether no offering can ever succeed.
-func permanent(details []activities.FailureDetail) bool {
-	return capacity.Permanent(classes(details)...)
-}
-
-// retryableClass is the class a waiting run waits on: the first failure
-// that waiting can cure.
-func retryableClass(details []activities.FailureDetail) capacity.Class {
-	for _, d := range details {
-		if d.Class.Retryable() {
-			return d.Class
-		}
-	}
-	return capacity.Unknown
-}
-
-func describeFailures(details []activities.FailureDetail) string {
-	parts := make([]string, len(details))
-	for i, d := range details {
-		parts[i] = string(d.Class) + " on " + d.Offering + ": " + d.Message
-	}
-	return strings.Join(parts, "; ")
-}
-
-// autoCheckpointVersion marks runs that ask the pool's checkpoint log
-// before each attempt.
-const autoCheckpointVersion = "auto-checkpoint-log"
-
-// autoCheckpointPrior is the preemption-free time a pool is credited with
-// before any is measured: a new pool is neither trusted forever nor
-// assumed to be taken at once.
-const autoCheckpointPrior = time.Hour

@@ -15,7 +15,7 @@ import (
 )
 
 // PoolInput starts the capacity pool: its pools file, and after a
-// continue-as-new everything it carries.
+// continue-as-new the pool's whole state, handed on as it is.
 type PoolInput struct {
 	Config pool.Config      `json:"config"`
 	State  *admission.State `json:"state,omitempty"`
@@ -77,15 +77,15 @@ func CapacityPool(ctx workflow.Context, in PoolInput) error {
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return err
 	}
-	p.counts.Generation++
-	return workflow.NewContinueAsNewError(ctx, CapacityPoolName, PoolInput{Config: p.state.Config, State: p.state, Counts: p.counts, MaxHistory: p.maxHistory})
+	p.Counts.Generation++
+	p.Config = p.State.Config // the pools file in force, reconfigured or not
+	return workflow.NewContinueAsNewError(ctx, CapacityPoolName, p.PoolInput)
 }
 
-// capacityPool is the pool workflow's state.
+// capacityPool is the pool workflow: its state is its input, handed on
+// whole to the next generation.
 type capacityPool struct {
-	state      *admission.State
-	counts     PoolCounts
-	maxHistory int
+	PoolInput
 }
 
 func newCapacityPool(ctx workflow.Context, in PoolInput) (*capacityPool, error) {
@@ -93,16 +93,16 @@ func newCapacityPool(ctx workflow.Context, in PoolInput) (*capacityPool, error) 
 	if err := in.Config.Validate(); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError("invalid pools file: "+err.Error(), "InvalidPoolConfig", nil)
 	}
-	p := &capacityPool{state: in.State, counts: in.Counts, maxHistory: in.MaxHistory}
-	if p.state == nil {
-		p.state = admission.New(in.Config)
+	p := &capacityPool{PoolInput: in}
+	if p.State == nil {
+		p.State = admission.New(in.Config)
 	}
-	if p.maxHistory <= 0 {
-		p.maxHistory = DefaultPoolMaxHistory
+	if p.MaxHistory <= 0 {
+		p.MaxHistory = DefaultPoolMaxHistory
 	}
-	workflow.GetLogger(ctx).Info("capacity pool open", "generation", p.counts.Generation,
-		"base_machines", len(p.state.Nodes), "burst_pools", len(p.state.Config.Burst),
-		"waiting", len(p.state.Waiting), "running", len(p.state.Running))
+	workflow.GetLogger(ctx).Info("capacity pool open", "generation", p.Counts.Generation,
+		"base_machines", len(p.State.Nodes), "burst_pools", len(p.State.Config.Burst),
+		"waiting", len(p.State.Waiting), "running", len(p.State.Running))
 	return p, nil
 }
 
@@ -123,28 +123,28 @@ func (p *capacityPool) channels(ctx workflow.Context) []signalHandler {
 				log.Error("pools file refused; keeping the one in force", "error", err)
 				return
 			}
-			p.state.Reconfigure(cfg)
+			p.State.Reconfigure(cfg)
 		}),
 		onSignalOf(ctx, SignalPoolRequest, func(ctx workflow.Context, r admission.Request) {
 			p.request(ctx, r)
 		}),
 		onSignalOf(ctx, SignalPoolBind, func(ctx workflow.Context, b PoolBind) {
-			ignore(SignalPoolBind, b.ID, p.state.Bind(b.ID, b.Offering))
+			ignore(SignalPoolBind, b.ID, p.State.Bind(b.ID, b.Offering))
 		}),
 		onSignalOf(ctx, SignalPoolRelease, func(ctx workflow.Context, ref PoolRef) {
 			p.release(ref.ID)
 		}),
 		onSignalOf(ctx, SignalPoolYielded, func(ctx workflow.Context, ref PoolRef) {
-			ignore(SignalPoolYielded, ref.ID, p.state.Requeue(ref.ID, workflow.Now(ctx)))
+			ignore(SignalPoolYielded, ref.ID, p.State.Requeue(ref.ID, workflow.Now(ctx)))
 		}),
 		onSignalOf(ctx, SignalPoolPriority, func(ctx workflow.Context, pr PoolPriority) {
-			ignore(SignalPoolPriority, pr.ID, p.state.SetPriority(pr.ID, pr.Priority))
+			ignore(SignalPoolPriority, pr.ID, p.State.SetPriority(pr.ID, pr.Priority))
 		}),
 		onSignalOf(ctx, SignalPoolPause, func(ctx workflow.Context, ref PoolRef) {
-			ignore(SignalPoolPause, ref.ID, p.state.Pause(ref.ID, workflow.Now(ctx)))
+			ignore(SignalPoolPause, ref.ID, p.State.Pause(ref.ID, workflow.Now(ctx)))
 		}),
 		onSignalOf(ctx, SignalPoolResume, func(ctx workflow.Context, ref PoolRef) {
-			ignore(SignalPoolResume, ref.ID, p.state.Resume(ref.ID, workflow.Now(ctx)))
+			ignore(SignalPoolResume, ref.ID, p.State.Resume(ref.ID, workflow.Now(ctx)))
 		}),
 	}
 }
@@ -155,11 +155,11 @@ func (p *capacityPool) request(ctx workflow.Context, r admission.Request) {
 	if r.Owner == "" {
 		r.Owner = r.ID
 	}
-	err := p.state.Enqueue(r, workflow.Now(ctx))
+	err := p.State.Enqueue(r, workflow.Now(ctx))
 	var dup *admission.DuplicateError
 	switch {
 	case errors.As(err, &dup):
-		for _, a := range p.state.Running {
+		for _, a := range p.State.Running {
 			if a.Request.ID == r.ID && !a.Yielding {
 				p.grant(ctx, a)
 			}
@@ -171,17 +171,17 @@ func (p *capacityPool) request(ctx workflow.Context, r admission.Request) {
 
 // release gives back what a request holds, or takes it out of the queue.
 func (p *capacityPool) release(id string) {
-	if _, err := p.state.Release(id); err == nil {
+	if _, err := p.State.Release(id); err == nil {
 		return
 	}
-	_ = p.state.Cancel(id)
+	_ = p.State.Cancel(id)
 }
 
 // schedule admits what fits, asks lower-priority training to yield for
 // what does not, and moves burst training onto freed base.
 func (p *capacityPool) schedule(ctx workflow.Context) {
 	for {
-		granted := p.state.Admit(workflow.Now(ctx), nil)
+		granted := p.State.Admit(workflow.Now(ctx), nil)
 		if len(granted) == 0 {
 			break
 		}
@@ -189,21 +189,21 @@ func (p *capacityPool) schedule(ctx workflow.Context) {
 			p.grant(ctx, a)
 		}
 	}
-	for _, r := range p.state.Queue(workflow.Now(ctx)) {
+	for _, r := range p.State.Queue(workflow.Now(ctx)) {
 		if r.Paused {
 			continue
 		}
-		victims, ok := p.state.Victims(r, nil, workflow.Now(ctx))
+		victims, ok := p.State.Victims(r, nil, workflow.Now(ctx))
 		if !ok {
 			continue
 		}
 		for _, v := range victims {
-			p.counts.Preemptions++
+			p.Counts.Preemptions++
 			p.yield(ctx, v, fmt.Sprintf("preempted for %s (priority %d)", r.ID, r.Priority), r.ID)
 		}
 	}
-	for _, a := range p.state.Moves() {
-		p.counts.Moves++
+	for _, a := range p.State.Moves() {
+		p.Counts.Moves++
 		p.yield(ctx, a, "moving to base capacity that came free: burst is given back first", "")
 	}
 }
@@ -220,7 +220,7 @@ func (p *capacityPool) grant(ctx workflow.Context, a admission.Allocation) {
 
 // yield asks an allocation's holder to checkpoint and give it back.
 func (p *capacityPool) yield(ctx workflow.Context, a admission.Allocation, reason, forID string) {
-	_ = p.state.MarkYielding(a.Request.ID)
+	_ = p.State.MarkYielding(a.Request.ID)
 	req := YieldRequest{ID: a.Request.ID, Reason: reason, For: forID}
 	if err := workflow.SignalExternalWorkflow(ctx, a.Request.Owner, "", SignalYield, req).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("yield not delivered; releasing", "id", a.Request.ID, "owner", a.Request.Owner, "error", err)
@@ -237,10 +237,10 @@ func (p *capacityPool) releaseAbandoned(ctx workflow.Context) {
 			owners = append(owners, o)
 		}
 	}
-	for _, r := range p.state.Waiting {
+	for _, r := range p.State.Waiting {
 		add(r.Owner)
 	}
-	for _, a := range p.state.Running {
+	for _, a := range p.State.Running {
 		add(a.Request.Owner)
 	}
 	if len(owners) == 0 {
@@ -262,12 +262,12 @@ func (p *capacityPool) releaseAbandoned(ctx workflow.Context) {
 
 func (p *capacityPool) idsOf(owner string) []string {
 	var ids []string
-	for _, r := range p.state.Waiting {
+	for _, r := range p.State.Waiting {
 		if r.Owner == owner {
 			ids = append(ids, r.ID)
 		}
 	}
-	for _, a := range p.state.Running {
+	for _, a := range p.State.Running {
 		if a.Request.Owner == owner {
 			ids = append(ids, a.Request.ID)
 		}
@@ -278,21 +278,21 @@ func (p *capacityPool) idsOf(owner string) []string {
 // tooLong reports whether this generation's history should end.
 func (p *capacityPool) tooLong(ctx workflow.Context) bool {
 	info := workflow.GetInfo(ctx)
-	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= p.maxHistory
+	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= p.MaxHistory
 }
 
 func (p *capacityPool) status(ctx workflow.Context) PoolStatus {
 	now := workflow.Now(ctx)
-	st := PoolStatus{Waiting: []QueuedRequest{}, Running: p.state.Running, Preemptions: p.counts.Preemptions, Moves: p.counts.Moves,
-		Generation: p.counts.Generation, History: int64(workflow.GetInfo(ctx).GetCurrentHistoryLength())}
+	st := PoolStatus{Waiting: []QueuedRequest{}, Running: p.State.Running, Preemptions: p.Counts.Preemptions, Moves: p.Counts.Moves,
+		Generation: p.Counts.Generation, History: int64(workflow.GetInfo(ctx).GetCurrentHistoryLength())}
 	if st.Running == nil {
 		st.Running = []admission.Allocation{}
 	}
-	for _, r := range p.state.Queue(now) {
-		st.Waiting = append(st.Waiting, QueuedRequest{Request: r, EffectivePriority: p.state.Effective(r, now)})
+	for _, r := range p.State.Queue(now) {
+		st.Waiting = append(st.Waiting, QueuedRequest{Request: r, EffectivePriority: p.State.Effective(r, now)})
 	}
 	used := 0
-	for _, a := range p.state.Running {
+	for _, a := range p.State.Running {
 		if a.Layer == admission.BaseLayer {
 			st.Base++
 			used += a.GPUs()
@@ -300,7 +300,7 @@ func (p *capacityPool) status(ctx workflow.Context) PoolStatus {
 			st.Burst++
 		}
 	}
-	for _, n := range p.state.Nodes {
+	for _, n := range p.State.Nodes {
 		st.BaseGPUs += n.GPUs
 	}
 	st.FreeBaseGPUs = st.BaseGPUs - used

@@ -96,6 +96,7 @@ func signalAt(env *testsuite.TestWorkflowEnvironment, d time.Duration, name stri
 }
 
 func TestPoolAdmitsBaseFirstThenBurstAndPreemptsForPriority(t *testing.T) {
+	t.Parallel()
 	rec := &poolRecorder{}
 	env := newPoolEnv(t, rec)
 	signalAt(env, time.Second, SignalPoolRequest, training("low", 10, spec.TierFlexible))
@@ -126,6 +127,7 @@ func TestPoolAdmitsBaseFirstThenBurstAndPreemptsForPriority(t *testing.T) {
 }
 
 func TestPoolPriorityReordersAndPauseHolds(t *testing.T) {
+	t.Parallel()
 	rec := &poolRecorder{}
 	env := newPoolEnv(t, rec)
 	signalAt(env, time.Second, SignalPoolRequest, training("running", 50, spec.TierCritical))
@@ -149,6 +151,7 @@ func TestPoolPriorityReordersAndPauseHolds(t *testing.T) {
 }
 
 func TestPoolMovesBurstTrainingToFreedBase(t *testing.T) {
+	t.Parallel()
 	rec := &poolRecorder{}
 	env := newPoolEnv(t, rec)
 	signalAt(env, time.Second, SignalPoolRequest, training("on-base", 50, spec.TierFlexible))
@@ -168,6 +171,7 @@ func TestPoolMovesBurstTrainingToFreedBase(t *testing.T) {
 // A holder that ended without giving its capacity back (terminated, say)
 // loses it at the pool's next check, and the queue moves on.
 func TestPoolReleasesWhatEndedHoldersKept(t *testing.T) {
+	t.Parallel()
 	rec := &poolRecorder{ended: []string{"terminated"}}
 	env := newPoolEnv(t, rec)
 	signalAt(env, time.Second, SignalPoolRequest, training("terminated", 50, spec.TierCritical))

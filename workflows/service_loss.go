@@ -31,8 +31,8 @@ func (s *service) goCheckForLoss(ctx workflow.Context) {
 	}
 	var insts []capacity.Instance
 	for _, r := range s.Replicas {
-		if r.Instance != nil && r.State != ReplicaReleasing && !r.busy {
-			insts = append(insts, *r.Instance)
+		if r.Lease != nil && r.State != ReplicaReleasing && !r.busy {
+			insts = append(insts, r.Instance)
 		}
 	}
 	if len(insts) == 0 {
@@ -61,7 +61,7 @@ func (s *service) goCheckForLoss(ctx workflow.Context) {
 // holding is the replica, not being released, that holds the instance.
 func (s *service) holding(instanceID string) *ServiceReplica {
 	for _, r := range s.Replicas {
-		if r.Instance != nil && r.Instance.ID == instanceID && r.State != ReplicaReleasing {
+		if r.Lease != nil && r.Instance.ID == instanceID && r.State != ReplicaReleasing {
 			return r
 		}
 	}

@@ -79,3 +79,17 @@ type DecisionRecord struct {
 
 // maxDecisions bounds how many decisions status keeps (the newest).
 const maxDecisions = 20
+
+func (r *ServiceReplica) status() ReplicaStatus {
+	rs := ReplicaStatus{ID: r.ID, State: r.State, Layer: r.Layer, RequestedAt: r.RequestedAt}
+	if r.Lease != nil {
+		rs.Instance = r.Ref()
+	}
+	if !r.ReadyAt.IsZero() {
+		at := r.ReadyAt
+		rs.ReadyAt = &at
+	}
+	return rs
+}
+
+// fleet is the replicas as the autoscaler counts them: warm counts only

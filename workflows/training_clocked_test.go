@@ -33,6 +33,7 @@ func trainUntilStopped(ctx context.Context, _ activities.TrainingInput) (activit
 // of its clock with pkg/policy, and makes the same decisions at the same
 // cost as `starter sim` replaying the same traces from the same tick.
 func TestClockedRunDecidesAsTheSimulator(t *testing.T) {
+	t.Parallel()
 	traces := []string{"us-west-2a_v100_1.json", "us-west-2b_v100_1.json"}
 	for name, tc := range map[string]struct {
 		tier     spec.Tier
@@ -76,7 +77,7 @@ func TestClockedRunDecidesAsTheSimulator(t *testing.T) {
 			var s testsuite.WorkflowTestSuite
 			env := s.NewTestWorkflowEnvironment()
 			env.SetStartTime(startedAt)
-			env.RegisterWorkflowWithOptions(TrainingRun, workflow.RegisterOptions{Name: TrainingRunName})
+			env.RegisterWorkflowWithOptions(New().TrainingRun, workflow.RegisterOptions{Name: TrainingRunName})
 			caps := &activities.Capacity{Providers: []capacity.Provider{cloud}, Clocks: map[string]capacity.MarketClock{cloud.Name(): cloud}}
 			for name, fn := range map[string]any{
 				activities.ListOfferingsName: caps.ListOfferings, activities.AcquireName: caps.Acquire,

@@ -22,6 +22,7 @@ import (
 // granted, yields at a checkpoint when the pool asks, is requeued, and
 // gives its capacity back when it completes.
 func TestTrainingRunAsksThePoolAndYields(t *testing.T) {
+	t.Parallel()
 	base := capacity.Offering{Provider: "base", InstanceType: "gpu.1x", Zone: "dc", Market: capacity.Base, GPUs: 1}
 	f := &fakeCloud{offerings: []capacity.Offering{spotA, odA}, trainings: []activities.TrainingOutcome{"block"}}
 	env := newEnvWithoutPool(t, f)

@@ -75,14 +75,6 @@ type InstanceRef struct {
 	Since        time.Time `json:"since"`
 }
 
-// Failure is one classified failure the run met.
-type Failure struct {
-	Class    string    `json:"class"`
-	Offering string    `json:"offering"`
-	Message  string    `json:"message"`
-	Time     time.Time `json:"time"`
-}
-
 // PreemptionInfo describes the latest preemption.
 type PreemptionInfo struct {
 	Time           time.Time `json:"time"`
@@ -100,6 +92,3 @@ type RecoveryInfo struct {
 	ResumedFromStep int64     `json:"resumed_from_step"`
 	InstanceID      string    `json:"instance_id"`
 }
-
-// maxFailures bounds how many failures status keeps (the newest).
-const maxFailures = 20

@@ -3,7 +3,6 @@ package workflows
 import (
 	"context"
 	"errors"
-	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -38,6 +37,8 @@ type fakeCloud struct {
 	noStock map[capacity.Market]bool
 	// failAll makes every offering fail with this class.
 	failAll capacity.Class
+	// fail makes every offering of these markets fail with a class.
+	fail map[capacity.Market]capacity.Class
 	// stockAfter lifts noStock after this many acquisitions were tried.
 	stockAfter int
 	// laterAcquireTakes is the wall time every acquisition but the first
@@ -96,6 +97,8 @@ func (f *fakeCloud) Acquire(_ context.Context, req capacity.Request) (capacity.I
 		switch {
 		case f.failAll != "":
 			details = append(details, activities.FailureDetail{Class: f.failAll, Offering: o.Key(), Message: "fake"})
+		case f.fail[o.Market] != "":
+			details = append(details, activities.FailureDetail{Class: f.fail[o.Market], Offering: o.Key(), Message: "fake"})
 		case f.noStock[o.Market]:
 			details = append(details, activities.FailureDetail{Class: capacity.NoCapacity, Offering: o.Key(), Message: "fake out of stock"})
 		default:
@@ -160,22 +163,29 @@ func (f *fakeCloud) releasedReasons() []activities.ReleaseReason {
 	return out
 }
 
+// option changes the options the workflows of a test run under.
+type option func(*Workflows)
+
 // newEnv is a test environment where no capacity pool runs: runs
 // acquire on their own.
-func newEnv(t *testing.T, f *fakeCloud) *testsuite.TestWorkflowEnvironment {
+func newEnv(t *testing.T, f *fakeCloud, opts ...option) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
-	env := newEnvWithoutPool(t, f)
+	env := newEnvWithoutPool(t, f, opts...)
 	env.OnSignalExternalWorkflow(mock.Anything, PoolWorkflowID, "", mock.Anything, mock.Anything).
 		Return(serviceerror.NewNotFound("workflow not found"))
 	return env
 }
 
 // newEnvWithoutPool leaves signals to the pool for the test to mock.
-func newEnvWithoutPool(t *testing.T, f *fakeCloud) *testsuite.TestWorkflowEnvironment {
+func newEnvWithoutPool(t *testing.T, f *fakeCloud, opts ...option) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(TrainingRun, workflow.RegisterOptions{Name: TrainingRunName})
+	w := New()
+	for _, o := range opts {
+		o(w)
+	}
+	env.RegisterWorkflowWithOptions(w.TrainingRun, workflow.RegisterOptions{Name: TrainingRunName})
 	for name, fn := range map[string]any{
 		activities.ListOfferingsName: f.ListOfferings, activities.AcquireName: f.Acquire,
 		activities.OpenMarketName: f.OpenMarket, activities.PoolCheckpointLogName: f.PoolCheckpointLog,
@@ -212,6 +222,7 @@ func result(t *testing.T, env *testsuite.TestWorkflowEnvironment) (Status, error
 }
 
 func TestTrainingRunCompletesAndReleases(t *testing.T) {
+	t.Parallel()
 	f := &fakeCloud{offerings: []capacity.Offering{odA, spotA}}
 	env := newEnv(t, f)
 	env.ExecuteWorkflow(TrainingRunName, job(spec.TierDeadline))
@@ -233,103 +244,8 @@ func TestTrainingRunCompletesAndReleases(t *testing.T) {
 	}
 }
 
-func TestTrainingRunRecoversFromPreemptionInAnotherZone(t *testing.T) {
-	f := &fakeCloud{offerings: []capacity.Offering{spotA, spotB, odA}, trainings: []activities.TrainingOutcome{activities.OutcomePreempted}}
-	env := newEnv(t, f)
-	env.ExecuteWorkflow(TrainingRunName, job(spec.TierFlexible))
-	st, err := result(t, env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Preemptions != 1 || st.Recoveries != 1 {
-		t.Errorf("preemptions %d recoveries %d; want 1 and 1", st.Preemptions, st.Recoveries)
-	}
-	if len(f.requests) != 2 {
-		t.Fatalf("%d acquisitions; want 2", len(f.requests))
-	}
-	if z := f.requests[1].Offerings[0].Zone; z != "b" {
-		t.Errorf("replacement tried zone %s first; want b, away from the zone that preempted", z)
-	}
-	for _, o := range f.requests[0].Offerings {
-		if o.Market == capacity.OnDemand {
-			t.Errorf("flexible run asked for on-demand %s", o.Key())
-		}
-	}
-	if f.requests[0].Attempt == f.requests[1].Attempt {
-		t.Error("replacement reused the idempotency attempt of the lost instance")
-	}
-	if got := f.releasedReasons(); len(got) != 2 || got[0] != activities.ReleasePreempted {
-		t.Errorf("released %v; want preempted then completed", got)
-	}
-	if f.trained[1].Attempt != 2 {
-		t.Errorf("second training attempt %d; want 2", f.trained[1].Attempt)
-	}
-}
-
-// A deadline run with no slack to wait for spot falls back to on-demand
-// (TestDeadlineRunWaitsForSpotWhileSlackAllows has the rest).
-func TestTrainingRunFallsBackToOnDemand(t *testing.T) {
-	f := &fakeCloud{offerings: []capacity.Offering{spotA, odA}, noStock: map[capacity.Market]bool{capacity.Spot: true}}
-	env := newEnv(t, f)
-	js := job(spec.TierDeadline)
-	d := time.Now().Add(time.Hour + 10*time.Minute)
-	js.Deadline = &d
-	env.ExecuteWorkflow(TrainingRunName, js)
-	st, err := result(t, env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f.acquired[0].Offering.Market != capacity.OnDemand {
-		t.Errorf("acquired %s; want on-demand fallback", f.acquired[0].Offering.Key())
-	}
-	if st.State != StateCompleted {
-		t.Errorf("state %s", st.State)
-	}
-}
-
-func TestFlexibleRunWaitsForSpotAndRecordsFailures(t *testing.T) {
-	f := &fakeCloud{offerings: []capacity.Offering{spotA, odA}, noStock: map[capacity.Market]bool{capacity.Spot: true}, stockAfter: 3}
-	env := newEnv(t, f)
-	env.ExecuteWorkflow(TrainingRunName, job(spec.TierFlexible))
-	st, err := result(t, env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(f.requests) != 4 {
-		t.Errorf("%d acquisition attempts; want 3 failed then 1 good", len(f.requests))
-	}
-	if f.acquired[0].Offering.Market != capacity.Spot {
-		t.Errorf("flexible run acquired %s", f.acquired[0].Offering.Key())
-	}
-	if len(st.Failures) != 3 || st.Failures[0].Class != string(capacity.NoCapacity) {
-		t.Errorf("failures %+v; want 3 no-capacity", st.Failures)
-	}
-}
-
-func TestImpossibleOfferingsFailFast(t *testing.T) {
-	for _, class := range []capacity.Class{capacity.Quota, capacity.SpecMismatch} {
-		t.Run(string(class), func(t *testing.T) {
-			f := &fakeCloud{offerings: []capacity.Offering{spotA, odA}, failAll: class}
-			env := newEnv(t, f)
-			env.ExecuteWorkflow(TrainingRunName, job(spec.TierDeadline))
-			_, err := result(t, env)
-			var app *temporal.ApplicationError
-			if !errors.As(err, &app) || app.Type() != string(class) {
-				t.Fatalf("error %v; want application error of type %s", err, class)
-			}
-			if !strings.Contains(err.Error(), spotA.Key()) || !strings.Contains(err.Error(), odA.Key()) {
-				t.Errorf("error %q does not list each offering's reason", err)
-			}
-			// A deadline run with slack tries spot alone first; when that
-			// can never work, it tries on-demand at once, then gives up.
-			if len(f.requests) != 2 || len(f.requests[0].Offerings) != 1 || len(f.requests[1].Offerings) != 2 {
-				t.Errorf("%d attempts %v; want spot alone, then both", len(f.requests), f.requests)
-			}
-		})
-	}
-}
-
 func TestPauseReleasesAndResumeContinues(t *testing.T) {
+	t.Parallel()
 	f := &fakeCloud{offerings: []capacity.Offering{spotA}, trainings: []activities.TrainingOutcome{"block"}}
 	env := newEnv(t, f)
 	var whilePaused Status
@@ -364,6 +280,7 @@ func TestPauseReleasesAndResumeContinues(t *testing.T) {
 }
 
 func TestSetPriorityValidates(t *testing.T) {
+	t.Parallel()
 	f := &fakeCloud{offerings: []capacity.Offering{spotA}}
 	env := newEnv(t, f)
 	var rejected, accepted error
@@ -389,6 +306,7 @@ func TestSetPriorityValidates(t *testing.T) {
 }
 
 func TestCancelReleasesTheInstance(t *testing.T) {
+	t.Parallel()
 	f := &fakeCloud{offerings: []capacity.Offering{spotA}, trainings: []activities.TrainingOutcome{"block"}}
 	env := newEnv(t, f)
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
@@ -405,9 +323,20 @@ func TestCancelReleasesTheInstance(t *testing.T) {
 	if got := f.releasedReasons(); len(got) != 1 {
 		t.Errorf("released %v; want the one instance released once", got)
 	}
+	// The final status travels with the cancellation. (The test suite
+	// ends a cancelled activity at once, without its result: that the
+	// trainer's final checkpoint is waited for is checked end to end.)
+	var st Status
+	if err := canceled.Details(&st); err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StateCancelled || st.Instance != nil {
+		t.Errorf("final status %s, instance %v; want cancelled, holding nothing", st.State, st.Instance)
+	}
 }
 
 func TestInvalidSpecIsRejected(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t, &fakeCloud{})
 	js := job(spec.TierDeadline)
 	js.Deadline = nil
@@ -422,96 +351,5 @@ func TestInvalidSpecIsRejected(t *testing.T) {
 		if !strings.Contains(err.Error(), field) {
 			t.Errorf("error %q does not name %s", err, field)
 		}
-	}
-}
-
-// interval: auto checkpoints at the Young/Daly optimum of what runs
-// measured on the pool so far, within the spec's bounds, and each
-// released instance adds what it taught to the pool's log.
-func TestAutoCheckpointIntervalLearnsFromThePool(t *testing.T) {
-	measured := policy.CheckpointLog{Held: 9 * time.Hour, Preemptions: 2, Writes: 4, WriteTime: 2 * time.Minute}
-	for name, tc := range map[string]struct {
-		log      policy.CheckpointLog
-		min, max time.Duration
-		want     time.Duration
-	}{
-		"nothing measured: the lower bound": {policy.CheckpointLog{}, 0, 0, spec.DefaultMinCheckpointInterval},
-		// write 30s, MTBP (9h + 1h prior) / 3 = 12000s: sqrt(2*30*12000).
-		"measured pool":        {measured, 0, 0, time.Duration(math.Sqrt(2*30*12000) * float64(time.Second))},
-		"clamped to the upper": {measured, time.Minute, 5 * time.Minute, 5 * time.Minute},
-	} {
-		t.Run(name, func(t *testing.T) {
-			f := &fakeCloud{offerings: []capacity.Offering{spotA, spotB}, poolLog: tc.log, trainings: []activities.TrainingOutcome{activities.OutcomePreempted}}
-			env := newEnv(t, f)
-			js := job(spec.TierFlexible)
-			js.Checkpoint.MinInterval, js.Checkpoint.MaxInterval = spec.Duration(tc.min), spec.Duration(tc.max)
-			env.ExecuteWorkflow(TrainingRunName, js)
-			st, err := result(t, env)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := f.trained[0].CheckpointInterval; got.Round(time.Millisecond) != tc.want.Round(time.Millisecond) {
-				t.Errorf("checkpoint interval %s; want %s", got, tc.want)
-			}
-			if st.CheckpointIntervalSecs != f.trained[1].CheckpointInterval.Seconds() {
-				t.Errorf("status says %.1fs; the last attempt checkpointed every %s", st.CheckpointIntervalSecs, f.trained[1].CheckpointInterval)
-			}
-			first := f.released[0].Log
-			// Time held is measured on the workflow's clock, which the test
-			// suite does not move while an activity runs; the end-to-end
-			// drill checks it.
-			if first == nil || first.Preemptions != 1 {
-				t.Errorf("the preempted instance's release taught %+v; want one preemption", first)
-			}
-			if last := f.released[len(f.released)-1].Log; last == nil || last.Preemptions != 0 {
-				t.Errorf("the completed instance's release taught %+v; want no preemption", last)
-			}
-		})
-	}
-}
-
-// A run that waits long for capacity continues as new, handing on its
-// whole state, and the next run picks up where it stopped: nothing it
-// recorded is lost, and its history starts afresh.
-func TestLongWaitContinuesAsNew(t *testing.T) {
-	saved := DefaultRunOptions
-	DefaultRunOptions.MaxWaits = 3
-	t.Cleanup(func() { DefaultRunOptions = saved })
-
-	f := &fakeCloud{offerings: []capacity.Offering{spotA}, noStock: map[capacity.Market]bool{capacity.Spot: true}}
-	env := newEnv(t, f)
-	js := job(spec.TierFlexible)
-	env.ExecuteWorkflow(TrainingRunName, js)
-	_, err := result(t, env)
-	var next *workflow.ContinueAsNewError
-	if !errors.As(err, &next) {
-		t.Fatalf("run ended with %v; want it to continue as new", err)
-	}
-	var nextSpec spec.JobSpec
-	var carry *RunCarry
-	if err := converter.GetDefaultDataConverter().FromPayloads(next.Input, &nextSpec, &carry); err != nil {
-		t.Fatal(err)
-	}
-	if carry == nil || carry.Attempt != 3 || len(carry.Status.Failures) != 3 || nextSpec.ID != js.ID || len(carry.Offerings) != 1 {
-		t.Fatalf("carried spec %s and %+v; want the spec, three attempts and their failures", nextSpec.ID, carry)
-	}
-	if len(f.released) != 0 {
-		t.Errorf("released %v before continuing: nothing was held", f.released)
-	}
-
-	// The next run: stock has returned.
-	f2 := &fakeCloud{offerings: []capacity.Offering{spotA}}
-	env2 := newEnv(t, f2)
-	env2.ExecuteWorkflow(TrainingRunName, nextSpec, carry)
-	st, err := result(t, env2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.State != StateCompleted || st.Attempt != 4 || len(st.Failures) != 3 || !st.StartedAt.Equal(carry.Status.StartedAt) {
-		t.Errorf("next run ended %s at attempt %d with %d failures, started %s; want completed at attempt 4 keeping the 3 failures and the first start %s",
-			st.State, st.Attempt, len(st.Failures), st.StartedAt, carry.Status.StartedAt)
-	}
-	if len(f2.requests) != 1 || f2.requests[0].Attempt != 4 {
-		t.Errorf("next run acquired %v; want one request, attempt 4 (the idempotency token must not repeat)", f2.requests)
 	}
 }

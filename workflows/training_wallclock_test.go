@@ -1,11 +1,14 @@
 package workflows
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.temporal.io/sdk/temporal"
 
 	"refuel/activities"
 	"refuel/pkg/capacity"
@@ -16,17 +19,17 @@ import (
 // spotRetriesEvery makes deadline runs take on-demand at the first
 // stock-out (not wait for spot), and ask about spot every d of wall time
 // (see slowTraining) once on it.
-func spotRetriesEvery(t *testing.T, d time.Duration) {
-	saved := DefaultRunOptions
-	DefaultRunOptions.SpotRetryInterval, DefaultRunOptions.MaxSpotRetryInterval = d, 4*d
-	DefaultRunOptions.WaitForSpot = false
-	t.Cleanup(func() { DefaultRunOptions = saved })
+func spotRetriesEvery(d time.Duration) option {
+	return func(w *Workflows) {
+		w.Run.SpotRetryInterval, w.Run.MaxSpotRetryInterval = d, 4*d
+		w.Run.WaitForSpot = false
+	}
 }
 
 // runDeadlineJob runs job(deadline) due in deadline on f to its end.
-func runDeadlineJob(t *testing.T, f *fakeCloud, deadline time.Duration) (Status, time.Time) {
+func runDeadlineJob(t *testing.T, f *fakeCloud, deadline time.Duration, opts ...option) (Status, time.Time) {
 	t.Helper()
-	env := newEnv(t, f)
+	env := newEnv(t, f, opts...)
 	js := job(spec.TierDeadline)
 	d := time.Now().Add(deadline)
 	js.Deadline = &d
@@ -42,6 +45,7 @@ func runDeadlineJob(t *testing.T, f *fakeCloud, deadline time.Duration) (Status,
 // while refuel says the slack allows; with no slack to spare it takes
 // on-demand at once.
 func TestDeadlineRunWaitsForSpotWhileSlackAllows(t *testing.T) {
+	t.Parallel()
 	cases := map[string]struct {
 		deadline     time.Duration
 		stockAfter   int
@@ -81,8 +85,8 @@ func TestDeadlineRunWaitsForSpotWhileSlackAllows(t *testing.T) {
 			if last := asked[len(asked)-1]; len(asked) > 1 && !cmp.Equal(asked[:len(asked)-1], slices.Repeat([][]capacity.Offering{{spotA}}, len(asked)-1)) {
 				t.Errorf("asked %v; want spot alone while waiting, then %v", asked, last)
 			}
-			startBy := d.Add(-time.Hour - DefaultRunOptions.RestartOverhead) // an hour of work, a start
-			if segs := st.Ledger.Segments; tc.deadline > time.Hour+DefaultRunOptions.RestartOverhead && len(segs) > 0 && segs[0].Start.After(startBy) {
+			startBy := d.Add(-time.Hour - DefaultRunOptions().RestartOverhead) // an hour of work, a start
+			if segs := st.Ledger.Segments; tc.deadline > time.Hour+DefaultRunOptions().RestartOverhead && len(segs) > 0 && segs[0].Start.After(startBy) {
 				t.Errorf("acquired at %s: too late for an hour of work and a start before the deadline %s", segs[0].Start, d)
 			}
 			if len(f.acquired) != 1 || f.acquired[0].Offering != tc.wantAcquired {
@@ -100,7 +104,8 @@ func TestDeadlineRunWaitsForSpotWhileSlackAllows(t *testing.T) {
 // checkpoint, its instance is released as a changeover, and training
 // resumes on spot, which is paid for from the moment it was launched.
 func TestDeadlineRunGoesBackToSpot(t *testing.T) {
-	spotRetriesEvery(t, 50*time.Millisecond)
+	t.Parallel()
+	retry := spotRetriesEvery(50 * time.Millisecond)
 	cases := map[string]struct {
 		trainings    []activities.TrainingOutcome
 		stockAfter   int // acquisitions tried before spot has stock; 0: never
@@ -143,7 +148,7 @@ func TestDeadlineRunGoesBackToSpot(t *testing.T) {
 			if tc.stockAfter == 0 {
 				f.stockAfter = 1 << 30
 			}
-			st, _ := runDeadlineJob(t, f, tc.deadline)
+			st, _ := runDeadlineJob(t, f, tc.deadline, retry)
 			var acquired []capacity.Offering
 			for _, in := range f.acquired {
 				acquired = append(acquired, in.Offering)
@@ -194,7 +199,8 @@ func TestDeadlineRunGoesBackToSpot(t *testing.T) {
 // known to last minutes and in zone b hours, the run tries b first though
 // a is cheaper.
 func TestBackToSpotTriesTheZoneWhoseStockLasts(t *testing.T) {
-	spotRetriesEvery(t, 50*time.Millisecond)
+	t.Parallel()
+	retry := spotRetriesEvery(50 * time.Millisecond)
 	var flaky, steady policy.Availability
 	for range 30 {
 		flaky.Seen(true, 10*time.Minute, true)
@@ -202,11 +208,77 @@ func TestBackToSpotTriesTheZoneWhoseStockLasts(t *testing.T) {
 	}
 	f := &fakeCloud{offerings: []capacity.Offering{spotA, spotB, odA}, noStock: map[capacity.Market]bool{capacity.Spot: true}, stockAfter: 1,
 		trainings: []activities.TrainingOutcome{"block"}, stock: map[string]policy.Availability{spotA.Key(): flaky, spotB.Key(): steady}}
-	st, _ := runDeadlineJob(t, f, 100*24*time.Hour)
+	st, _ := runDeadlineJob(t, f, 100*24*time.Hour, retry)
 	if len(f.requests) < 2 || f.requests[1].Offerings[0] != spotB {
 		t.Fatalf("requests %v; want the way back to try %s first", f.requests, spotB.Key())
 	}
 	if len(f.acquired) != 2 || f.acquired[1].Offering != spotB || st.Changeovers != 1 {
 		t.Errorf("acquired %v, changeovers %d; want on-demand, then spot in b", f.acquired, st.Changeovers)
+	}
+}
+
+// A deadline run with no slack to wait for spot falls back to on-demand
+// (TestDeadlineRunWaitsForSpotWhileSlackAllows has the rest).
+func TestTrainingRunFallsBackToOnDemand(t *testing.T) {
+	t.Parallel()
+	f := &fakeCloud{offerings: []capacity.Offering{spotA, odA}, noStock: map[capacity.Market]bool{capacity.Spot: true}}
+	env := newEnv(t, f)
+	js := job(spec.TierDeadline)
+	d := time.Now().Add(time.Hour + 10*time.Minute)
+	js.Deadline = &d
+	env.ExecuteWorkflow(TrainingRunName, js)
+	st, err := result(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.acquired[0].Offering.Market != capacity.OnDemand {
+		t.Errorf("acquired %s; want on-demand fallback", f.acquired[0].Offering.Key())
+	}
+	if st.State != StateCompleted {
+		t.Errorf("state %s", st.State)
+	}
+}
+
+func TestFlexibleRunWaitsForSpotAndRecordsFailures(t *testing.T) {
+	t.Parallel()
+	f := &fakeCloud{offerings: []capacity.Offering{spotA, odA}, noStock: map[capacity.Market]bool{capacity.Spot: true}, stockAfter: 3}
+	env := newEnv(t, f)
+	env.ExecuteWorkflow(TrainingRunName, job(spec.TierFlexible))
+	st, err := result(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.requests) != 4 {
+		t.Errorf("%d acquisition attempts; want 3 failed then 1 good", len(f.requests))
+	}
+	if f.acquired[0].Offering.Market != capacity.Spot {
+		t.Errorf("flexible run acquired %s", f.acquired[0].Offering.Key())
+	}
+	if len(st.Failures) != 3 || st.Failures[0].Class != string(capacity.NoCapacity) {
+		t.Errorf("failures %+v; want 3 no-capacity", st.Failures)
+	}
+}
+
+func TestImpossibleOfferingsFailFast(t *testing.T) {
+	t.Parallel()
+	for _, class := range []capacity.Class{capacity.Quota, capacity.SpecMismatch} {
+		t.Run(string(class), func(t *testing.T) {
+			f := &fakeCloud{offerings: []capacity.Offering{spotA, odA}, failAll: class}
+			env := newEnv(t, f)
+			env.ExecuteWorkflow(TrainingRunName, job(spec.TierDeadline))
+			_, err := result(t, env)
+			var app *temporal.ApplicationError
+			if !errors.As(err, &app) || app.Type() != string(class) {
+				t.Fatalf("error %v; want application error of type %s", err, class)
+			}
+			if !strings.Contains(err.Error(), spotA.Key()) || !strings.Contains(err.Error(), odA.Key()) {
+				t.Errorf("error %q does not list each offering's reason", err)
+			}
+			// A deadline run with slack tries spot alone first; when that
+			// can never work, it tries on-demand at once, then gives up.
+			if len(f.requests) != 2 || len(f.requests[0].Offerings) != 1 || len(f.requests[1].Offerings) != 2 {
+				t.Errorf("%d attempts %v; want spot alone, then both", len(f.requests), f.requests)
+			}
+		})
 	}
 }

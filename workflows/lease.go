@@ -1,0 +1,111 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"refuel/activities"
+	"refuel/pkg/admission"
+	"refuel/pkg/capacity"
+	"refuel/pkg/cost"
+	"refuel/pkg/policy"
+)
+
+// Lease is one instance a workflow holds, from the acquisition that got
+// it to its release: the attempt that acquired it (half of the
+// provider's idempotency token), since when it is paid for, and what its
+// time taught about its pool.
+type Lease struct {
+	Instance capacity.Instance `json:"instance"`
+	Attempt  int               `json:"attempt,omitempty"`
+	Since    time.Time         `json:"acquired_at"`
+	// Teaches is set on a run's leases: what the instance's time taught
+	// about its pool (Log: time held, a preemption, checkpoint writes) is
+	// added to the pool's checkpoint log when it is released.
+	Teaches bool                 `json:"teaches,omitempty"`
+	Log     policy.CheckpointLog `json:"log,omitzero"`
+}
+
+// Offering is what the lease's instance was acquired on.
+func (l *Lease) Offering() capacity.Offering { return l.Instance.Offering }
+
+// Ref is the lease as status shows it.
+func (l *Lease) Ref() *InstanceRef {
+	o := l.Instance.Offering
+	return &InstanceRef{ID: l.Instance.ID, Offering: o.Key(), Market: string(o.Market), Zone: o.Zone, PricePerHour: o.PricePerHour, Since: l.Since}
+}
+
+// Leases are every lease a workflow takes: they number its attempts to
+// acquire, so no two acquisitions share an idempotency token, and book
+// each lease's time in one ledger from launch to release.
+type Leases struct {
+	Attempts int         `json:"attempts"`
+	Ledger   cost.Ledger `json:"ledger"`
+}
+
+// leaseAsk is what to acquire: the offerings in order of preference, and
+// what the instance is tagged with (team, layer, base machine).
+type leaseAsk struct {
+	offerings []capacity.Offering
+	team      string
+	layer     admission.Layer
+	node      string // the base machine, on the base layer
+	maxPrice  float64
+}
+
+func (a leaseAsk) tags() map[string]string {
+	layer := a.layer
+	if layer == "" {
+		layer = admission.BurstLayer
+	}
+	tags := map[string]string{capacity.TagTeam: a.team, capacity.TagPool: string(layer)}
+	if a.node != "" {
+		tags[capacity.TagNode] = a.node
+	}
+	return tags
+}
+
+// acquire makes one attempt of owner's to get an instance on the first
+// of the offerings a provider can fill; what it gets is paid for from
+// now. A failure carries every offering's classified reason (see
+// failureDetails).
+func (b *Leases) acquire(ctx workflow.Context, owner string, ask leaseAsk) (*Lease, error) {
+	b.Attempts++
+	req := capacity.Request{
+		RunID: owner, Attempt: b.Attempts, Offerings: ask.offerings, Tags: ask.tags(), MaxPricePerHour: ask.maxPrice,
+	}
+	var inst capacity.Instance
+	if err := workflow.ExecuteActivity(acquireOptions(ctx), activities.AcquireName, req).Get(ctx, &inst); err != nil {
+		return nil, err
+	}
+	l := &Lease{Instance: inst, Attempt: req.Attempt, Since: workflow.Now(ctx)}
+	o := inst.Offering
+	b.Ledger.Open(cost.Segment{
+		InstanceID: inst.ID, Pool: o.Provider, Market: string(o.Market), Offering: o.Key(),
+		PricePerHour: o.PricePerHour, Start: l.Since,
+	})
+	return l, nil
+}
+
+// release gives the lease's instance back and stops paying for it. It
+// runs in a disconnected context, so it completes while the workflow is
+// being cancelled too; a release that keeps failing leaves the instance
+// to the janitor, which reclaims what no running workflow owns.
+func (b *Leases) release(ctx workflow.Context, l *Lease, reason activities.ReleaseReason) {
+	dctx, cancel := workflow.NewDisconnectedContext(ctx)
+	defer cancel()
+	in := activities.ReleaseInput{Instance: l.Instance, Reason: reason}
+	if l.Teaches {
+		l.Log.Ran(workflow.Now(ctx).Sub(l.Since))
+		if reason == activities.ReleasePreempted {
+			l.Log.Preempted()
+		}
+		log := l.Log
+		in.Log = &log
+	}
+	if err := workflow.ExecuteActivity(releaseOptions(dctx), activities.ReleaseName, in).Get(dctx, nil); err != nil {
+		workflow.GetLogger(ctx).Error("release failed; the janitor will reclaim the instance", "instance", l.Instance.ID, "error", err)
+	}
+	b.Ledger.Close(l.Instance.ID, workflow.Now(ctx))
+}

@@ -1,0 +1,296 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"refuel/activities"
+	"refuel/pkg/policy"
+)
+
+// attempt is one training attempt under way on the run's lease: the
+// node agent on the instance runs the trainer, from the latest
+// checkpoint, until it completes or is stopped.
+type attempt struct {
+	lease   *Lease
+	started time.Time
+	result  workflow.Future
+	cancel  workflow.CancelFunc
+	// cause is why the run stopped the attempt, when the market did.
+	cause stopCause
+}
+
+// stop asks the trainer to stop at a checkpoint; the attempt then ends.
+func (a *attempt) stop() { a.cancel() }
+
+// stopCause says why a market stopped a training attempt.
+type stopCause string
+
+const (
+	// movedByMarket: the run's policy chose to hold something else.
+	movedByMarket stopCause = "moved"
+	// takenByMarket: the market took the spot instance back.
+	takenByMarket stopCause = "taken"
+	// doneByMarket: the market's account says the work is done.
+	doneByMarket stopCause = "done"
+)
+
+// attemptEnd is how a training attempt ended.
+type attemptEnd struct {
+	res     activities.TrainingResult
+	err     error
+	started time.Time
+	cause   stopCause
+}
+
+// train runs the job on the run's lease until the attempt ends. A market
+// may move the run meanwhile: a deadline run on on-demand changes over
+// to a spot instance it got, and trains on there.
+func (r *run) train(ctx workflow.Context) (attemptEnd, error) {
+	if r.Paused || r.yieldAsked() {
+		// Asked to stop while it acquired: the instance goes back untrained.
+		return attemptEnd{res: activities.TrainingResult{Outcome: activities.OutcomeStopped}, started: workflow.Now(ctx)}, nil
+	}
+	r.startAttempt(ctx)
+	for {
+		m := r.market.watch(ctx, r)
+		if m.spot == nil {
+			return m.end, m.err
+		}
+		end, moved := r.changeOver(ctx, m.spot)
+		if !moved {
+			return end, nil
+		}
+		r.startAttempt(ctx)
+	}
+}
+
+// startAttempt starts the trainer on the run's lease; the node agent
+// restores the latest checkpoint first.
+func (r *run) startAttempt(ctx workflow.Context) {
+	r.enter(ctx, StateRunning)
+	l := r.lease
+	started := workflow.Now(ctx)
+	in := activities.TrainingInput{
+		Spec: r.spec, Attempt: l.Attempt, InstanceID: l.Instance.ID, CheckpointURL: r.spec.Checkpoint.URL,
+		CheckpointInterval: r.checkpointInterval(ctx), StopGrace: r.opts.StopGrace,
+	}
+	actx, cancel := workflow.WithCancel(trainingOptions(ctx, l.Instance.TaskQueue, r.spec.Work.D(), r.opts))
+	r.attempt = &attempt{lease: l, started: started, cancel: cancel,
+		result: workflow.ExecuteActivity(actx, activities.RunTrainingName, in)}
+}
+
+// attemptResult waits for the training attempt to end.
+func (r *run) attemptResult(ctx workflow.Context) attemptEnd {
+	a := r.attempt
+	var res activities.TrainingResult
+	err := a.result.Get(ctx, &res)
+	r.attempt = nil
+	return attemptEnd{res: res, err: err, started: a.started, cause: a.cause}
+}
+
+// stopAttempt stops the trainer at a checkpoint and waits for the
+// attempt to end.
+func (r *run) stopAttempt(ctx workflow.Context, cause stopCause) attemptEnd {
+	r.attempt.cause = cause
+	r.attempt.stop()
+	return r.attemptResult(ctx)
+}
+
+// settle acts on how an attempt ended.
+func (r *run) settle(ctx workflow.Context, e attemptEnd) error {
+	if ctx.Err() != nil {
+		return temporal.NewCanceledError()
+	}
+	r.observeResult(ctx, e)
+	switch e.cause {
+	case movedByMarket:
+		r.release(ctx, activities.ReleasePaused)
+		return nil
+	case doneByMarket:
+		r.release(ctx, activities.ReleaseCompleted)
+		r.finished = true
+		return nil
+	case takenByMarket:
+		if e.err != nil || e.res.Outcome != activities.OutcomeCompleted {
+			// The agent may not have seen the notice yet: the market's
+			// account counts the preemption either way.
+			r.preempted(ctx, e, max(e.res.LastStep, r.Status.Step), true)
+			return nil
+		}
+	}
+	var canceled *temporal.CanceledError
+	switch res := e.res; {
+	case e.err == nil && res.Outcome == activities.OutcomeCompleted:
+		r.finished = true
+		r.Status.ModelDigest = res.ModelDigest
+		r.release(ctx, activities.ReleaseCompleted)
+	case e.err == nil && res.Outcome == activities.OutcomePreempted:
+		r.preempted(ctx, e, res.LastStep, true)
+	case e.err == nil && res.Outcome == activities.OutcomeFailed:
+		r.TrainerFailures++
+		r.addFailure(ctx, "trainer", r.lease.Offering().Key(), res.Message)
+		r.release(ctx, activities.ReleaseFailed)
+		if r.TrainerFailures >= r.opts.MaxTrainerFailures {
+			return temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("trainer failed %d times; last: %s", r.TrainerFailures, res.Message), "TrainerFailed", nil)
+		}
+	case e.err == nil && res.Outcome == activities.OutcomeStopped, errors.As(e.err, &canceled):
+		reason := activities.ReleasePaused
+		if r.yieldAsked() {
+			reason = activities.ReleaseYielded
+		}
+		r.release(ctx, reason)
+	default:
+		// The instance went silent or its agent never picked the work up:
+		// it was taken without notice, or died. Either way it is lost.
+		msg := fmt.Sprintf("the attempt ended with outcome %q", res.Outcome)
+		if e.err != nil {
+			msg = e.err.Error()
+		}
+		r.addFailure(ctx, "instance-lost", r.lease.Offering().Key(), msg)
+		r.preempted(ctx, e, r.Status.Step, false)
+	}
+	return nil
+}
+
+// observeResult folds an attempt's final report into status.
+func (r *run) observeResult(ctx workflow.Context, e attemptEnd) {
+	res := e.res
+	if r.Recovery != nil && r.Status.LastRecovery != nil && res.Outcome != activities.OutcomeFailed {
+		// The "restored" signal never came (or came late): the attempt's
+		// own report shows it did resume.
+		r.recovered(ctx, res.RestoredStep, e.started)
+	}
+	r.Status.Step = max(r.Status.Step, res.LastStep)
+	if res.TotalSteps > 0 {
+		r.Status.TotalSteps = res.TotalSteps
+	}
+	if c := res.LastCheckpoint; c != nil && (r.Status.LastCheckpoint == nil || c.Step >= r.Status.LastCheckpoint.Step) {
+		r.Status.LastCheckpoint = c
+	}
+}
+
+// preempted records that the market took the run's instance and gives
+// back what is left of it; the loop then acquires a replacement, trying
+// this zone last, and resumes from the latest checkpoint.
+func (r *run) preempted(ctx workflow.Context, e attemptEnd, atStep int64, withNotice bool) {
+	now := workflow.Now(ctx)
+	l := r.lease
+	ckptStep := int64(0)
+	if r.Status.LastCheckpoint != nil {
+		ckptStep = r.Status.LastCheckpoint.Step
+	}
+	lost := r.lostWorkSeconds(now, e.started, atStep, ckptStep, withNotice)
+	r.Ledger.AddLostWork(l.Instance.ID, lost)
+	r.Status.Preemptions++
+	r.Status.LostWorkSecs += lost
+	r.Status.LastPreemption = &PreemptionInfo{
+		Time: now, InstanceID: l.Instance.ID, Zone: l.Offering().Zone,
+		AtStep: atStep, CheckpointStep: ckptStep, WithNotice: withNotice,
+	}
+	r.AvoidZone = l.Offering().Zone
+	r.Recovery = &Recovery{Since: now}
+	m := workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"market": string(l.Offering().Market), "zone": l.Offering().Zone})
+	m.Counter("refuel_preemptions_total").Inc(1)
+	m.Counter("refuel_lost_work_seconds_total").Inc(int64(lost))
+	r.enter(ctx, StatePreempted)
+	r.release(ctx, activities.ReleasePreempted)
+}
+
+// lostWorkSeconds estimates the compute that must be redone: the steps
+// past the last checkpoint, at the pace the attempt trained since it
+// started.
+func (r *run) lostWorkSeconds(now, started time.Time, atStep, ckptStep int64, withNotice bool) float64 {
+	if atStep <= ckptStep {
+		return 0
+	}
+	trained := now.Sub(started).Seconds()
+	if !withNotice && r.Status.LastCheckpoint != nil && r.Status.LastCheckpoint.Time.After(started) {
+		// Silent loss: everything since the last checkpoint is gone.
+		return now.Sub(r.Status.LastCheckpoint.Time).Seconds()
+	}
+	progressed := atStep - r.resumedFrom()
+	if progressed <= 0 || trained <= 0 {
+		return 0
+	}
+	return float64(atStep-ckptStep) * trained / float64(progressed)
+}
+
+// resumedFrom is the step training resumed from on the current lease.
+func (r *run) resumedFrom() int64 {
+	if lr := r.Status.LastRecovery; lr != nil && lr.InstanceID == r.lease.Instance.ID {
+		return lr.ResumedFromStep
+	}
+	return 0
+}
+
+// recovered records that training resumed on the replacement instance,
+// and books the recovery's overhead: the replacement was paid for from
+// its launch, and trained only from now.
+func (r *run) recovered(ctx workflow.Context, fromStep int64, at time.Time) {
+	r.Recovery = nil
+	lr := r.Status.LastRecovery
+	r.Status.Recoveries++
+	lr.ResumedAt = at
+	lr.ResumedFromStep = fromStep
+	r.Ledger.AddRecovery(lr.InstanceID, at.Sub(lr.ReplacementAt).Seconds())
+	workflow.GetMetricsHandler(ctx).Counter("refuel_recoveries_total").Inc(1)
+}
+
+// changeOver moves the run from its on-demand instance to the spot one
+// it just got: the trainer stops at a checkpoint, the on-demand instance
+// is released (reason changeover) and the spot one becomes the run's,
+// paid for since it was launched. If the attempt ended otherwise
+// meanwhile (completed, failed, or stopped for a pause or cancel), the
+// spot instance is given back unused and that ending is returned to
+// settle; moved is false then.
+func (r *run) changeOver(ctx workflow.Context, spot *Lease) (end attemptEnd, moved bool) {
+	end = r.stopAttempt(ctx, "")
+	var canceled *temporal.CanceledError
+	stopped := (end.err == nil && end.res.Outcome == activities.OutcomeStopped) || errors.As(end.err, &canceled)
+	r.standby = nil
+	if !stopped || r.Paused || r.yieldAsked() || ctx.Err() != nil {
+		r.Leases.release(ctx, spot, activities.ReleaseCleanup)
+		return end, false
+	}
+	r.observeResult(ctx, end)
+	r.release(ctx, activities.ReleaseChangeover)
+	r.use(ctx, spot)
+	r.Status.Changeovers++
+	return end, true
+}
+
+// checkpointInterval is how often the trainer on the run's instance
+// should checkpoint: the spec's interval, or for "auto" the Young/Daly
+// optimum from what every run so far measured on the instance's pool
+// (write times, time held, preemptions), within the spec's bounds.
+func (r *run) checkpointInterval(ctx workflow.Context) time.Duration {
+	if d, ok := r.spec.Checkpoint.FixedInterval(); ok {
+		return d
+	}
+	c := r.spec.Checkpoint
+	var log policy.CheckpointLog
+	if workflow.GetVersion(ctx, autoCheckpointVersion, workflow.DefaultVersion, 1) >= 1 {
+		err := workflow.ExecuteActivity(controlOptions(ctx), activities.PoolCheckpointLogName, r.lease.Offering()).Get(ctx, &log)
+		if err != nil {
+			workflow.GetLogger(ctx).Warn("pool's checkpoint log unavailable; checkpointing at the lower bound", "error", err)
+		}
+	}
+	d := log.Interval(autoCheckpointPrior, c.MinInterval.D(), c.MaxInterval.D())
+	r.Status.CheckpointIntervalSecs = d.Seconds()
+	return d
+}
+
+// autoCheckpointVersion marks runs that ask the pool's checkpoint log
+// before each attempt.
+const autoCheckpointVersion = "auto-checkpoint-log"
+
+// autoCheckpointPrior is the preemption-free time a pool is credited with
+// before any is measured: a new pool is neither trusted forever nor
+// assumed to be taken at once.
+const autoCheckpointPrior = time.Hour

@@ -1,0 +1,349 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"refuel/activities"
+	"refuel/pkg/capacity"
+	"refuel/pkg/policy"
+	"refuel/pkg/replay"
+	"refuel/pkg/spec"
+)
+
+// marketClockVersion marks runs that look for a market clock before
+// acquiring; runs recorded before it go straight to acquiring.
+const marketClockVersion = "market-clock"
+
+// clockedMarket is a run's view of a market that keeps a clock of its own
+// (the simulated cloud): at each of its ticks the run decides with
+// pkg/policy what to hold, and keeps its account with the same replay
+// meter `starter sim` uses, so that both reach the same decisions and the
+// same cost from the same stock.
+type clockedMarket struct {
+	provider string
+	pools    []activities.MarketPool
+	zones    []string             // the policy's name of each pool
+	spot     []*capacity.Offering // per pool; nil where it sells no spot
+	onDemand []*capacity.Offering // per pool; nil where it sells no on-demand
+
+	policy  policy.Name
+	decider policy.Decider
+	job     replay.Job
+	meter   *replay.Meter
+	start   int
+	tick    int           // the next tick to decide
+	holding policy.Choice // what the account says the run holds
+
+	// A tick goes through three steps: its view is asked for (view),
+	// its stock is seen by the meter (seen), and what to hold is decided
+	// (decided), after which the run acts on it. A training attempt that
+	// ends, or is stopped, between two steps leaves the rest for the
+	// run's next turn of its loop.
+	view    workflow.Future
+	seen    *seenTick
+	decided *policy.Choice
+}
+
+// seenTick is a tick whose stock the meter has seen: the policy's view
+// of the run and the market at it.
+type seenTick struct {
+	state  policy.State
+	market policy.Market
+}
+
+// MarketStatus is a clocked run's account in market time: what it decided
+// at each tick and what that cost, as `starter sim` reports a window.
+type MarketStatus struct {
+	Policy string   `json:"policy"`
+	Zones  []string `json:"zones"`
+	// Job is the run as the account sees it: work, the deadline as a
+	// budget of market time from the start, and prices.
+	Job           replay.Job       `json:"job"`
+	StartTick     int              `json:"start_tick"`
+	TickSeconds   float64          `json:"tick_seconds"`
+	CostUSD       float64          `json:"cost_usd"`
+	SpotHours     float64          `json:"spot_hours"`
+	OnDemandHours float64          `json:"ondemand_hours"`
+	Preemptions   int              `json:"preemptions"`
+	Changeovers   int              `json:"changeovers"`
+	DoneHours     float64          `json:"done_hours"`
+	Finished      bool             `json:"finished"`
+	FinishHours   float64          `json:"finish_hours"`
+	DeadlineMet   bool             `json:"deadline_met"`
+	Decisions     []MarketDecision `json:"decisions"`
+}
+
+// MarketDecision is what a run held during one tick of the market.
+type MarketDecision struct {
+	Tick      int    `json:"tick"`
+	Choice    string `json:"choice"`
+	Preempted bool   `json:"preempted,omitempty"`
+}
+
+// openMarket finds out whether the run's offerings trade on a market with
+// a clock; if so the run follows it. Critical runs hold stable capacity
+// whatever the market does, and a run spread over several providers keeps
+// wall time.
+func openClockedMarket(ctx workflow.Context, r *run) (*clockedMarket, error) {
+	if !r.spec.Tier.AllowsSpot() || workflow.GetVersion(ctx, marketClockVersion, workflow.DefaultVersion, 1) < 1 {
+		return nil, nil
+	}
+	m := &clockedMarket{policy: policy.Name(r.spec.Policy)}
+	for _, o := range r.Offerings {
+		if m.provider == "" {
+			m.provider = o.Provider
+		}
+		if o.Provider != m.provider {
+			return nil, nil
+		}
+		m.add(o)
+	}
+	if len(m.pools) == 0 {
+		return nil, nil
+	}
+	var view activities.MarketView
+	in := activities.MarketInput{Provider: m.provider, Pools: m.pools}
+	if err := workflow.ExecuteActivity(controlOptions(ctx), activities.OpenMarketName, in).Get(ctx, &view); err != nil || !view.Clocked {
+		return nil, err
+	}
+	m.job = m.jobFor(r.spec, r.Status.StartedAt, view.RestartOverhead)
+	meter, err := replay.NewMeter(m.job, m.zones, view.TickLength)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError("the market cannot be followed: "+err.Error(), "InvalidJobSpec", nil)
+	}
+	for t := 0; t < view.Tick-view.PastFrom; t++ {
+		stock := make([]bool, len(view.Past))
+		for z, past := range view.Past {
+			stock[z] = past[t] == '1'
+		}
+		if err := meter.Witness(stock); err != nil {
+			return nil, err
+		}
+	}
+	m.meter, m.start, m.tick = meter, view.Tick, view.Tick
+	return m, nil
+}
+
+// add files an offering under its pool, naming the pool by its zone, or
+// zone/type where a zone has several types.
+func (m *clockedMarket) add(o capacity.Offering) {
+	i := -1
+	for k, p := range m.pools {
+		if p.Zone == o.Zone && p.InstanceType == o.InstanceType {
+			i = k
+		}
+	}
+	if i < 0 {
+		m.pools = append(m.pools, activities.MarketPool{Zone: o.Zone, InstanceType: o.InstanceType})
+		m.zones = append(m.zones, o.Zone)
+		m.spot, m.onDemand = append(m.spot, nil), append(m.onDemand, nil)
+		i = len(m.pools) - 1
+		for k, p := range m.pools[:i] {
+			if p.Zone == o.Zone {
+				m.zones[k], m.zones[i] = p.Zone+"/"+p.InstanceType, o.Zone+"/"+o.InstanceType
+			}
+		}
+	}
+	switch o.Market {
+	case capacity.Spot:
+		m.spot[i] = &o
+	case capacity.OnDemand:
+		m.onDemand[i] = &o
+	}
+}
+
+// job is the run as the meter accounts for it. The deadline is a budget
+// from the run's start, spent in market time; a flexible run without one
+// is given a hundred times its work, which no decision of its tier reads.
+func (m *clockedMarket) jobFor(js spec.JobSpec, started time.Time, overhead time.Duration) replay.Job {
+	j := replay.Job{Tier: js.Tier, Work: js.Work.D(), Deadline: 100 * js.Work.D(), RestartOverhead: overhead}
+	if js.Deadline != nil {
+		j.Deadline = js.Deadline.Sub(started)
+	}
+	for i := range m.pools {
+		if o := m.spot[i]; o != nil && j.SpotPrice == 0 {
+			j.SpotPrice = o.PricePerHour
+		}
+		if o := m.onDemand[i]; o != nil && j.OnDemandPrice == 0 {
+			j.OnDemandPrice = o.PricePerHour
+		}
+	}
+	return j
+}
+
+func (*clockedMarket) admit(workflow.Context, *run) error { return nil }
+
+// next decides at each tick, holding nothing, until the run's policy
+// chooses something to hold: that is what to acquire. A run the
+// market's account says is done has nothing left to acquire.
+func (m *clockedMarket) next(ctx workflow.Context, r *run) (*ask, error) {
+	for {
+		if m.decided == nil {
+			if m.seen == nil && m.meter.Finished() {
+				r.finished = true
+				return nil, nil
+			}
+			if _, err := m.see(ctx, r); err != nil {
+				return nil, err
+			}
+			if err := m.decide(r); err != nil {
+				return nil, err
+			}
+		}
+		c := *m.decided
+		m.decided, m.holding = nil, c
+		if !c.Holds() {
+			if r.Paused {
+				r.enter(ctx, StatePaused)
+			} else {
+				r.enter(ctx, StateWaiting)
+			}
+			continue
+		}
+		o := m.offering(c)
+		if o == nil {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("policy chose %s, which no offering of the run sells", c), string(capacity.SpecMismatch), nil)
+		}
+		return r.askFor([]capacity.Offering{*o}), nil
+	}
+}
+
+func (*clockedMarket) acquired(workflow.Context, *run, *Lease) {}
+
+// failed: the market's account holds what the policy chose anyway (it
+// had the stock); a run racing others for the last instance tries again
+// at the next tick.
+func (m *clockedMarket) failed(ctx workflow.Context, r *run, _ ask, details []activities.FailureDetail, _ *time.Duration) (bool, error) {
+	if permanent(details) {
+		return false, cannotAcquire("cannot acquire what the policy chose", details)
+	}
+	r.enter(ctx, StateWaiting)
+	return false, nil
+}
+
+// watch follows the market while the run trains: at every tick the
+// meter sees the stock and the policy decides. The attempt goes on while
+// the policy holds what the run holds; it stops when the market takes the
+// spot instance, when the policy chooses something else, and when the
+// market's account says the work is done.
+func (m *clockedMarket) watch(ctx workflow.Context, r *run) move {
+	for {
+		if m.meter.Finished() {
+			return move{end: r.stopAttempt(ctx, doneByMarket)}
+		}
+		preempted, err := m.see(ctx, r)
+		switch {
+		case errors.Is(err, errAttemptEnded):
+			return move{end: r.attemptResult(ctx)}
+		case err != nil:
+			return move{err: err}
+		case preempted:
+			return move{end: r.stopAttempt(ctx, takenByMarket)}
+		}
+		if err := m.decide(r); err != nil {
+			return move{err: err}
+		}
+		if *m.decided != m.holding {
+			return move{end: r.stopAttempt(ctx, movedByMarket)}
+		}
+		m.decided = nil
+	}
+}
+
+// errAttemptEnded says the training attempt ended while the run waited
+// for the market's tick.
+var errAttemptEnded = errors.New("the training attempt ended")
+
+// see waits for the market's next tick and lets the meter see its stock;
+// preempted says the market took the spot instance the account holds.
+// While an attempt trains, its end comes first (errAttemptEnded): the
+// tick is still awaited on the run's next turn.
+func (m *clockedMarket) see(ctx workflow.Context, r *run) (preempted bool, err error) {
+	if m.seen != nil {
+		return false, nil
+	}
+	if m.view == nil {
+		in := activities.MarketInput{Provider: m.provider, Pools: m.pools, Tick: m.tick}
+		m.view = workflow.ExecuteActivity(marketOptions(ctx), activities.MarketAtName, in)
+	}
+	sel := workflow.NewSelector(ctx)
+	sel.AddFuture(m.view, func(workflow.Future) {})
+	if r.attempt != nil {
+		sel.AddFuture(r.attempt.result, func(workflow.Future) {})
+	}
+	sel.Select(ctx)
+	if r.attempt != nil && r.attempt.result.IsReady() {
+		return false, errAttemptEnded
+	}
+	var view activities.MarketView
+	err = m.view.Get(ctx, &view)
+	m.view = nil
+	if ctx.Err() != nil {
+		return false, temporal.NewCanceledError()
+	}
+	if err != nil {
+		return false, err
+	}
+	s, market, preempted, err := m.meter.Begin(view.Stock)
+	if err != nil {
+		return false, err
+	}
+	m.seen = &seenTick{state: s, market: market}
+	return preempted && r.lease != nil, nil
+}
+
+// decide is the policy's choice at the tick just seen, held on the
+// meter's account; a paused run holds nothing.
+func (m *clockedMarket) decide(r *run) error {
+	t := m.seen
+	m.seen = nil
+	choice := policy.None
+	if !r.Paused {
+		var err error
+		if choice, err = m.decider.Decide(r.spec.Tier, m.policy, t.state, t.market); err != nil {
+			return temporal.NewNonRetryableApplicationError(err.Error(), "InvalidJobSpec", nil)
+		}
+	}
+	step, err := m.meter.Hold(choice)
+	if err != nil {
+		return fmt.Errorf("policy %s at tick %d: %w", m.policy, m.tick, err)
+	}
+	m.tick++
+	m.decided = &step.Choice
+	return nil
+}
+
+// offering is the offering that sells a choice.
+func (m *clockedMarket) offering(c policy.Choice) *capacity.Offering {
+	for i, z := range m.zones {
+		if z != c.Zone {
+			continue
+		}
+		if c.Market == capacity.Spot {
+			return m.spot[i]
+		}
+		return m.onDemand[i]
+	}
+	return nil
+}
+
+// marketStatus is the account as status shows it.
+func (m *clockedMarket) marketStatus() *MarketStatus {
+	res := m.meter.Result()
+	st := &MarketStatus{
+		Policy: string(m.policy), Zones: m.zones, Job: m.job, StartTick: m.start, TickSeconds: m.meter.Gap().Seconds(),
+		CostUSD: res.Cost, SpotHours: res.Spot.Hours(), OnDemandHours: res.OnDemand.Hours(),
+		Preemptions: res.Preemptions, Changeovers: res.Changeovers, Finished: res.Finished,
+		FinishHours: res.Finish.Hours(), DeadlineMet: res.DeadlineMet, Decisions: make([]MarketDecision, len(res.Steps)),
+	}
+	for i, s := range res.Steps {
+		st.Decisions[i] = MarketDecision{Tick: m.start + i, Choice: s.Choice.String(), Preempted: s.Preempted}
+		st.DoneHours = s.Done.Hours()
+	}
+	return st
+}

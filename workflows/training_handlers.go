@@ -1,0 +1,136 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"refuel/activities"
+	"refuel/pkg/admission"
+	"refuel/pkg/spec"
+)
+
+// registerHandlers wires the run's external contract: pause and resume
+// signals, the set-priority update, the status query, and the signals
+// its node agent and the capacity pool send.
+func (r *run) registerHandlers(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) {
+		return r.snapshot(ctx), nil
+	}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdatePriority, r.setPriority,
+		workflow.UpdateHandlerOptions{Validator: validatePriority},
+	); err != nil {
+		return err
+	}
+	r.signals = []signalHandler{
+		onSignal(ctx, SignalPause, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+			c.Receive(ctx, nil)
+			r.pause()
+		}),
+		onSignal(ctx, SignalResume, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+			c.Receive(ctx, nil)
+			r.Paused = false
+		}),
+		onSignalOf(ctx, SignalProgress, func(ctx workflow.Context, p activities.Progress) {
+			r.onProgress(ctx, p)
+		}),
+		onSignalOf(ctx, SignalCapacityGranted, func(ctx workflow.Context, a admission.Allocation) {
+			r.onGranted(a)
+		}),
+		onSignalOf(ctx, SignalYield, func(ctx workflow.Context, y YieldRequest) {
+			r.onYield(y)
+		}),
+	}
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			sel := workflow.NewSelector(ctx)
+			addSignals(ctx, sel, r.signals)
+			sel.Select(ctx)
+		}
+	})
+	return nil
+}
+
+// validatePriority rejects a bad priority before anything is written to
+// the run's history.
+func validatePriority(_ workflow.Context, p int) error {
+	if p < 0 || p > spec.MaxPriority {
+		return fmt.Errorf("priority %d is out of range: use an integer from 0 (lowest) to %d (highest)", p, spec.MaxPriority)
+	}
+	return nil
+}
+
+// setPriority moves a queued run in the pool's queue at once, and
+// changes what may preempt a running one.
+func (r *run) setPriority(ctx workflow.Context, p int) (int, error) {
+	r.Status.Priority = p
+	if r.Pool != nil && r.Pool.Place != PlaceLeft {
+		r.tellPool(ctx, SignalPoolPriority, PoolPriority{ID: r.id, Priority: p})
+	}
+	return p, workflow.UpsertTypedSearchAttributes(ctx, AttrPriority.ValueSet(int64(p)))
+}
+
+// pause asks the trainer to checkpoint and stop; the run then gives its
+// instance back and waits, spending nothing, until resumed.
+func (r *run) pause() {
+	if r.Paused || r.finished {
+		return
+	}
+	r.Paused = true
+	if r.attempt != nil {
+		r.attempt.stop()
+	}
+}
+
+// onProgress folds a node agent's report into status. Reports from
+// another attempt (a late signal from a lost instance) are ignored.
+func (r *run) onProgress(ctx workflow.Context, p activities.Progress) {
+	a := r.attempt
+	if a == nil || p.Attempt != a.lease.Attempt {
+		return
+	}
+	r.Status.Step = max(r.Status.Step, p.Step)
+	if p.TotalSteps > 0 {
+		r.Status.TotalSteps = p.TotalSteps
+	}
+	switch p.Kind {
+	case activities.ProgressCheckpoint:
+		if c := p.Checkpoint; c != nil && (r.Status.LastCheckpoint == nil || c.Step >= r.Status.LastCheckpoint.Step) {
+			r.Status.LastCheckpoint = c
+		}
+		if c := p.Checkpoint; c != nil && c.WriteSeconds > 0 {
+			a.lease.Log.Wrote(time.Duration(c.WriteSeconds * float64(time.Second)))
+		}
+		workflow.GetMetricsHandler(ctx).Counter("refuel_checkpoints_total").Inc(1)
+	case activities.ProgressRestored:
+		if r.Recovery != nil && r.Status.LastRecovery != nil {
+			r.recovered(ctx, p.Step, workflow.Now(ctx))
+		}
+	case activities.ProgressNotice:
+		workflow.GetLogger(ctx).Info("interruption notice", "instance", p.InstanceID, "step", p.Step)
+	}
+}
+
+// snapshot is the status with what is derived brought up to now.
+func (r *run) snapshot(ctx workflow.Context) Status {
+	s := r.Status
+	s.Paused = r.Paused
+	s.Attempt = r.Attempts
+	s.Instance = nil
+	if r.lease != nil {
+		s.Instance = r.lease.Ref()
+	}
+	now := workflow.Now(ctx)
+	s.CostUSD = r.Ledger.CostUSD(now)
+	s.Cost = r.Ledger.Breakdown(now)
+	s.Ledger = r.Ledger
+	s.Failures = append([]Failure{}, r.Status.Failures...) // [] rather than null for clients
+	if m, ok := r.market.(*clockedMarket); ok {
+		s.Market = m.marketStatus()
+	}
+	s.Admission = r.admissionStatus()
+	return s
+}

@@ -1,0 +1,238 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"refuel/activities"
+	"refuel/pkg/admission"
+	"refuel/pkg/capacity"
+)
+
+// capacityPoolVersion marks runs that ask the capacity pool for capacity;
+// runs recorded before it acquire on their own.
+const capacityPoolVersion = "capacity-pool"
+
+// AdmissionStatus is a run's place with the capacity pool.
+type AdmissionStatus struct {
+	// Queued is set while the run waits for the pool to admit it.
+	Queued bool `json:"queued"`
+	// Layer, Node and Pool say what the pool granted: a base machine, or a
+	// burst pool.
+	Layer     string     `json:"layer,omitempty"`
+	Node      string     `json:"node,omitempty"`
+	Pool      string     `json:"pool,omitempty"`
+	Yields    int        `json:"yields"`
+	LastYield *YieldInfo `json:"last_yield,omitempty"`
+}
+
+// YieldInfo describes the latest time the run gave its capacity back to
+// the pool: it checkpointed, released its instance and was requeued.
+type YieldInfo struct {
+	Time           time.Time `json:"time"`
+	Reason         string    `json:"reason"`
+	For            string    `json:"for,omitempty"`
+	AtStep         int64     `json:"at_step"`
+	CheckpointStep int64     `json:"checkpoint_step"`
+}
+
+// poolGrant is the market of a run that goes through the capacity pool:
+// the pool admits it, grants it a base machine or a burst pool, and may
+// ask for the grant back (a yield) for a higher priority or to move the
+// run onto base capacity that came free. The pool decides where its runs
+// go, so they neither wait for spot nor move back to it on their own.
+type poolGrant struct{}
+
+// joinPool asks the capacity pool to queue the run, and reports whether
+// it did. Without a pool (the signal finds no such workflow) the run
+// acquires on its own.
+func (r *run) joinPool(ctx workflow.Context) bool {
+	if workflow.GetVersion(ctx, capacityPoolVersion, workflow.DefaultVersion, 1) < 1 {
+		return false
+	}
+	r.Pool = &PoolPlace{Place: PlaceLeft}
+	if err := r.requestCapacity(ctx); err != nil {
+		workflow.GetLogger(ctx).Info("no capacity pool; acquiring directly", "reason", err.Error())
+		r.Pool = nil
+		return false
+	}
+	r.Status.Admission = &AdmissionStatus{}
+	return true
+}
+
+// requestCapacity queues the run's request with the pool.
+func (r *run) requestCapacity(ctx workflow.Context) error {
+	req := admission.Request{
+		ID: r.id, Kind: admission.Training, Owner: r.id, Team: r.spec.Team,
+		Priority: r.Status.Priority, Tier: r.spec.Tier, Resources: r.spec.Resources,
+	}
+	if err := workflow.SignalExternalWorkflow(ctx, PoolWorkflowID, "", SignalPoolRequest, req).Get(ctx, nil); err != nil {
+		return err
+	}
+	r.Pool.Place = PlaceQueued
+	return nil
+}
+
+// admit waits until the pool grants the run capacity. A paused run
+// gives its place back and waits; a pause while queued holds the
+// request in the queue instead, and resuming lets it be admitted.
+func (poolGrant) admit(ctx workflow.Context, r *run) error {
+	if err := r.holdWhilePaused(ctx); err != nil {
+		return err
+	}
+	if r.Pool.Place == PlaceYielding {
+		r.yielded(ctx)
+	}
+	p := r.Pool
+	if p.Place == PlaceGranted {
+		return nil
+	}
+	if p.Place == PlaceLeft {
+		if err := r.requestCapacity(ctx); err != nil {
+			return err
+		}
+	}
+	r.enter(ctx, StateQueued)
+	for p.Place != PlaceGranted {
+		if r.Paused != (p.Place == PlaceHeld) {
+			signal := SignalPoolResume
+			if r.Paused {
+				signal = SignalPoolPause
+				r.enter(ctx, StatePaused)
+				p.Place = PlaceHeld
+			} else {
+				r.enter(ctx, StateQueued)
+				p.Place = PlaceQueued
+			}
+			r.tellPool(ctx, signal, PoolRef{ID: r.id})
+		}
+		if err := workflow.Await(ctx, func() bool { return p.Place == PlaceGranted || r.Paused != (p.Place == PlaceHeld) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// next is what the grant allows: the base machine, or the run's own
+// offerings within the burst pool's (the pool's list when the two do
+// not meet), in the tier's order.
+func (poolGrant) next(ctx workflow.Context, r *run) (*ask, error) {
+	if r.Paused || r.yieldAsked() {
+		return nil, nil
+	}
+	g := r.Pool.Grant
+	if g == nil {
+		return nil, nil // the grant went back meanwhile: admitted again first
+	}
+	if g.Layer == admission.BaseLayer {
+		a := r.askFor(g.Offerings)
+		a.layer, a.node = admission.BaseLayer, g.Node
+		return a, nil
+	}
+	return r.askFor(capacity.Order(capacity.Within(r.Offerings, g.Offerings), r.spec.Tier, r.AvoidZone)), nil
+}
+
+// acquired tells the pool which burst offering the run got.
+func (poolGrant) acquired(ctx workflow.Context, r *run, l *Lease) {
+	if g := r.Pool.Grant; g != nil && g.Layer == admission.BurstLayer {
+		r.tellPool(ctx, SignalPoolBind, PoolBind{ID: r.id, Offering: l.Offering()})
+	}
+}
+
+// failed: what the grant allows may come back; what never can ends
+// the run.
+func (poolGrant) failed(ctx workflow.Context, r *run, _ ask, details []activities.FailureDetail, backoff *time.Duration) (bool, error) {
+	if permanent(details) {
+		return false, cannotAcquire("no offering can ever be acquired", details)
+	}
+	return r.backOff(ctx, details, backoff)
+}
+
+// watch: the pool moves its runs by asking them to yield.
+func (poolGrant) watch(ctx workflow.Context, r *run) move {
+	return move{end: r.attemptResult(ctx)}
+}
+
+// onGranted records what the pool granted. A grant for a request the
+// run withdrew is ignored: the pool heard of the withdrawal.
+func (r *run) onGranted(a admission.Allocation) {
+	if r.Pool == nil || a.Request.ID != r.id || r.Pool.Place == PlaceLeft {
+		return
+	}
+	r.Pool.Grant, r.Pool.Place = &a, PlaceGranted
+}
+
+// onYield asks the run to give its capacity back: the trainer stops at a
+// checkpoint, and the loop releases the instance and requeues.
+func (r *run) onYield(y YieldRequest) {
+	if r.Pool == nil || r.Pool.Grant == nil || r.finished {
+		return
+	}
+	r.Pool.Place, r.Pool.Yield = PlaceYielding, &y
+	if r.attempt != nil {
+		r.attempt.stop()
+	}
+}
+
+// yieldAsked reports whether the pool asked for the run's grant back.
+func (r *run) yieldAsked() bool { return r.Pool != nil && r.Pool.Place == PlaceYielding }
+
+// yielded completes a yield once the instance is given back: the pool
+// requeues the run, which resumes from its checkpoint when granted again.
+func (r *run) yielded(ctx workflow.Context) {
+	y := r.Pool.Yield
+	info := &YieldInfo{Time: workflow.Now(ctx), Reason: y.Reason, For: y.For, AtStep: r.Status.Step}
+	if c := r.Status.LastCheckpoint; c != nil {
+		info.CheckpointStep = c.Step
+	}
+	r.Status.Admission.Yields++
+	r.Status.Admission.LastYield = info
+	r.Pool.Place, r.Pool.Grant, r.Pool.Yield = PlaceQueued, nil, nil
+	r.Recovery = &Recovery{Since: info.Time} // the next instance resumes from the checkpoint: status shows it as a recovery
+	workflow.GetLogger(ctx).Info("yielded capacity to the pool", "reason", y.Reason, "for", y.For, "step", info.AtStep, "checkpoint", info.CheckpointStep)
+	r.tellPool(ctx, SignalPoolYielded, PoolRef{ID: r.id})
+}
+
+// holdWhilePaused blocks, holding nothing, until the run is resumed.
+func (r *run) holdWhilePaused(ctx workflow.Context) error {
+	if !r.Paused {
+		return nil
+	}
+	r.leavePool(ctx) // a paused run holds no capacity; it asks again on resume
+	r.enter(ctx, StatePaused)
+	return workflow.Await(ctx, func() bool { return !r.Paused })
+}
+
+// leavePool gives the run's request or grant back for good.
+func (r *run) leavePool(ctx workflow.Context) {
+	if r.Pool == nil || r.Pool.Place == PlaceLeft {
+		return
+	}
+	r.Pool.Place, r.Pool.Grant, r.Pool.Yield = PlaceLeft, nil, nil
+	r.tellPool(ctx, SignalPoolRelease, PoolRef{ID: r.id})
+}
+
+// admissionStatus is the run's place with the pool as status shows it:
+// what it holds comes from its grant.
+func (r *run) admissionStatus() *AdmissionStatus {
+	if r.Status.Admission == nil {
+		return nil
+	}
+	a := *r.Status.Admission
+	a.Queued = r.Pool != nil && (r.Pool.Place == PlaceQueued || r.Pool.Place == PlaceHeld)
+	a.Layer, a.Node, a.Pool = "", "", ""
+	if r.Pool != nil && r.Pool.Grant != nil {
+		g := r.Pool.Grant
+		a.Layer, a.Node, a.Pool = string(g.Layer), g.Node, g.Pool
+	}
+	return &a
+}
+
+// tellPool signals the pool; a pool that is gone is logged, not fatal:
+// the run goes on with what it holds.
+func (r *run) tellPool(ctx workflow.Context, name string, arg any) {
+	if err := workflow.SignalExternalWorkflow(ctx, PoolWorkflowID, "", name, arg).Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("capacity pool not told", "signal", name, "error", err)
+	}
+}

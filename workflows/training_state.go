@@ -1,0 +1,175 @@
+package workflows
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"refuel/pkg/admission"
+	"refuel/pkg/capacity"
+)
+
+// RunState is a training run's whole state: what its steps read and
+// write, and what it hands on, as it is, when it continues as new.
+// Besides it a run keeps only what is under way in this run of the
+// workflow (its instance, the training attempt, its signal channels),
+// and it continues as new only when none is.
+type RunState struct {
+	// Status is what the status query answers; its State is the run's
+	// phase (see transitions). What can be derived (cost, the instance
+	// held, the attempt number) is derived when it is asked for.
+	Status Status `json:"status"`
+	// Options are what the run started under, recorded in its history;
+	// nil for a run recorded before they were, which uses the worker's.
+	Options *RunOptions `json:"options,omitempty"`
+	// Leases number the run's attempts and book its instances' time.
+	Leases
+	// Offerings are what the run may acquire, listed once at its start.
+	Offerings []capacity.Offering `json:"offerings"`
+	// AvoidZone is the zone that just preempted the run: tried last.
+	AvoidZone string `json:"avoid_zone,omitempty"`
+	// Paused is the operator's hold: set by pause, cleared by resume.
+	// The run gives its capacity back and waits while it is set.
+	Paused bool `json:"paused,omitempty"`
+	// Pool is the run's place with the capacity pool; nil when no pool
+	// runs and the run acquires on its own.
+	Pool *PoolPlace `json:"pool,omitempty"`
+	// Recovery is under way from when the run loses its instance
+	// (preempted, lost, yielded) until training resumes on the next.
+	Recovery *Recovery `json:"recovery,omitempty"`
+	// TrainerFailures counts the trainer's non-zero exits.
+	TrainerFailures int `json:"trainer_failures,omitempty"`
+	// Spot is what a deadline run that chooses between spot and
+	// on-demand itself has learnt about spot.
+	Spot SpotChoice `json:"spot,omitzero"`
+}
+
+// Recovery is a run getting back to training after losing its
+// instance; status.last_recovery says how far it got.
+type Recovery struct {
+	// Since is when the run lost its instance.
+	Since time.Time `json:"since,omitzero"`
+}
+
+// SpotChoice is what a deadline run on a cloud without a market clock
+// learnt about spot.
+type SpotChoice struct {
+	// Impossible is set when spot failed in a way no wait for stock
+	// cures (quota, price, spec mismatch): the run stops waiting for it.
+	Impossible bool `json:"impossible,omitempty"`
+	// Watch is how the run weighs spot against on-demand, for runs
+	// recorded before their options were (see spotWatch).
+	Watch *spotWatch `json:"watch,omitempty"`
+}
+
+// Place is where a run's request stands with the capacity pool.
+type Place string
+
+const (
+	// PlaceLeft: the run holds no request (it paused, or ended).
+	PlaceLeft Place = "left"
+	// PlaceQueued: the pool has the request and has not granted it.
+	PlaceQueued Place = "queued"
+	// PlaceHeld: queued, but held by the run's pause.
+	PlaceHeld Place = "held"
+	// PlaceGranted: the pool granted capacity; the run acquires on it.
+	PlaceGranted Place = "granted"
+	// PlaceYielding: the pool asked for the grant back; the trainer is
+	// stopping at a checkpoint.
+	PlaceYielding Place = "yielding"
+)
+
+// PoolPlace is a run's place with the capacity pool.
+type PoolPlace struct {
+	Place Place `json:"place"`
+	// Grant is what the pool granted, while granted or yielding.
+	Grant *admission.Allocation `json:"grant,omitempty"`
+	// Yield is the pool's request to give the grant back, while yielding.
+	Yield *YieldRequest `json:"yield,omitempty"`
+}
+
+// transitions are the phases a run may move to from each phase. A run
+// starts pending and ends completed, failed or cancelled.
+var transitions = map[State][]State{
+	StatePending:   {StateQueued, StateAcquiring, StatePaused, StateWaiting},
+	StateQueued:    {StateAcquiring, StatePaused},
+	StatePaused:    {StateQueued, StateAcquiring, StateWaiting},
+	StateAcquiring: {StateRunning, StateWaiting, StateQueued, StatePaused},
+	StateWaiting:   {StateAcquiring, StateQueued, StatePaused},
+	// A running run is preempted, stops for a pause or a yield, or moves
+	// to another market: it holds nothing until it acquires again.
+	StateRunning:   {StatePreempted, StatePaused, StateQueued, StateAcquiring, StateWaiting},
+	StatePreempted: {StateAcquiring, StateQueued, StatePaused, StateWaiting},
+}
+
+// terminal are the phases a run ends in; any phase may end the run.
+var terminal = []State{StateCompleted, StateFailed, StateCancelled}
+
+// checkTransition says what is wrong with moving from one phase to
+// another, or nil if the run may.
+func checkTransition(from, to State) error {
+	if from == to || slices.Contains(terminal, to) && !slices.Contains(terminal, from) {
+		return nil
+	}
+	if slices.Contains(transitions[from], to) {
+		return nil
+	}
+	return fmt.Errorf("a run cannot go from %s to %s", from, to)
+}
+
+// UnmarshalJSON reads a state, including one handed on by a run of the
+// workflow that kept its pool place and recovery as flags.
+func (s *RunState) UnmarshalJSON(data []byte) error {
+	type plain RunState
+	if err := json.Unmarshal(data, (*plain)(s)); err != nil {
+		return err
+	}
+	var old struct {
+		Attempt     int                   `json:"attempt"`
+		Recovering  bool                  `json:"recovering"`
+		InPool      bool                  `json:"in_pool"`
+		Requested   bool                  `json:"requested"`
+		HeldInQueue bool                  `json:"held_in_queue"`
+		Grant       *admission.Allocation `json:"grant"`
+		Yield       *YieldRequest         `json:"yield"`
+	}
+	if err := json.Unmarshal(data, &old); err != nil {
+		return err
+	}
+	if s.Attempts == 0 {
+		s.Attempts = old.Attempt
+	}
+	if old.Recovering && s.Recovery == nil {
+		s.Recovery = &Recovery{}
+	}
+	if old.InPool && s.Pool == nil {
+		p := &PoolPlace{Place: PlaceLeft, Grant: old.Grant, Yield: old.Yield}
+		switch {
+		case old.Grant != nil && old.Yield != nil:
+			p.Place = PlaceYielding
+		case old.Grant != nil:
+			p.Place = PlaceGranted
+		case old.Requested && old.HeldInQueue:
+			p.Place = PlaceHeld
+		case old.Requested:
+			p.Place = PlaceQueued
+		}
+		s.Pool = p
+	}
+	return nil
+}
+
+// continueAsNew ends this run of the workflow and starts the next with
+// the same spec and the whole state, once no update is in flight and
+// every signal delivered has been taken. Its history starts afresh.
+func (r *run) continueAsNew(ctx workflow.Context) error {
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return err
+	}
+	drainSignals(ctx, r.signals)
+	workflow.GetLogger(ctx).Info("continuing as new while waiting for capacity", "waits", r.waits, "attempts", r.Attempts)
+	return workflow.NewContinueAsNewError(ctx, TrainingRunName, r.spec, &r.RunState)
+}

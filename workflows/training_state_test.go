@@ -1,0 +1,188 @@
+package workflows
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"refuel/pkg/capacity"
+	"refuel/pkg/spec"
+)
+
+// A run that waits long for capacity continues as new, handing on its
+// whole state, and the next run picks up where it stopped: nothing it
+// recorded is lost, and its history starts afresh.
+func TestLongWaitContinuesAsNew(t *testing.T) {
+	t.Parallel()
+	f := &fakeCloud{offerings: []capacity.Offering{spotA}, noStock: map[capacity.Market]bool{capacity.Spot: true}}
+	env := newEnv(t, f, func(w *Workflows) { w.Run.MaxWaits = 3 })
+	js := job(spec.TierFlexible)
+	env.ExecuteWorkflow(TrainingRunName, js)
+	_, err := result(t, env)
+	var next *workflow.ContinueAsNewError
+	if !errors.As(err, &next) {
+		t.Fatalf("run ended with %v; want it to continue as new", err)
+	}
+	var nextSpec spec.JobSpec
+	var carry *RunState
+	if err := converter.GetDefaultDataConverter().FromPayloads(next.Input, &nextSpec, &carry); err != nil {
+		t.Fatal(err)
+	}
+	if carry == nil || carry.Attempts != 3 || len(carry.Status.Failures) != 3 || nextSpec.ID != js.ID || len(carry.Offerings) != 1 {
+		t.Fatalf("carried spec %s and %+v; want the spec, three attempts and their failures", nextSpec.ID, carry)
+	}
+	if len(f.released) != 0 {
+		t.Errorf("released %v before continuing: nothing was held", f.released)
+	}
+
+	// The next run: stock has returned.
+	f2 := &fakeCloud{offerings: []capacity.Offering{spotA}}
+	env2 := newEnv(t, f2)
+	env2.ExecuteWorkflow(TrainingRunName, nextSpec, carry)
+	st, err := result(t, env2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StateCompleted || st.Attempt != 4 || len(st.Failures) != 3 || !st.StartedAt.Equal(carry.Status.StartedAt) {
+		t.Errorf("next run ended %s at attempt %d with %d failures, started %s; want completed at attempt 4 keeping the 3 failures and the first start %s",
+			st.State, st.Attempt, len(st.Failures), st.StartedAt, carry.Status.StartedAt)
+	}
+	if len(f2.requests) != 1 || f2.requests[0].Attempt != 4 {
+		t.Errorf("next run acquired %v; want one request, attempt 4 (the idempotency token must not repeat)", f2.requests)
+	}
+}
+
+// A continued run keeps what it started under and what it learnt: the
+// options recorded in its first history (not the next worker's), and
+// that spot cannot be had, so it does not try spot alone again.
+func TestContinuedRunKeepsItsOptionsAndWhatItLearnt(t *testing.T) {
+	t.Parallel()
+	// Spot is over quota for good; on-demand is out of stock for now.
+	f := &fakeCloud{offerings: []capacity.Offering{spotA, odA}, fail: map[capacity.Market]capacity.Class{capacity.Spot: capacity.Quota, capacity.OnDemand: capacity.NoCapacity}}
+	env := newEnv(t, f, func(w *Workflows) { w.Run.MaxWaits = 3 })
+	js := job(spec.TierDeadline)
+	env.ExecuteWorkflow(TrainingRunName, js)
+	carry := continuedState(t, env)
+	if carry.Options == nil || carry.Options.MaxWaits != 3 || !carry.Spot.Impossible {
+		t.Fatalf("carried options %+v, spot %+v; want MaxWaits 3 and spot known impossible", carry.Options, carry.Spot)
+	}
+	if len(f.requests[0].Offerings) != 1 {
+		t.Fatalf("first try %v; want spot alone, waiting for it", f.requests[0].Offerings)
+	}
+
+	// The next run, on a worker whose options differ.
+	f2 := &fakeCloud{offerings: []capacity.Offering{spotA, odA}, fail: f.fail}
+	env2 := newEnv(t, f2)
+	env2.ExecuteWorkflow(TrainingRunName, js, carry)
+	again := continuedState(t, env2)
+	if len(f2.requests) != 3 {
+		t.Errorf("next run tried %d times before continuing; want the recorded 3, not the worker's %d", len(f2.requests), DefaultRunOptions().MaxWaits)
+	}
+	for _, r := range f2.requests {
+		if len(r.Offerings) != 2 {
+			t.Errorf("next run tried %v; want spot and on-demand together: spot is known impossible", r.Offerings)
+		}
+	}
+	if again.Attempts != carry.Attempts+3 {
+		t.Errorf("attempts %d after %d and three more tries; the numbering must go on", again.Attempts, carry.Attempts)
+	}
+}
+
+// continuedState is the state a run handed on when it continued as new.
+func continuedState(t *testing.T, env *testsuite.TestWorkflowEnvironment) *RunState {
+	t.Helper()
+	_, err := result(t, env)
+	var next *workflow.ContinueAsNewError
+	if !errors.As(err, &next) {
+		t.Fatalf("run ended with %v; want it to continue as new", err)
+	}
+	var js spec.JobSpec
+	var carry *RunState
+	if err := converter.GetDefaultDataConverter().FromPayloads(next.Input, &js, &carry); err != nil {
+		t.Fatal(err)
+	}
+	return carry
+}
+
+func TestPhaseTransitions(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		from, to State
+		ok       bool
+	}{
+		"a new run is queued":                    {StatePending, StateQueued, true},
+		"acquired, it trains":                    {StateAcquiring, StateRunning, true},
+		"preempted, it acquires a replacement":   {StatePreempted, StateAcquiring, true},
+		"yielding, it is queued again":           {StateRunning, StateQueued, true},
+		"staying put is no move":                 {StateRunning, StateRunning, true},
+		"any phase may end":                      {StateWaiting, StateCancelled, true},
+		"no training without an instance":        {StateQueued, StateRunning, false},
+		"no preemption of what is not running":   {StateWaiting, StatePreempted, false},
+		"a paused run resumes by acquiring":      {StatePaused, StateRunning, false},
+		"an ended run stays ended":               {StateCompleted, StateAcquiring, false},
+		"an ended run does not end a second way": {StateFailed, StateCompleted, false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if err := checkTransition(tc.from, tc.to); (err == nil) != tc.ok {
+				t.Errorf("checkTransition(%s, %s) = %v; want allowed %v", tc.from, tc.to, err, tc.ok)
+			}
+		})
+	}
+}
+
+// A state handed on by a run of the workflow before its pool place and
+// recovery were explicit reads as the same place.
+func TestStateCarriedByEarlierRuns(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		carried  string
+		place    Place
+		recovers bool
+	}{
+		"queued":           {`{"attempt":4,"in_pool":true,"requested":true}`, PlaceQueued, false},
+		"held in queue":    {`{"attempt":4,"in_pool":true,"requested":true,"held_in_queue":true}`, PlaceHeld, false},
+		"granted":          {`{"attempt":4,"in_pool":true,"requested":true,"grant":{"layer":"base","node":"n1"}}`, PlaceGranted, false},
+		"left, recovering": {`{"attempt":4,"in_pool":true,"recovering":true}`, PlaceLeft, true},
+		"no pool":          {`{"attempt":4}`, "", false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var s RunState
+			if err := json.Unmarshal([]byte(tc.carried), &s); err != nil {
+				t.Fatal(err)
+			}
+			place := Place("")
+			if s.Pool != nil {
+				place = s.Pool.Place
+			}
+			if s.Attempts != 4 || place != tc.place || (s.Recovery != nil) != tc.recovers {
+				t.Errorf("read attempts %d, place %q, recovery %v; want 4, %q, recovering %v", s.Attempts, place, s.Recovery, tc.place, tc.recovers)
+			}
+		})
+	}
+}
+
+func TestServiceStateCarriedByEarlierRuns(t *testing.T) {
+	t.Parallel()
+	carried := `{"next_attempt":7,"ledger":{"segments":[]},"replicas":[` +
+		`{"id":"svc/r1","state":"ready","instance":{"id":"i-1","task_queue":"q"},"acquired_at":"2026-11-30T10:00:00Z"},` +
+		`{"id":"svc/r2","state":"starting"}]}`
+	var s ServiceState
+	if err := json.Unmarshal([]byte(carried), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Attempts != 7 || len(s.Replicas) != 2 {
+		t.Fatalf("read attempts %d and %d replicas; want 7 and 2", s.Attempts, len(s.Replicas))
+	}
+	if r := s.Replicas[0]; r.Lease == nil || r.Instance.ID != "i-1" || r.Since.IsZero() {
+		t.Errorf("replica r1 read as %+v; want its instance i-1 leased since 10:00", r)
+	}
+	if s.Replicas[1].Lease != nil {
+		t.Errorf("replica r2 read with lease %+v; want none", s.Replicas[1].Lease)
+	}
+}

@@ -1,0 +1,284 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"refuel/activities"
+	"refuel/pkg/capacity"
+	"refuel/pkg/policy"
+	"refuel/pkg/spec"
+)
+
+// wallClock is the market of a run that finds capacity on its own, in
+// wall time: it tries the tier's offerings in order (spot before
+// on-demand, cheaper first, the zone that just preempted it last) and
+// waits with backoff while none can be had. A deadline run that may use
+// both spot and on-demand decides with refuel at two moments: when a try
+// finds no spot, whether to wait for it or take on-demand now
+// (waitForSpotVersion); and while on on-demand, whether to go back to
+// spot (backToSpotVersion).
+type wallClock struct{}
+
+const (
+	waitForSpotVersion = "wait-for-spot"
+	backToSpotVersion  = "back-to-spot"
+	// stockHistoryVersion marks runs that plan both with what all runs
+	// saw of the spot offerings' stock (activities.StockLogs).
+	stockHistoryVersion = "stock-history"
+)
+
+func (wallClock) admit(ctx workflow.Context, r *run) error { return r.holdWhilePaused(ctx) }
+
+// next is the tier's order, or spot alone while refuel says a deadline
+// run should wait for it.
+func (wallClock) next(ctx workflow.Context, r *run) (*ask, error) {
+	if r.Paused {
+		return nil, nil
+	}
+	order := capacity.Order(r.Offerings, r.spec.Tier, r.AvoidZone)
+	if r.waitsForSpot(ctx) {
+		a := r.askFor(capacity.OnlyMarket(order, capacity.Spot))
+		a.spotOnly = true
+		return a, nil
+	}
+	return r.askFor(order), nil
+}
+
+func (wallClock) acquired(workflow.Context, *run, *Lease) {}
+
+// failed: spot that no wait for stock brings back (quota, price, a spec
+// it does not meet) ends a deadline run's wait for it at once; what
+// never can be had ends the run; anything else is waited for.
+func (wallClock) failed(ctx workflow.Context, r *run, a ask, details []activities.FailureDetail, backoff *time.Duration) (bool, error) {
+	if a.spotOnly && !curedSoon(details) {
+		r.Spot.Impossible = true // on to on-demand
+		return true, nil
+	}
+	if permanent(details) {
+		return false, cannotAcquire("no offering can ever be acquired", details)
+	}
+	return r.backOff(ctx, details, backoff)
+}
+
+// watch: a deadline run on on-demand looks for a way back to spot while
+// it trains.
+func (wallClock) watch(ctx workflow.Context, r *run) move {
+	if r.watchesForSpot(ctx) {
+		if spot := r.awaitSpot(ctx); spot != nil {
+			return move{spot: spot}
+		}
+	}
+	return move{end: r.attemptResult(ctx)}
+}
+
+// spotWatch is how a deadline run weighs spot against on-demand. A run
+// whose options are in its history derives it from them; one recorded
+// before took it from the worker's options when it first needed it,
+// through a side effect, and keeps it in its state.
+type spotWatch struct {
+	Every, AtMost, RestartOverhead time.Duration
+	// Wait is RunOptions.WaitForSpot; Step the longest a waiting run goes
+	// between tries (RunOptions.MaxCapacityBackoff).
+	Wait bool          `json:",omitempty"`
+	Step time.Duration `json:",omitempty"`
+}
+
+func watchOf(o RunOptions) spotWatch {
+	return spotWatch{Every: o.SpotRetryInterval, AtMost: o.MaxSpotRetryInterval, RestartOverhead: o.RestartOverhead,
+		Wait: o.WaitForSpot, Step: o.MaxCapacityBackoff}
+}
+
+// watch returns the run's spotWatch.
+func (r *run) watch(ctx workflow.Context) *spotWatch {
+	if r.Options != nil {
+		w := watchOf(*r.Options)
+		return &w
+	}
+	if r.Spot.Watch == nil {
+		var w spotWatch
+		o := r.opts
+		if err := workflow.SideEffect(ctx, func(workflow.Context) any { return watchOf(o) }).Get(&w); err != nil {
+			return nil
+		}
+		r.Spot.Watch = &w
+	}
+	return r.Spot.Watch
+}
+
+// decidesMarket reports whether the run chooses between spot and
+// on-demand itself: a deadline run that may use both.
+func (r *run) decidesMarket() bool {
+	return r.spec.Tier == spec.TierDeadline && r.spec.Deadline != nil &&
+		len(r.spotOfferings()) > 0 && len(capacity.OnlyMarket(r.Offerings, capacity.OnDemand)) > 0
+}
+
+// waitsForSpot reports whether the run, about to acquire, should try spot
+// alone and wait while none is in stock: refuel's answer for the run's
+// slack and work left, asked again before every try. Waiting costs no
+// money (on-demand later costs what it costs now), only slack, which
+// later preemptions need; so refuel waits while the slack allows it and
+// takes on-demand when it does not.
+func (r *run) waitsForSpot(ctx workflow.Context) bool {
+	if !r.decidesMarket() || r.Spot.Impossible || workflow.GetVersion(ctx, waitForSpotVersion, workflow.DefaultVersion, 1) < 1 {
+		return false
+	}
+	w := r.watch(ctx)
+	if w == nil || !w.Wait {
+		return false
+	}
+	od := capacity.OnlyMarket(capacity.Order(r.Offerings, r.spec.Tier, ""), capacity.OnDemand)
+	m := r.spotMarket(ctx, max(w.Step, time.Second), od[0].PricePerHour)
+	return policy.WaitForSpot(r.policyState(workflow.Now(ctx), w, policy.None), m)
+}
+
+// spotMarket is the run's spot offerings as refuel plans with them, each
+// a place of its own with what all runs saw of its stock, deciding every
+// step.
+func (r *run) spotMarket(ctx workflow.Context, step time.Duration, onDemandPrice float64) policy.Market {
+	spots := r.spotOfferings()
+	m := policy.Market{Step: step, OnDemandPrice: onDemandPrice}
+	history := r.stockHistory(ctx, spots)
+	for i, o := range spots {
+		z := policy.Zone{Name: o.Key(), SpotPrice: o.PricePerHour}
+		if history != nil {
+			z.History = history[i]
+		}
+		m.Zones = append(m.Zones, z)
+	}
+	return m
+}
+
+// stockHistory is what all runs saw of the offerings' stock, from the
+// control plane's stock logs; nil when the logs cannot be read (the plan
+// then goes by refuel's priors).
+func (r *run) stockHistory(ctx workflow.Context, offerings []capacity.Offering) []policy.Availability {
+	if workflow.GetVersion(ctx, stockHistoryVersion, workflow.DefaultVersion, 1) < 1 {
+		return nil
+	}
+	keys := make([]string, len(offerings))
+	for i, o := range offerings {
+		keys[i] = o.Key()
+	}
+	var h []policy.Availability
+	err := workflow.ExecuteActivity(controlOptions(ctx), activities.StockHistoryName, keys).Get(ctx, &h)
+	if err != nil || len(h) != len(keys) {
+		workflow.GetLogger(ctx).Warn("stock logs unavailable; planning with refuel's priors", "error", err)
+		return nil
+	}
+	return h
+}
+
+// policyState is the run as refuel sees it at now, holding c.
+func (r *run) policyState(now time.Time, w *spotWatch, c policy.Choice) policy.State {
+	remaining := r.remainingWork(now)
+	return policy.State{
+		Elapsed: now.Sub(r.Status.StartedAt), TimeLeft: r.spec.Deadline.Sub(now),
+		Done: r.spec.Work.D() - remaining, Remaining: remaining,
+		RestartOverhead: w.RestartOverhead, Current: c,
+	}
+}
+
+// watchesForSpot reports whether the run, training now on on-demand,
+// should look for a way back to spot meanwhile.
+func (r *run) watchesForSpot(ctx workflow.Context) bool {
+	if !r.decidesMarket() || r.lease.Offering().Market != capacity.OnDemand {
+		return false
+	}
+	if workflow.GetVersion(ctx, backToSpotVersion, workflow.DefaultVersion, 1) < 1 {
+		return false
+	}
+	w := r.watch(ctx)
+	return w != nil && w.Every > 0
+}
+
+// spotOfferings are the spot offerings the run may use, in order.
+func (r *run) spotOfferings() []capacity.Offering {
+	return capacity.OnlyMarket(capacity.Order(r.Offerings, r.spec.Tier, ""), capacity.Spot)
+}
+
+// awaitSpot waits while the run trains on on-demand, asking refuel every
+// so often whether to try spot again; when it says so, it launches spot
+// while the on-demand instance keeps training, so a try that finds no
+// stock costs nothing. It returns the spot instance it got, or nil once
+// the attempt ends (by itself, or stopped for a pause or a cancel). Tries
+// that find no stock back off up to the watch's AtMost.
+func (r *run) awaitSpot(ctx workflow.Context) *Lease {
+	w := r.watch(ctx)
+	wait := w.Every
+	for {
+		tctx, cancelTimer := workflow.WithCancel(ctx)
+		timer := workflow.NewTimer(tctx, wait)
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(r.attempt.result, func(workflow.Future) {})
+		sel.AddFuture(timer, func(workflow.Future) {})
+		sel.Select(ctx)
+		if r.attempt.result.IsReady() || ctx.Err() != nil {
+			cancelTimer()
+			return nil
+		}
+		if r.Paused || r.yieldAsked() {
+			continue // the trainer is stopping; the attempt ends soon
+		}
+		first, ok := r.spotToTry(ctx, w)
+		if !ok {
+			wait = w.Every
+			continue
+		}
+		if spot := r.trySpot(ctx, first); spot != nil {
+			return spot
+		}
+		wait = min(2*wait, max(w.AtMost, w.Every))
+	}
+}
+
+// spotToTry asks refuel whether to try spot now, for the run as it stands
+// (its slack, the work left) on its spot offerings (see spotMarket); it
+// returns the offering to try first.
+func (r *run) spotToTry(ctx workflow.Context, w *spotWatch) (capacity.Offering, bool) {
+	o := r.lease.Offering()
+	m := r.spotMarket(ctx, w.Every, o.PricePerHour)
+	s := r.policyState(workflow.Now(ctx), w, policy.Choice{Market: capacity.OnDemand, Zone: o.Key()})
+	c, ok := policy.BackToSpot(s, m)
+	if !ok {
+		return capacity.Offering{}, false
+	}
+	for _, o := range r.spotOfferings() {
+		if o.Key() == c.Zone {
+			return o, true
+		}
+	}
+	return capacity.Offering{}, false
+}
+
+// remainingWork is the work left: the spec's estimate times the share of
+// steps left when the trainer reports its total, else the estimate less
+// the instance time paid so far that was not lost. That fallback counts
+// starts and a changeover's overlap as work done, so it errs towards less
+// work left; a trainer that reports its total steps (REFUEL_PROGRESS
+// total=N) is judged by its steps instead.
+func (r *run) remainingWork(now time.Time) time.Duration {
+	work := r.spec.Work.D()
+	if t := r.Status.TotalSteps; t > 0 {
+		return time.Duration(float64(work) * float64(max(0, t-r.Status.Step)) / float64(t))
+	}
+	done := time.Duration((r.Ledger.Hours(now)*3600 - r.Status.LostWorkSecs) * float64(time.Second))
+	return max(0, work-done)
+}
+
+// trySpot launches spot, first the offering refuel chose, then the run's
+// other spot offerings; nil if none has stock (the failures are in
+// status, and the cloud's unavailable cache remembers them). What it
+// gets is the run's standby until the changeover.
+func (r *run) trySpot(ctx workflow.Context, first capacity.Offering) *Lease {
+	spot, err := r.Leases.acquire(ctx, r.id, r.askFor(capacity.First(r.spotOfferings(), first)).leaseAsk)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.recordFailures(ctx, err)
+		}
+		return nil
+	}
+	r.standby = spot
+	return spot
+}

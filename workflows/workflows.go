@@ -1,0 +1,51 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/workflow"
+)
+
+// Workflows are refuel's workflows with the options they run under. A
+// worker registers the methods of one (see Register); every run records
+// the options it starts under in its history and keeps them, so a replay,
+// or a worker started with other options, decides as the run first did.
+type Workflows struct {
+	Run     RunOptions
+	Service ServiceOptions
+}
+
+// New returns the workflows with the default options.
+func New() *Workflows {
+	return &Workflows{Run: DefaultRunOptions(), Service: DefaultServiceOptions()}
+}
+
+// Registry is what workers and replayers have in common.
+type Registry interface {
+	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
+}
+
+// Register puts every workflow on r under its contract name.
+func (w *Workflows) Register(r Registry) {
+	r.RegisterWorkflowWithOptions(w.TrainingRun, workflow.RegisterOptions{Name: TrainingRunName})
+	r.RegisterWorkflowWithOptions(w.InferenceService, workflow.RegisterOptions{Name: InferenceServiceName})
+	r.RegisterWorkflowWithOptions(CapacityPool, workflow.RegisterOptions{Name: CapacityPoolName})
+	r.RegisterWorkflowWithOptions(InjectInterruption, workflow.RegisterOptions{Name: InjectInterruptionName})
+	r.RegisterWorkflowWithOptions(Janitor, workflow.RegisterOptions{Name: JanitorName})
+}
+
+// optionsVersion marks runs and services that record their options in
+// their history when they first start; those recorded before it use the
+// options of the worker that replays them.
+const optionsVersion = "options-in-history"
+
+// recordOptions returns the options a workflow starts under, recorded in
+// its history, or nil for a run recorded before options were.
+func recordOptions[T any](ctx workflow.Context, worker T) *T {
+	if workflow.GetVersion(ctx, optionsVersion, workflow.DefaultVersion, 1) < 1 {
+		return nil
+	}
+	var o T
+	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return worker }).Get(&o); err != nil {
+		return nil
+	}
+	return &o
+}
