@@ -1,8 +1,9 @@
 // The starter is refuel's CLI for pipelines and operators: submit jobs,
-// watch them, pause, resume and re-prioritise them; start, load, watch
-// and stop inference services; show the capacity pool; run the
-// interruption drill and the demo, and replay spot-market traces against
-// policies.
+// list, watch, wait for and cancel them, pause, resume and re-prioritise
+// them; start, load, watch and stop inference services; show the capacity
+// pool; run the interruption drill and the demo, and replay spot-market
+// traces against policies. Exit status: 0 success, 1 the command or the
+// run it watches failed, 2 a usage mistake.
 package main
 
 import (
