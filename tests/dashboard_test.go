@@ -30,8 +30,8 @@ var recordedByWorkflows = []string{
 }
 
 // TestDashboardQueriesOnlyMetricsTheWorkerExports runs a real workload on
-// the embedded stack with a capacity pool (the drill, a service under
-// load, runs queued behind them) and scrapes /metrics while it runs:
+// the embedded stack with a capacity pool (a run on the base machine, the
+// drill on burst, a service under load that preempts the first) and scrapes /metrics while it runs:
 // every metric deploy/grafana/refuel.json and the example alerts query
 // must be there, so no panel stays empty for a misspelt name.
 func TestDashboardQueriesOnlyMetricsTheWorkerExports(t *testing.T) {
@@ -43,6 +43,19 @@ func TestDashboardQueriesOnlyMetricsTheWorkerExports(t *testing.T) {
 	wctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
 	defer cancel()
 
+	// A run on the base machine first, so the drill's run overflows to
+	// burst, where an instance can be taken away.
+	holder := quickJob("holder", spec.TierFlexible)
+	holder.Priority, holder.Work = 10, spec.Duration(2*time.Minute)
+	if _, err := jobs.Submit(ctx, s.Client, holder); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jobs.WaitFor(wctx, s.Client, "holder", func(st workflows.Status) bool {
+		return st.Admission != nil && st.Admission.Layer == "base" && st.State == workflows.StateRunning
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Client.CancelWorkflow(ctx, "holder", "") })
 	rep, err := jobs.Drill(wctx, s.Client, jobs.DrillOptions{Work: 4 * time.Second, Interval: time.Second, NoticeGrace: 10 * time.Second, Timeout: 3 * time.Minute})
 	if err != nil || !rep.Passed {
 		t.Fatalf("drill: %+v, %v", rep, err)
@@ -83,7 +96,12 @@ func TestDashboardQueriesOnlyMetricsTheWorkerExports(t *testing.T) {
 	}
 	slices.Sort(missing)
 	if missing = slices.Compact(missing); len(missing) > 0 {
-		t.Errorf("the dashboard or the alerts query metrics /metrics does not have: %v", missing)
+		var have []string
+		for m := range exported {
+			have = append(have, m)
+		}
+		slices.Sort(have)
+		t.Errorf("the dashboard or the alerts query metrics /metrics does not have: %v\n/metrics has: %v", missing, have)
 	}
 	for _, m := range recordedByWorkflows {
 		if !slices.Contains(queried, m) {
