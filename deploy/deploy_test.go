@@ -1,40 +1,23 @@
 package deploy
 
 import (
-	"bufio"
 	"bytes"
-	"context"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
 
-func loadCompose(t *testing.T, path string) (*types.Project, error) {
-	t.Helper()
-	ctx := context.Background()
-	details, err := loader.LoadConfigFiles(ctx, []string{path}, filepath.Dir(path))
-	if err != nil {
-		return nil, err
-	}
-	details.Environment = map[string]string{}
-	return loader.LoadWithContext(ctx, *details, func(o *loader.Options) { o.SetProjectName("refuel", true) })
-}
-
 func TestComposeFileIsValidAndStartsInOrder(t *testing.T) {
-	p, err := loadCompose(t, "docker-compose.yaml")
+	p, err := LoadCompose("docker-compose.yaml")
 	if err != nil {
 		t.Fatalf("docker-compose.yaml does not load as compose does: %v", err)
 	}
@@ -101,7 +84,7 @@ func TestAComposeTypoFailsTheLoad(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "docker-compose.yaml"), bad, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := loadCompose(t, filepath.Join(dir, "docker-compose.yaml")); err == nil || !strings.Contains(err.Error(), "healtcheck") {
+	if _, err := LoadCompose(filepath.Join(dir, "docker-compose.yaml")); err == nil || !strings.Contains(err.Error(), "healtcheck") {
 		t.Errorf("a misspelt key loaded: %v", err)
 	}
 }
@@ -115,29 +98,12 @@ func manifests(t *testing.T) (deploys []appsv1.Deployment, services []corev1.Ser
 		t.Fatalf("no manifests under kubernetes/: %v", err)
 	}
 	for _, f := range files {
-		b, err := os.ReadFile(f)
+		ms, err := ReadManifests(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := utilyaml.NewYAMLReader(bufioReader(b))
-		for {
-			doc, err := r.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			if len(bytes.TrimSpace(doc)) == 0 {
-				continue
-			}
-			var meta struct {
-				APIVersion string `json:"apiVersion"`
-				Kind       string `json:"kind"`
-			}
-			if err := yaml.Unmarshal(doc, &meta); err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
+		for _, meta := range ms {
+			doc := meta.Doc
 			strict := func(v any) {
 				if err := yaml.UnmarshalStrict(doc, v); err != nil {
 					t.Errorf("%s: %s %s: %v", f, meta.APIVersion, meta.Kind, err)
@@ -350,4 +316,22 @@ func envValue(env []corev1.EnvVar, name string) string {
 	return ""
 }
 
-func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }
+func TestInvocationsListEveryRefuelBinaryTheFilesStart(t *testing.T) {
+	invs, err := Invocations(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, inv := range invs {
+		got[inv.Binary]++
+		if inv.Binary == "starter" && (len(inv.Args) == 0 || inv.Args[0] != "setup") {
+			t.Errorf("%s: starter %v; want starter setup", inv.Where, inv.Args)
+		}
+	}
+	if got["worker"] != 2 || got["starter"] != 2 || len(got) != 2 {
+		t.Errorf("binaries started: %v; want the worker and starter setup, in compose and on Kubernetes", got)
+	}
+	if flags := Flags([]string{"setup", "--retention", "72h", "--wait=3m", "-log-json"}); !slices.Equal(flags, []string{"retention", "wait", "log-json"}) {
+		t.Errorf("Flags: %v", flags)
+	}
+}

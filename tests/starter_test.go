@@ -155,4 +155,15 @@ func TestStarterListCancelWait(t *testing.T) {
 	if r := cli("wait", "no-such-run"); r.code != 1 || !strings.Contains(r.stderr, "no workflow") {
 		t.Errorf("wait on an unknown id: exit %d, %q", r.code, r.stderr)
 	}
+
+	// setup registers what is missing, and a namespace the cluster lacks.
+	if r := cli("setup"); r.code != 0 || !strings.Contains(r.stdout, "search attributes registered in namespace default") || strings.Contains(r.stdout, "created") {
+		t.Errorf("setup on the embedded server: exit %d, %q, %q", r.code, r.stdout, r.stderr)
+	}
+	if r := cli("setup", "--namespace", "team-b", "--wait", "1m"); r.code != 0 || !strings.Contains(r.stdout, "namespace team-b created") || !strings.Contains(r.stdout, "registered in namespace team-b") {
+		t.Errorf("setup of a new namespace: exit %d, %q, %q", r.code, r.stdout, r.stderr)
+	}
+	if r := cli("list", "--namespace", "team-b", "--json"); r.code != 0 || strings.TrimSpace(r.stdout) != "" {
+		t.Errorf("list in the new namespace: exit %d, %q, %q", r.code, r.stdout, r.stderr)
+	}
 }
