@@ -159,6 +159,17 @@ func CountCost(h client.MetricsHandler, team string, seg cost.Segment) {
 	}).Counter(CostUSDTotal).Inc(int64(micro))
 }
 
+// CountClosedCost counts, with CountCost, the segments of instanceID that
+// the ledger closed at end: call it right after ledger.Close(instanceID,
+// end).
+func CountClosedCost(h client.MetricsHandler, team string, l cost.Ledger, instanceID string, end time.Time) {
+	for _, seg := range l.Segments {
+		if seg.InstanceID == instanceID && seg.End.Equal(end) {
+			CountCost(h, team, seg)
+		}
+	}
+}
+
 // LayerOf is the capacity layer of a market: the base group's machines,
 // or the public burst pools.
 func LayerOf(m capacity.Market) string {

@@ -63,7 +63,12 @@ func TestCostIsCountedInDollarsWhenASegmentCloses(t *testing.T) {
 	seg.End = start.Add(2 * time.Hour)
 	CountCost(m.Handler, "nlp", seg)
 	base := cost.Segment{InstanceID: "b-1", Pool: "base", Market: "base", Offering: "base/p3.2xlarge/dc-1/base", PricePerHour: 1.5, Start: start, End: start.Add(time.Hour)}
-	CountCost(m.Handler, "nlp", base)
+	var l cost.Ledger
+	l.Open(base)
+	l.Segments[0].End = time.Time{}
+	l.Close("b-1", start.Add(time.Hour))
+	CountClosedCost(m.Handler, "nlp", l, "b-1", start.Add(time.Hour))
+	CountClosedCost(m.Handler, "nlp", l, "b-1", start.Add(2*time.Hour)) // not closed then: nothing
 
 	want := `
 # HELP refuel_cost_usd_total Instance time paid for, in US dollars, counted when a ledger segment closes.
