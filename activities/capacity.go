@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"refuel/internal/telemetry"
 	"refuel/pkg/capacity"
 )
 
@@ -74,9 +75,11 @@ func (a *Capacity) Acquire(ctx context.Context, req capacity.Request) (capacity.
 		}
 		sub := req
 		sub.Offerings = g.offerings
+		began := time.Now()
 		inst, err := p.Acquire(ctx, sub)
+		timeAcquisition(ctx, g, inst, err, time.Since(began))
 		if err == nil {
-			recordAcquisition(ctx, string(inst.Offering.Market), "acquired")
+			recordAcquisition(ctx, g.provider, string(inst.Offering.Market), "acquired")
 			if a.logsStock(inst.Offering) {
 				noteStock(ctx, a.Stock.Tried(inst.Offering.Key(), true))
 			}
@@ -93,7 +96,7 @@ func (a *Capacity) Acquire(ctx context.Context, req capacity.Request) (capacity.
 		if f.Class == capacity.NoCapacity && a.logsStock(f.Offering) {
 			noteStock(ctx, a.Stock.Tried(f.Offering.Key(), false))
 		}
-		recordAcquisition(ctx, string(f.Offering.Market), string(f.Class))
+		recordAcquisition(ctx, f.Offering.Provider, string(f.Offering.Market), string(f.Class))
 		details = append(details, FailureDetail{Class: f.Class, Offering: f.Offering.Key(), Code: f.Code, Message: f.Message})
 	}
 	if len(details) == 0 {
@@ -128,8 +131,9 @@ func (a *Capacity) Release(ctx context.Context, in ReleaseInput) error {
 			activity.GetLogger(ctx).Warn("checkpoint log not saved", "error", err)
 		}
 	}
-	activity.GetMetricsHandler(ctx).WithTags(map[string]string{"reason": string(in.Reason), "market": string(in.Instance.Offering.Market)}).
-		Counter("refuel_releases_total").Inc(1)
+	activity.GetMetricsHandler(ctx).WithTags(map[string]string{
+		telemetry.LabelReason: string(in.Reason), telemetry.LabelMarket: string(in.Instance.Offering.Market), telemetry.LabelProvider: in.Instance.Offering.Provider,
+	}).Counter(telemetry.ReleasesTotal).Inc(1)
 	return nil
 }
 
@@ -219,7 +223,19 @@ func (a *Capacity) names() []string {
 	return out
 }
 
-func recordAcquisition(ctx context.Context, market, outcome string) {
-	activity.GetMetricsHandler(ctx).WithTags(map[string]string{"market": market, "outcome": outcome}).
-		Counter("refuel_acquisitions_total").Inc(1)
+func recordAcquisition(ctx context.Context, provider, market, outcome string) {
+	activity.GetMetricsHandler(ctx).WithTags(map[string]string{telemetry.LabelProvider: provider, telemetry.LabelMarket: market, telemetry.LabelOutcome: outcome}).
+		Counter(telemetry.AcquisitionsTotal).Inc(1)
+}
+
+// timeAcquisition records how long one provider took to answer a request:
+// labelled with the market acquired on, or, when none was, with the market
+// of the first offering tried and the failure's class.
+func timeAcquisition(ctx context.Context, g providerGroup, inst capacity.Instance, err error, took time.Duration) {
+	market, outcome := string(inst.Offering.Market), "acquired"
+	if err != nil {
+		market, outcome = string(g.offerings[0].Market), string(capacity.ClassOf(err))
+	}
+	activity.GetMetricsHandler(ctx).WithTags(map[string]string{telemetry.LabelProvider: g.provider, telemetry.LabelMarket: market, telemetry.LabelOutcome: outcome}).
+		Timer(telemetry.AcquisitionSeconds).Record(took)
 }

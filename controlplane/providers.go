@@ -2,7 +2,6 @@ package controlplane
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -29,7 +28,8 @@ const (
 
 // SimConfig configures the trace-driven simulated cloud.
 type SimConfig struct {
-	// Traces is a directory of ZONE_GPU_COUNT.json availability traces.
+	// Traces is a directory of ZONE_GPU_COUNT.json availability traces;
+	// "" replays the market built into the binary (sim.DefaultMarket).
 	Traces string
 	// Speed is trace ticks per wall second (0: the market stands still).
 	Speed float64
@@ -123,12 +123,9 @@ func (s *Stack) startProviders(ctx context.Context, launcher local.LauncherConfi
 // startSim starts the simulated cloud, and its EC2 endpoint if asked.
 func (s *Stack) startSim(launcher local.LauncherConfig, set *providerSet) (*sim.Cloud, error) {
 	cfg := s.cfg
-	if cfg.Sim.Traces == "" {
-		return nil, errors.New("--sim-traces is required with the sim cloud: a directory of ZONE_GPU_COUNT.json availability traces")
-	}
-	simCfg, skipped, err := sim.FromTraces(cfg.Sim.Traces, nil)
+	simCfg, skipped, err := simMarket(cfg.Sim.Traces)
 	if err != nil {
-		return nil, fmt.Errorf("--sim-traces %s: %w", cfg.Sim.Traces, err)
+		return nil, err
 	}
 	for _, why := range skipped {
 		s.log.Warn("trace skipped", zap.String("why", why))
@@ -165,3 +162,16 @@ func (s *Stack) startSim(launcher local.LauncherConfig, set *providerSet) (*sim.
 
 // instancesDir is where simulated machines keep their scratch space.
 func (cfg Config) instancesDir() string { return filepath.Join(cfg.DataDir, "instances") }
+
+// simMarket is the market the sim replays: the traces under dir, or the
+// built-in market when dir is "".
+func simMarket(dir string) (sim.Config, []string, error) {
+	if dir == "" {
+		return sim.DefaultMarket(nil)
+	}
+	cfg, skipped, err := sim.FromTraces(dir, nil)
+	if err != nil {
+		return cfg, nil, fmt.Errorf("--sim-traces %s: %w (give a directory of ZONE_GPU_COUNT.json availability traces, or leave it empty for the built-in market)", dir, err)
+	}
+	return cfg, skipped, nil
+}

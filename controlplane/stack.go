@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
@@ -99,6 +100,9 @@ type Stack struct {
 	metrics     *http.Server
 	closers     []func()
 	log         *zap.Logger
+	// identity is the worker's, as pollers show it to /readyz.
+	identity string
+	stopping atomic.Bool
 }
 
 // Start brings the control plane up and returns once its worker polls.
@@ -175,8 +179,15 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 			return nil, err
 		}
 	}
+	layered := []layeredProvider{{set.provider, telemetry.LayerOf(capacity.Spot)}}
+	if s.Base != nil {
+		layered = append(layered, layeredProvider{s.Base, telemetry.LayerOf(capacity.Base)})
+	}
+	if err := s.Metrics.Registry.Register(newStateCollector(layered, s.Client, opts.Namespace, cfg.Pools != nil, cfg.Logger.Named("metrics"))); err != nil {
+		return nil, err
+	}
 	if cfg.MetricsAddr != "-" {
-		if s.metrics, err = s.Metrics.Serve(cfg.MetricsAddr, nil); err != nil {
+		if s.metrics, err = s.Metrics.Serve(cfg.MetricsAddr, telemetry.Health(s.readiness(), 5*time.Second)); err != nil {
 			return nil, err
 		}
 	}
@@ -212,6 +223,11 @@ func (s *Stack) connectOptions(ctx context.Context) (client.Options, error) {
 	}
 	opts.Logger = telemetry.SDKLogger(cfg.Logger.Named("sdk"))
 	opts.MetricsHandler = s.Metrics.Handler
+	if opts.Identity == "" {
+		host, _ := os.Hostname()
+		opts.Identity = fmt.Sprintf("%d@%s@refuel", os.Getpid(), host)
+	}
+	s.identity = opts.Identity
 	return opts, nil
 }
 
@@ -234,6 +250,7 @@ func (s *Stack) UIURL() string {
 // Stop ends everything the stack started, instances first so no agent
 // outlives it.
 func (s *Stack) Stop() {
+	s.stopping.Store(true)
 	if s.worker != nil {
 		s.worker.Stop()
 	}

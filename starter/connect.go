@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"io"
 
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
@@ -35,11 +37,19 @@ func (f connFlags) dial(ctx context.Context) (client.Client, error) {
 
 // parse parses flags that may come before or after positional args, as
 // users type them (`status my-job --json`).
+// A mistake is a usage error, reported once by main with a pointer to
+// -h, rather than followed by every flag.
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	if !wantsHelp(args) {
+		fs.SetOutput(io.Discard)
+	}
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, err
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageError{err.Error()}
 		}
 		args = fs.Args()
 		if len(args) == 0 {

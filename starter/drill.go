@@ -35,7 +35,13 @@ func runDrill(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *asJSON {
-		return json.NewEncoder(stdout).Encode(rep)
+		if err := json.NewEncoder(stdout).Encode(rep); err != nil {
+			return err
+		}
+		if !rep.Passed {
+			return fmt.Errorf("drill failed: %s", rep.Reason)
+		}
+		return nil
 	}
 	fmt.Fprintf(stdout, "drill %s: passed=%v checkpoint@%d preempted@%d resumed@%d lost=%d replacement=%.1fs recovery=%.1fs identical=%v\n",
 		rep.WorkflowID, rep.Passed, rep.CheckpointStep, rep.PreemptedAtStep, rep.ResumedFromStep, rep.LostSteps,

@@ -21,7 +21,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	conn := addConnFlags(fs)
 	asJSON := fs.Bool("json", false, "print the status query's answer as JSON")
-	watch := fs.Bool("watch", false, "follow live progress until the run ends")
+	watch := fs.Bool("watch", false, "follow live progress until the run ends; exit 1 if it failed, was cancelled or terminated")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -69,6 +69,15 @@ func watchStatus(ctx context.Context, c client.Client, id string, stdout io.Writ
 		}
 		desc, err := c.DescribeWorkflowExecution(ctx, id, "")
 		if err == nil && desc.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			// A run that failed, was cancelled or terminated is a failure
+			// to whoever watched it (exit 1).
+			e, err := describeEnding(ctx, c, id, c.GetWorkflow(ctx, id, "").Get(ctx, nil))
+			if err != nil {
+				return err
+			}
+			if !e.Completed() {
+				return &EndedError{Ending: e}
+			}
 			return nil
 		}
 		time.Sleep(time.Second)

@@ -19,7 +19,8 @@ import (
 
 // Metrics is one Prometheus registry that carries both the Temporal SDK's
 // metrics and refuel's own (recorded through the SDK's handler from
-// workflows and activities, so they are replay-safe).
+// workflows and activities, so they are replay-safe, or read at scrape
+// time by collectors registered on Registry).
 type Metrics struct {
 	Registry *prometheus.Registry
 	Handler  client.MetricsHandler
@@ -42,7 +43,13 @@ func NewMetrics(log *zap.Logger) (*Metrics, error) {
 		Separator:       tallyprom.DefaultSeparator,
 		SanitizeOptions: &sanitize,
 	}, time.Second)
-	return &Metrics{Registry: reg, Handler: sdktally.NewMetricsHandler(scope), scope: scope, closer: closer.Close}, nil
+	v, err := newVecs(reg)
+	if err != nil {
+		_ = closer.Close()
+		return nil, fmt.Errorf("refuel's metrics: %w", err)
+	}
+	h := handler{vecs: v, sdk: sdktally.NewMetricsHandler(scope)}
+	return &Metrics{Registry: reg, Handler: h, scope: scope, closer: closer.Close}, nil
 }
 
 // sanitize keeps names and keys to Prometheus' rules but lets label
@@ -55,8 +62,9 @@ var sanitize = tally.SanitizeOptions{
 	ReplacementCharacter: tally.DefaultReplacementCharacter,
 }
 
-// Serve exposes /metrics on addr (and any extra handlers) until the
-// returned server is closed; the listener's address is srv.Addr.
+// Serve exposes /metrics on addr (and any extra handlers, such as the
+// health checks of Health) until the returned server is closed; the
+// listener's address is srv.Addr.
 func (m *Metrics) Serve(addr string, extra map[string]http.Handler) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -92,16 +92,22 @@ type Config struct {
 // collections also hold other clouds' machines; a directory where nothing
 // maps, a bad trace file or two traces for one pool are errors.
 func FromTraces(dir string, catalogue []InstanceType) (cfg Config, skipped []string, err error) {
-	if catalogue == nil {
-		catalogue = DefaultCatalogue()
-	}
 	paths, err := trace.Find(dir)
 	if err != nil {
 		return Config{}, nil, err
 	}
+	return fromTraces(paths, trace.Load, dir, catalogue)
+}
+
+// fromTraces builds the pools of FromTraces from the trace files at paths,
+// read by load; dir names the collection in errors.
+func fromTraces(paths []string, load func(string) (*trace.Trace, error), dir string, catalogue []InstanceType) (cfg Config, skipped []string, err error) {
+	if catalogue == nil {
+		catalogue = DefaultCatalogue()
+	}
 	from := map[Pool]string{}
 	for _, path := range paths {
-		t, err := trace.Load(path)
+		t, err := load(path)
 		if err != nil {
 			return Config{}, nil, err
 		}
