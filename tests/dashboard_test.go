@@ -11,23 +11,11 @@ import (
 
 	"refuel/controlplane"
 	"refuel/deploy"
-	"refuel/internal/telemetry"
 	"refuel/jobs"
 	"refuel/pkg/autoscale"
 	"refuel/pkg/spec"
 	"refuel/workflows"
 )
-
-// recordedByWorkflows are the dashboard's metrics only workflow code can
-// record, which workflows/ does not record yet; internal/telemetry has
-// the helper each calls. Delete an entry once the workflows record it,
-// and the list once it is empty.
-var recordedByWorkflows = []string{
-	telemetry.RecoverySeconds,         // TrainingRun: notice (or detection) to resumed, telemetry.ObserveRecovery
-	telemetry.AdmissionWaitSeconds,    // TrainingRun, InferenceService: request to grant, telemetry.ObserveAdmissionWait
-	telemetry.CheckpointUploadSeconds, // TrainingRun: each progress signal's upload time, telemetry.ObserveCheckpointUpload
-	telemetry.CostUSDTotal,            // TrainingRun, InferenceService: each ledger segment closed, telemetry.CountCost
-}
 
 // TestDashboardQueriesOnlyMetricsTheWorkerExports runs a real workload on
 // the embedded stack with a capacity pool (a run on the base machine, the
@@ -90,7 +78,7 @@ func TestDashboardQueriesOnlyMetricsTheWorkerExports(t *testing.T) {
 	exported := exportedMetrics(scrape(t, s.MetricsURL()))
 	var missing []string
 	for _, m := range queried {
-		if !exported[m] && !slices.Contains(recordedByWorkflows, m) {
+		if !exported[m] {
 			missing = append(missing, m)
 		}
 	}
@@ -102,11 +90,6 @@ func TestDashboardQueriesOnlyMetricsTheWorkerExports(t *testing.T) {
 		}
 		slices.Sort(have)
 		t.Errorf("the dashboard or the alerts query metrics /metrics does not have: %v\n/metrics has: %v", missing, have)
-	}
-	for _, m := range recordedByWorkflows {
-		if !slices.Contains(queried, m) {
-			t.Errorf("%s is listed as recorded by workflows but no panel queries it: drop it from the list", m)
-		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"refuel/activities"
+	"refuel/internal/telemetry"
 	"refuel/pkg/admission"
 	"refuel/pkg/capacity"
 	"refuel/pkg/cost"
@@ -20,6 +21,8 @@ type Lease struct {
 	Instance capacity.Instance `json:"instance"`
 	Attempt  int               `json:"attempt,omitempty"`
 	Since    time.Time         `json:"acquired_at"`
+	// Team is whose cost the lease's time is.
+	Team string `json:"team,omitempty"`
 	// Teaches is set on a run's leases: what the instance's time taught
 	// about its pool (Log: time held, a preemption, checkpoint writes) is
 	// added to the pool's checkpoint log when it is released.
@@ -79,7 +82,7 @@ func (b *Leases) acquire(ctx workflow.Context, owner string, ask leaseAsk) (*Lea
 	if err := workflow.ExecuteActivity(acquireOptions(ctx), activities.AcquireName, req).Get(ctx, &inst); err != nil {
 		return nil, err
 	}
-	l := &Lease{Instance: inst, Attempt: req.Attempt, Since: workflow.Now(ctx)}
+	l := &Lease{Instance: inst, Attempt: req.Attempt, Since: workflow.Now(ctx), Team: ask.team}
 	o := inst.Offering
 	b.Ledger.Open(cost.Segment{
 		InstanceID: inst.ID, Pool: o.Provider, Market: string(o.Market), Offering: o.Key(),
@@ -107,5 +110,7 @@ func (b *Leases) release(ctx workflow.Context, l *Lease, reason activities.Relea
 	if err := workflow.ExecuteActivity(releaseOptions(dctx), activities.ReleaseName, in).Get(dctx, nil); err != nil {
 		workflow.GetLogger(ctx).Error("release failed; the janitor will reclaim the instance", "instance", l.Instance.ID, "error", err)
 	}
-	b.Ledger.Close(l.Instance.ID, workflow.Now(ctx))
+	now := workflow.Now(ctx)
+	b.Ledger.Close(l.Instance.ID, now)
+	telemetry.CountClosedCost(workflow.GetMetricsHandler(ctx), l.Team, b.Ledger, l.Instance.ID, now)
 }

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"refuel/activities"
+	"refuel/internal/telemetry"
 	"refuel/pkg/admission"
 	"refuel/pkg/pool"
 )
@@ -181,11 +182,14 @@ func (p *capacityPool) release(id string) {
 // what does not, and moves burst training onto freed base.
 func (p *capacityPool) schedule(ctx workflow.Context) {
 	for {
-		granted := p.State.Admit(workflow.Now(ctx), nil)
+		now := workflow.Now(ctx)
+		granted := p.State.Admit(now, nil)
 		if len(granted) == 0 {
 			break
 		}
 		for _, a := range granted {
+			r := a.Request
+			telemetry.ObserveAdmissionWait(workflow.GetMetricsHandler(ctx), string(r.Kind), string(a.Layer), now.Sub(r.EnqueuedAt)-r.PausedFor)
 			p.grant(ctx, a)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"refuel/activities"
+	"refuel/internal/telemetry"
 	"refuel/pkg/capacity"
 )
 
@@ -75,7 +76,6 @@ func (s *service) onLost(ctx workflow.Context, r *ServiceReplica, state capacity
 	o := r.Instance.Offering
 	s.ReplicasLost++
 	s.addFailure(ctx, "instance-lost", o.Key(), fmt.Sprintf("the cloud took back replica %s's instance %s (%s)", r.ID, r.Instance.ID, state))
-	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"market": string(o.Market), "zone": o.Zone}).
-		Counter("refuel_preemptions_total").Inc(1)
+	workflow.GetMetricsHandler(ctx).WithTags(telemetry.OfferingTags(o)).Counter(telemetry.PreemptionsTotal).Inc(1)
 	s.release(ctx, r, activities.ReleasePreempted)
 }

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"refuel/activities"
+	"refuel/internal/telemetry"
 	"refuel/pkg/policy"
 )
 
@@ -195,9 +196,9 @@ func (r *run) preempted(ctx workflow.Context, e attemptEnd, atStep int64, withNo
 	}
 	r.AvoidZone = l.Offering().Zone
 	r.Recovery = &Recovery{Since: now}
-	m := workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"market": string(l.Offering().Market), "zone": l.Offering().Zone})
-	m.Counter("refuel_preemptions_total").Inc(1)
-	m.Counter("refuel_lost_work_seconds_total").Inc(int64(lost))
+	m := workflow.GetMetricsHandler(ctx).WithTags(telemetry.OfferingTags(l.Offering()))
+	m.Counter(telemetry.PreemptionsTotal).Inc(1)
+	m.Counter(telemetry.LostWorkSeconds).Inc(int64(lost))
 	r.enter(ctx, StatePreempted)
 	r.release(ctx, activities.ReleasePreempted)
 }
@@ -233,13 +234,16 @@ func (r *run) resumedFrom() int64 {
 // and books the recovery's overhead: the replacement was paid for from
 // its launch, and trained only from now.
 func (r *run) recovered(ctx workflow.Context, fromStep int64, at time.Time) {
+	if since := r.Recovery.Since; !since.IsZero() && r.lease != nil {
+		telemetry.ObserveRecovery(workflow.GetMetricsHandler(ctx), r.lease.Offering(), at.Sub(since))
+	}
 	r.Recovery = nil
 	lr := r.Status.LastRecovery
 	r.Status.Recoveries++
 	lr.ResumedAt = at
 	lr.ResumedFromStep = fromStep
 	r.Ledger.AddRecovery(lr.InstanceID, at.Sub(lr.ReplacementAt).Seconds())
-	workflow.GetMetricsHandler(ctx).Counter("refuel_recoveries_total").Inc(1)
+	workflow.GetMetricsHandler(ctx).Counter(telemetry.RecoveriesTotal).Inc(1)
 }
 
 // changeOver moves the run from its on-demand instance to the spot one

@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"refuel/activities"
+	"refuel/internal/telemetry"
 	"refuel/pkg/admission"
 	"refuel/pkg/spec"
 )
@@ -101,10 +102,13 @@ func (r *run) onProgress(ctx workflow.Context, p activities.Progress) {
 		if c := p.Checkpoint; c != nil && (r.Status.LastCheckpoint == nil || c.Step >= r.Status.LastCheckpoint.Step) {
 			r.Status.LastCheckpoint = c
 		}
+		h := workflow.GetMetricsHandler(ctx)
 		if c := p.Checkpoint; c != nil && c.WriteSeconds > 0 {
-			a.lease.Log.Wrote(time.Duration(c.WriteSeconds * float64(time.Second)))
+			took := time.Duration(c.WriteSeconds * float64(time.Second))
+			a.lease.Log.Wrote(took)
+			telemetry.ObserveCheckpointUpload(h, a.lease.Offering(), took)
 		}
-		workflow.GetMetricsHandler(ctx).Counter("refuel_checkpoints_total").Inc(1)
+		h.Counter(telemetry.CheckpointsTotal).Inc(1)
 	case activities.ProgressRestored:
 		if r.Recovery != nil && r.Status.LastRecovery != nil {
 			r.recovered(ctx, p.Step, workflow.Now(ctx))

@@ -7,6 +7,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"refuel/pkg/admission"
 	"refuel/pkg/capacity"
 	"refuel/pkg/cost"
 )
@@ -174,9 +175,9 @@ func CountClosedCost(h client.MetricsHandler, team string, l cost.Ledger, instan
 // or the public burst pools.
 func LayerOf(m capacity.Market) string {
 	if m == capacity.Base {
-		return "base"
+		return string(admission.BaseLayer)
 	}
-	return "burst"
+	return string(admission.BurstLayer)
 }
 
 // OfferingTags are the capacity labels (provider, market, zone) of an
