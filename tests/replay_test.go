@@ -3,7 +3,6 @@ package tests
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"go.temporal.io/api/temporalproto"
@@ -49,33 +48,14 @@ func TestReplayRecordedHistories(t *testing.T) {
 			}
 			replayer := worker.NewWorkflowReplayer()
 			workflows.New().Register(replayer)
-			// Workflows that talk to each other compare ids, so the
-			// replay runs under the recorded workflow's own.
-			id := recordedIDs[strings.TrimSuffix(filepath.Base(f), ".json")]
+			// Workflows that talk to each other compare ids, and a run
+			// checks its spec's id against its own: the replay runs under
+			// the recorded workflow's id.
+			id := history.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowId()
 			opts := worker.ReplayWorkflowHistoryOptions{OriginalExecution: workflow.Execution{ID: id}}
 			if err := replayer.ReplayWorkflowHistoryWithOptions(nil, history, opts); err != nil {
 				t.Fatalf("replay of %s: %v", f, err)
 			}
 		})
 	}
-}
-
-// recordedIDs are the workflow ids the histories were recorded under.
-var recordedIDs = map[string]string{
-	"capacity-pool":                                   workflows.PoolWorkflowID,
-	"inference-service":                               "chat",
-	"training-run-pool-yield":                         "low",
-	"training-run-market-time":                        "clocked",
-	"training-run-back-to-spot":                       "back-to-spot-1",
-	"inference-service-replica-lost":                  "chat-spot",
-	"training-run-wait-for-spot":                      "wait-for-spot-1",
-	"training-run-wait-for-spot-before-stock-history": "wait-for-spot-1",
-	"training-run-back-to-spot-before-stock-history":  "back-to-spot-1",
-	"inference-service-before-options":                "chat",
-	"inference-service-replica-lost-before-options":   "chat-spot",
-	"training-run-pool-yield-before-options":          "low",
-	"training-run-market-time-before-options":         "clocked",
-	"training-run-back-to-spot-before-options":        "back-to-spot-1",
-	"training-run-wait-for-spot-before-options":       "wait-for-spot-1",
-	"training-run-cancel":                             "cancel-1",
 }

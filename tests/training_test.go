@@ -313,3 +313,36 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
+
+// TestReusedJobIDGetsInstancesOfItsOwn: a job id used again (after
+// retention, or by a client that allows duplicates) is a new run, whose
+// idempotency tokens come from its own first run ID: it is not handed
+// the earlier run's instance, and completes on one of its own.
+func TestReusedJobIDGetsInstancesOfItsOwn(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, nil)
+	ctx := context.Background()
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	js := quickJob("reused-1", spec.TierCritical)
+	var ran []string
+	for range 2 {
+		run, err := s.Client.ExecuteWorkflow(wctx, client.StartWorkflowOptions{
+			ID: js.ID, TaskQueue: workflows.TaskQueue, WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		}, workflows.TrainingRunName, js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st workflows.Status
+		if err := run.Get(wctx, &st); err != nil {
+			t.Fatalf("run %d: %v", len(ran)+1, err)
+		}
+		if st.State != workflows.StateCompleted || len(st.Ledger.Segments) != 1 {
+			t.Fatalf("run %d ended %s on %d instances; want completed on one", len(ran)+1, st.State, len(st.Ledger.Segments))
+		}
+		ran = append(ran, st.Ledger.Segments[0].InstanceID)
+	}
+	if ran[0] == ran[1] {
+		t.Errorf("both runs trained on %s: the second was handed the first's instance", ran[0])
+	}
+}

@@ -69,14 +69,19 @@ func (a leaseAsk) tags() map[string]string {
 	return tags
 }
 
-// acquire makes one attempt of owner's to get an instance on the first
-// of the offerings a provider can fill; what it gets is paid for from
-// now. A failure carries every offering's classified reason (see
+// owner is the workflow leases are acquired for: its workflow ID, which
+// instances are tagged with and the janitor looks up, and its identity
+// (its first run ID), which idempotency tokens derive from.
+type owner struct{ id, identity string }
+
+// acquire makes one attempt of o's to get an instance on the first of
+// the offerings a provider can fill; what it gets is paid for from now.
+// A failure carries every offering's classified reason (see
 // failureDetails).
-func (b *Leases) acquire(ctx workflow.Context, owner string, ask leaseAsk) (*Lease, error) {
+func (b *Leases) acquire(ctx workflow.Context, who owner, ask leaseAsk) (*Lease, error) {
 	b.Attempts++
 	req := capacity.Request{
-		RunID: owner, Attempt: b.Attempts, Offerings: ask.offerings, Tags: ask.tags(), MaxPricePerHour: ask.maxPrice,
+		RunID: who.id, Identity: who.identity, Attempt: b.Attempts, Offerings: ask.offerings, Tags: ask.tags(), MaxPricePerHour: ask.maxPrice,
 	}
 	var inst capacity.Instance
 	if err := workflow.ExecuteActivity(acquireOptions(ctx), activities.AcquireName, req).Get(ctx, &inst); err != nil {

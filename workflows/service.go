@@ -1,7 +1,9 @@
 package workflows
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -29,8 +31,8 @@ import (
 // value. Continue-as-new hands the service's state on in it. A Go client
 // starting the workflow by function rather than by its name must pass
 // nil explicitly, as the SDK checks the argument count of a function.
-func (w *Workflows) InferenceService(ctx workflow.Context, ss spec.ServiceSpec, carried *ServiceState) (ServiceStatus, error) {
-	s, err := w.startService(ctx, ss, carried)
+func (w *Workflows) InferenceService(ctx workflow.Context, input json.RawMessage, carried *ServiceState) (ServiceStatus, error) {
+	s, err := w.startService(ctx, input, carried)
 	if err != nil {
 		return ServiceStatus{}, err
 	}
@@ -60,7 +62,16 @@ type service struct {
 	checking bool
 }
 
-func (w *Workflows) startService(ctx workflow.Context, ss spec.ServiceSpec, carried *ServiceState) (*service, error) {
+func (w *Workflows) startService(ctx workflow.Context, input json.RawMessage, carried *ServiceState) (*service, error) {
+	id := workflow.GetInfo(ctx).WorkflowExecution.ID
+	var ss spec.ServiceSpec
+	// Decoding and validation format their messages with fmt, which
+	// workflowcheck cannot prove deterministic; they only format the
+	// input's own values.
+	//workflowcheck:ignore
+	if err := spec.DecodeStrict(input, &ss, "ServiceSpec"); err != nil {
+		return nil, invalidServiceSpecError(err)
+	}
 	ss.Normalize()
 	// Validation formats its messages with fmt, which workflowcheck cannot
 	// prove deterministic; it only formats the spec's own values.
@@ -71,10 +82,15 @@ func (w *Workflows) startService(ctx workflow.Context, ss spec.ServiceSpec, carr
 		return nil, invalidServiceSpecError(err)
 	}
 	if carried == nil {
+		if ss.ID != id && workflow.GetVersion(ctx, specIDVersion, workflow.DefaultVersion, 1) >= 1 {
+			return nil, invalidServiceSpecError(&spec.ValidationError{Kind: "ServiceSpec", ID: ss.ID, Fields: []*spec.FieldError{{
+				Field: "id", Problem: fmt.Sprintf("%q is not the workflow ID %q", ss.ID, id),
+				Fix: "start the service with its id as the workflow ID (starter serve does)"}}})
+		}
 		carried = &ServiceState{Autoscaler: *scaler, StartedAt: workflow.Now(ctx), Options: recordOptions(ctx, w.Service)}
 	}
 	s := &service{
-		ServiceState: *carried, spec: ss, id: workflow.GetInfo(ctx).WorkflowExecution.ID,
+		ServiceState: *carried, spec: ss, id: id,
 		opts: w.Service, state: StateRunning,
 	}
 	if s.Options != nil {

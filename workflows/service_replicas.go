@@ -117,7 +117,7 @@ func (s *service) acquire(ctx workflow.Context, r *ServiceReplica) {
 	var lease *Lease
 	if err == nil {
 		err = s.call(ctx, r, func(ctx workflow.Context) (err error) {
-			lease, err = s.Leases.acquire(ctx, s.id, ask)
+			lease, err = s.Leases.acquire(ctx, owner{id: s.id, identity: workflow.GetInfo(ctx).FirstRunID}, ask)
 			return err
 		})
 	}

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -22,8 +23,8 @@ import (
 // carried is nil on a first start: a client that passes only the spec,
 // from any SDK, leaves it out. A run that has waited long for capacity
 // continues as new, handing its whole state on in it.
-func (w *Workflows) TrainingRun(ctx workflow.Context, js spec.JobSpec, carried *RunState) (Status, error) {
-	r, err := w.startRun(ctx, js, carried)
+func (w *Workflows) TrainingRun(ctx workflow.Context, input json.RawMessage, carried *RunState) (Status, error) {
+	r, err := w.startRun(ctx, input, carried)
 	if err != nil {
 		return Status{}, err
 	}
@@ -62,9 +63,13 @@ func (w *Workflows) TrainingRun(ctx workflow.Context, js spec.JobSpec, carried *
 // run is one TrainingRun: its state, and what it keeps while it runs.
 type run struct {
 	RunState
-	id   string // the workflow id: the job's id when started through the contract
-	spec spec.JobSpec
-	opts RunOptions // the recorded options, or the worker's for older runs
+	id string // the workflow id: the job's id
+	// identity is the run's first run ID, the same across continue-as-new
+	// and never reused by a later run with the same job id: idempotency
+	// tokens derive from it.
+	identity string
+	spec     spec.JobSpec
+	opts     RunOptions // the recorded options, or the worker's for older runs
 
 	// market is how the run finds capacity, chosen when it first starts.
 	market market
@@ -83,8 +88,16 @@ type run struct {
 
 // startRun takes up a carried state, or validates the spec, records the
 // options and publishes the search attributes of a new run.
-func (w *Workflows) startRun(ctx workflow.Context, js spec.JobSpec, carried *RunState) (*run, error) {
-	r := &run{id: workflow.GetInfo(ctx).WorkflowExecution.ID, opts: w.Run}
+func (w *Workflows) startRun(ctx workflow.Context, input json.RawMessage, carried *RunState) (*run, error) {
+	info := workflow.GetInfo(ctx)
+	r := &run{id: info.WorkflowExecution.ID, identity: info.FirstRunID, opts: w.Run}
+	var js spec.JobSpec
+	// Decoding formats its messages with fmt, which workflowcheck cannot
+	// prove deterministic; it only formats the input's own values.
+	//workflowcheck:ignore
+	if err := spec.DecodeStrict(input, &js, "JobSpec"); err != nil {
+		return nil, invalidSpecError(err)
+	}
 	if carried != nil {
 		// The spec was validated when the run first started; its deadline
 		// may have passed since, which is the run's to handle, not an
@@ -102,6 +115,11 @@ func (w *Workflows) startRun(ctx workflow.Context, js spec.JobSpec, carried *Run
 	//workflowcheck:ignore
 	if err := js.Validate(workflow.Now(ctx)); err != nil {
 		return nil, invalidSpecError(err)
+	}
+	if js.ID != r.id && workflow.GetVersion(ctx, specIDVersion, workflow.DefaultVersion, 1) >= 1 {
+		return nil, invalidSpecError(&spec.ValidationError{Kind: "JobSpec", ID: js.ID, Fields: []*spec.FieldError{{
+			Field: "id", Problem: fmt.Sprintf("%q is not the workflow ID %q", js.ID, r.id),
+			Fix: "start the run with the job's id as its workflow ID (starter submit does)"}}})
 	}
 	r.spec = js
 	if o := recordOptions(ctx, w.Run); o != nil {
@@ -190,7 +208,7 @@ func (r *run) acquire(ctx workflow.Context) (*Lease, error) {
 				string(capacity.SpecMismatch), nil)
 		}
 		r.enter(ctx, StateAcquiring)
-		lease, err := r.Leases.acquire(ctx, r.id, ask.leaseAsk)
+		lease, err := r.Leases.acquire(ctx, r.owner(), ask.leaseAsk)
 		if err == nil {
 			r.use(ctx, lease)
 			r.market.acquired(ctx, r, lease)
@@ -328,6 +346,13 @@ func (r *run) recordFailures(ctx workflow.Context, err error) []activities.Failu
 func (r *run) addFailure(ctx workflow.Context, class, offering, msg string) {
 	r.Status.Failures = addFailure(ctx, r.Status.Failures, class, offering, msg)
 }
+
+// owner is who the run's instances are acquired for.
+func (r *run) owner() owner { return owner{id: r.id, identity: r.identity} }
+
+// specIDVersion marks runs that refuse a spec whose id is not their
+// workflow ID.
+const specIDVersion = "spec-id-is-workflow-id"
 
 // cancelCheckpointVersion marks runs that, cancelled while training,
 // wait for the trainer's final checkpoint before releasing its instance;

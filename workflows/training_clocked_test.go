@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -77,6 +78,7 @@ func TestClockedRunDecidesAsTheSimulator(t *testing.T) {
 			var s testsuite.WorkflowTestSuite
 			env := s.NewTestWorkflowEnvironment()
 			env.SetStartTime(startedAt)
+			env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: js.ID})
 			env.RegisterWorkflowWithOptions(New().TrainingRun, workflow.RegisterOptions{Name: TrainingRunName})
 			caps := &activities.Capacity{Providers: []capacity.Provider{cloud}, Clocks: map[string]capacity.MarketClock{cloud.Name(): cloud}}
 			for name, fn := range map[string]any{

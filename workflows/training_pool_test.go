@@ -43,7 +43,7 @@ func TestTrainingRunAsksThePoolAndYields(t *testing.T) {
 			return nil
 		})
 	js := job(spec.TierFlexible)
-	req := admission.Request{ID: "default-test-workflow-id", Kind: admission.Training, Owner: "default-test-workflow-id", Priority: 50, Tier: spec.TierFlexible}
+	req := admission.Request{ID: js.ID, Kind: admission.Training, Owner: js.ID, Priority: 50, Tier: spec.TierFlexible}
 	var queued, yielded Status
 	env.RegisterDelayedCallback(func() { queued = queryStatus(t, env) }, time.Second)
 	env.RegisterDelayedCallback(func() {
@@ -88,10 +88,10 @@ func TestTrainingRunAsksThePoolAndYields(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	want := []string{
-		SignalPoolRequest + " default-test-workflow-id training",
-		SignalPoolYielded + " default-test-workflow-id",
+		SignalPoolRequest + " " + js.ID + " training",
+		SignalPoolYielded + " " + js.ID,
 		SignalPoolBind + " " + spotA.Key(),
-		SignalPoolRelease + " default-test-workflow-id",
+		SignalPoolRelease + " " + js.ID,
 	}
 	if diff := cmp.Diff(told, want); diff != "" {
 		t.Errorf("what the run told the pool, got(-), want(+):\n%s", diff)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -181,6 +182,7 @@ func newEnvWithoutPool(t *testing.T, f *fakeCloud, opts ...option) *testsuite.Te
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: job("").ID}) // the contract: workflow ID = job id
 	w := New()
 	for _, o := range opts {
 		o(w)
@@ -351,5 +353,37 @@ func TestInvalidSpecIsRejected(t *testing.T) {
 		if !strings.Contains(err.Error(), field) {
 			t.Errorf("error %q does not name %s", err, field)
 		}
+	}
+}
+
+// Any client may start a run; its spec is decoded by the run itself, so
+// a misspelt field, or an id other than the workflow ID, fails it before
+// anything is acquired.
+func TestRunDecodesItsInputStrictly(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		input map[string]any
+		field string
+	}{
+		"a misspelt field":  {map[string]any{"id": "job-1", "work": "1h", "teem": "nlp"}, "teem"},
+		"a mistyped field":  {map[string]any{"id": "job-1", "work": "1h", "priority": "high"}, "priority"},
+		"another id":        {map[string]any{"id": "job-2", "work": "1h"}, "id"},
+		"not a spec at all": {map[string]any{"id": "job-1", "work": "1h", "resources": "gpu"}, "resources"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := &fakeCloud{offerings: []capacity.Offering{spotA}}
+			env := newEnv(t, f)
+			env.ExecuteWorkflow(TrainingRunName, tc.input)
+			_, err := result(t, env)
+			var app *temporal.ApplicationError
+			if !errors.As(err, &app) || app.Type() != "InvalidJobSpec" || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("error %v; want InvalidJobSpec naming %s", err, tc.field)
+			}
+			if len(f.requests) != 0 {
+				t.Errorf("acquired %v for an invalid spec", f.requests)
+			}
+		})
 	}
 }

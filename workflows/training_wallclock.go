@@ -272,7 +272,7 @@ func (r *run) remainingWork(now time.Time) time.Duration {
 // status, and the cloud's unavailable cache remembers them). What it
 // gets is the run's standby until the changeover.
 func (r *run) trySpot(ctx workflow.Context, first capacity.Offering) *Lease {
-	spot, err := r.Leases.acquire(ctx, r.id, r.askFor(capacity.First(r.spotOfferings(), first)).leaseAsk)
+	spot, err := r.Leases.acquire(ctx, r.owner(), r.askFor(capacity.First(r.spotOfferings(), first)).leaseAsk)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.recordFailures(ctx, err)

@@ -3,6 +3,7 @@ package capacity
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -145,5 +146,20 @@ func TestEveryClassHasARemedy(t *testing.T) {
 		if _, ok := remedies[c]; !ok {
 			t.Errorf("class %s has no entry in the remedies table", c)
 		}
+	}
+}
+
+func TestIdempotencyTokenComesFromTheRunsIdentity(t *testing.T) {
+	long := strings.Repeat("x", 128) // the longest job id
+	first := Request{RunID: long, Identity: "0197e1a2-7c3e-7b61-9d0f-52a4c8e9f001", Attempt: 3}
+	later := Request{RunID: long, Identity: "0197e1a2-7c3e-7b61-9d0f-52a4c8e9f002", Attempt: 3}
+	if first.IdempotencyToken() == later.IdempotencyToken() {
+		t.Errorf("two runs with the same job id share token %s", first.IdempotencyToken())
+	}
+	if n := len(first.IdempotencyToken() + "-on-demand"); n > 64 {
+		t.Errorf("token with its market is %d characters; EC2 takes 64", n)
+	}
+	if got := (Request{RunID: "job-1", Attempt: 2}).IdempotencyToken(); got != "job-1-2" {
+		t.Errorf("a request without identity is keyed %q; want job-1-2 as before identities", got)
 	}
 }

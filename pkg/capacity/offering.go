@@ -64,11 +64,16 @@ const (
 
 // Request asks a provider for one instance.
 type Request struct {
-	// RunID and Attempt make the request idempotent: a provider that is
-	// asked twice with the same pair returns the instance it already
-	// launched instead of launching a second one.
-	RunID   string `json:"run_id"`
-	Attempt int    `json:"attempt"`
+	// RunID is the workflow the instance is for: its tag names it, and
+	// the janitor asks whether that workflow still runs.
+	RunID string `json:"run_id"`
+	// Identity (the workflow's first run ID, never reused by a later run
+	// with the same RunID) and Attempt make the request idempotent: a
+	// provider asked twice with the same pair returns the instance it
+	// already launched instead of launching a second one. A request
+	// without one is keyed on RunID, as before identities were.
+	Identity string `json:"identity,omitempty"`
+	Attempt  int    `json:"attempt"`
 	// Offerings are acceptable in order of preference; the provider takes
 	// the first it can fill.
 	Offerings []Offering        `json:"offerings"`
@@ -78,8 +83,13 @@ type Request struct {
 	MaxPricePerHour float64 `json:"max_price_per_hour,omitempty"`
 }
 
-// IdempotencyToken is the client token derived from run and attempt.
+// IdempotencyToken is the client token derived from the run's identity
+// and the attempt. A first run ID is 36 characters, so the token stays
+// well inside EC2's 64 whatever the job id's length.
 func (r Request) IdempotencyToken() string {
+	if r.Identity != "" {
+		return fmt.Sprintf("%s-%d", r.Identity, r.Attempt)
+	}
 	return fmt.Sprintf("%s-%d", r.RunID, r.Attempt)
 }
 
@@ -89,8 +99,11 @@ const (
 	TagManagedBy = "refuel:managed-by"
 	TagRun       = "refuel:run"
 	TagAttempt   = "refuel:attempt"
-	TagPool      = "refuel:pool"
-	TagTeam      = "refuel:team"
+	// TagIdentity is the run's first run ID, which its idempotency tokens
+	// derive from.
+	TagIdentity = "refuel:identity"
+	TagPool     = "refuel:pool"
+	TagTeam     = "refuel:team"
 	// TagNode names the base machine an instance of the base group runs on.
 	TagNode   = "refuel:node"
 	ManagedBy = "refuel"

@@ -221,6 +221,9 @@ func RequestTags(req capacity.Request) map[string]string {
 		capacity.TagRun:       req.RunID,
 		capacity.TagAttempt:   fmt.Sprint(req.Attempt),
 	}
+	if req.Identity != "" {
+		tags[capacity.TagIdentity] = req.Identity
+	}
 	for k, v := range req.Tags {
 		tags[k] = v
 	}
