@@ -70,6 +70,16 @@ func curedSoon(details []activities.FailureDetail) bool {
 	return capacity.CuredWithin(capacity.Minutes, classes(details)...)
 }
 
+// unclassified reports whether every failure is of class unknown.
+func unclassified(details []activities.FailureDetail) bool {
+	for _, d := range details {
+		if d.Class != capacity.Unknown {
+			return false
+		}
+	}
+	return len(details) > 0
+}
+
 // waitingOn is the class a waiting run waits on: the first failure that
 // waiting can cure.
 func waitingOn(details []activities.FailureDetail) capacity.Class {

@@ -15,7 +15,13 @@ type RunOptions struct {
 	MaxCapacityBackoff time.Duration
 	HeartbeatTimeout   time.Duration // how long an instance may be silent before it counts as lost
 	StopGrace          time.Duration // how long a pause or cancel waits for the final checkpoint
-	MaxTrainerFailures int           // trainer crashes (non-zero exits) tolerated before the run fails
+	// RestartBackoff is the wait before acquiring again after a fault
+	// (trainer, agent, an instance gone silent), doubling with each
+	// restart up to MaxRestartBackoff; the spec's max_restarts caps them.
+	RestartBackoff, MaxRestartBackoff time.Duration
+	// MaxUnknownWaits is how many waits in a row a run makes when every
+	// acquisition failure is unclassified before it fails.
+	MaxUnknownWaits int
 	// MaxWaits bounds a run's history while it waits for capacity: after
 	// this many waits it continues as new (sooner if the server suggests).
 	MaxWaits int
@@ -39,7 +45,9 @@ func DefaultRunOptions() RunOptions {
 		MaxCapacityBackoff: 2 * time.Minute,
 		HeartbeatTimeout:   20 * time.Second,
 		StopGrace:          2 * time.Minute,
-		MaxTrainerFailures: 3,
+		RestartBackoff:     10 * time.Second,
+		MaxRestartBackoff:  5 * time.Minute,
+		MaxUnknownWaits:    20,
 		// A wait adds about eight events: a thousand stays far inside the
 		// history limits.
 		MaxWaits:             1000,
@@ -48,6 +56,22 @@ func DefaultRunOptions() RunOptions {
 		RestartOverhead:      12 * time.Minute,
 		WaitForSpot:          true,
 	}
+}
+
+// filled gives knobs a run recorded before they existed (zero in its
+// recorded options) their defaults.
+func (o RunOptions) filled() RunOptions {
+	d := DefaultRunOptions()
+	if o.RestartBackoff == 0 {
+		o.RestartBackoff = d.RestartBackoff
+	}
+	if o.MaxRestartBackoff == 0 {
+		o.MaxRestartBackoff = d.MaxRestartBackoff
+	}
+	if o.MaxUnknownWaits == 0 {
+		o.MaxUnknownWaits = d.MaxUnknownWaits
+	}
+	return o
 }
 
 // ServiceOptions are the knobs of an InferenceService that are not in its

@@ -104,7 +104,7 @@ func (w *Workflows) startRun(ctx workflow.Context, input json.RawMessage, carrie
 		// invalid spec.
 		r.spec, r.RunState = js, *carried
 		if r.Options != nil {
-			r.opts = *r.Options
+			r.opts = r.Options.filled()
 		}
 		r.market = r.marketOfState()
 		return r, r.registerHandlers(ctx)
@@ -123,7 +123,7 @@ func (w *Workflows) startRun(ctx workflow.Context, input json.RawMessage, carrie
 	}
 	r.spec = js
 	if o := recordOptions(ctx, w.Run); o != nil {
-		r.Options, r.opts = o, *o
+		r.Options, r.opts = o, o.filled()
 	}
 	r.Status = Status{
 		ID: js.ID, Team: js.Team, Tier: string(js.Tier), State: StatePending,
@@ -210,6 +210,7 @@ func (r *run) acquire(ctx workflow.Context) (*Lease, error) {
 		r.enter(ctx, StateAcquiring)
 		lease, err := r.Leases.acquire(ctx, r.owner(), ask.leaseAsk)
 		if err == nil {
+			r.UnclassifiedWaits = 0
 			r.use(ctx, lease)
 			r.market.acquired(ctx, r, lease)
 			return lease, nil
@@ -239,6 +240,14 @@ func (r *run) use(ctx workflow.Context, lease *Lease) {
 // doubling the wait each time; a run that has waited long continues as
 // new instead, so its history stays short however long the wait.
 func (r *run) backOff(ctx workflow.Context, details []activities.FailureDetail, backoff *time.Duration) (bool, error) {
+	if unclassified(details) {
+		if r.UnclassifiedWaits++; r.UnclassifiedWaits > r.opts.MaxUnknownWaits {
+			return false, cannotAcquire(fmt.Sprintf("acquisitions failed %d times in a row for reasons the providers did not classify; "+
+				"the worker's log has each failure", r.UnclassifiedWaits), details)
+		}
+	} else {
+		r.UnclassifiedWaits = 0
+	}
 	r.waits++
 	if r.waits >= r.opts.MaxWaits || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 		return false, r.continueAsNew(ctx)
@@ -246,7 +255,8 @@ func (r *run) backOff(ctx workflow.Context, details []activities.FailureDetail, 
 	r.enter(ctx, StateWaiting)
 	// Operators filter on why a run waits: RefuelState names the class.
 	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrState.ValueSet(string(StateWaiting)+":"+string(waitingOn(details))))
-	if _, err := workflow.AwaitWithTimeout(ctx, *backoff, func() bool { return r.Paused || r.yieldAsked() }); err != nil {
+	wait := jittered(*backoff, r.identity, r.Attempts)
+	if _, err := workflow.AwaitWithTimeout(ctx, wait, func() bool { return r.Paused || r.yieldAsked() }); err != nil {
 		return false, err
 	}
 	*backoff = min(2**backoff, r.opts.MaxCapacityBackoff)

@@ -133,30 +133,46 @@ func (r *run) settle(ctx workflow.Context, e attemptEnd) error {
 	case e.err == nil && res.Outcome == activities.OutcomePreempted:
 		r.preempted(ctx, e, res.LastStep, true)
 	case e.err == nil && res.Outcome == activities.OutcomeFailed:
-		r.TrainerFailures++
-		r.addFailure(ctx, "trainer", r.lease.Offering().Key(), res.Message)
+		r.addFailure(ctx, causeTrainer, r.lease.Offering().Key(), res.Message)
 		r.release(ctx, activities.ReleaseFailed)
-		if r.TrainerFailures >= r.opts.MaxTrainerFailures {
-			return temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("trainer failed %d times; last: %s", r.TrainerFailures, res.Message), "TrainerFailed", nil)
-		}
+		return r.restart(ctx, causeTrainer, res.Message)
 	case e.err == nil && res.Outcome == activities.OutcomeStopped, errors.As(e.err, &canceled):
 		reason := activities.ReleasePaused
 		if r.yieldAsked() {
 			reason = activities.ReleaseYielded
 		}
 		r.release(ctx, reason)
+	case failedOn(e.err, classCheckpoint):
+		// No checkpoint verifies: training again from step 0 would throw
+		// the work away silently.
+		r.addFailure(ctx, classCheckpoint, r.lease.Offering().Key(), e.err.Error())
+		r.release(ctx, activities.ReleaseFailed)
+		return temporal.NewNonRetryableApplicationError(e.err.Error(), classCheckpoint, nil)
 	default:
-		// The instance went silent or its agent never picked the work up:
-		// it was taken without notice, or died. Either way it is lost.
+		// The instance went silent, or its agent never picked the work up
+		// or failed: it was taken without notice, or died. Either way it
+		// is lost, and the run starts again on another.
 		msg := fmt.Sprintf("the attempt ended with outcome %q", res.Outcome)
 		if e.err != nil {
 			msg = e.err.Error()
 		}
-		r.addFailure(ctx, "instance-lost", r.lease.Offering().Key(), msg)
+		cause := lossCause(e.err)
+		r.addFailure(ctx, cause, r.lease.Offering().Key(), msg)
 		r.preempted(ctx, e, r.Status.Step, false)
+		return r.restart(ctx, cause, msg)
 	}
 	return nil
+}
+
+// classCheckpoint is the failure of a run none of whose checkpoints
+// verifies; the node agent fails an attempt with an application error of
+// this type.
+const classCheckpoint = "checkpoint"
+
+// failedOn reports whether err is an application error of the type.
+func failedOn(err error, errType string) bool {
+	var app *temporal.ApplicationError
+	return errors.As(err, &app) && app.Type() == errType
 }
 
 // observeResult folds an attempt's final report into status.

@@ -1,7 +1,11 @@
 package workflows
 
 import (
+	"context"
+	"errors"
 	"math"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +13,10 @@ import (
 	"refuel/pkg/capacity"
 	"refuel/pkg/policy"
 	"refuel/pkg/spec"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 )
 
 func TestTrainingRunRecoversFromPreemptionInAnotherZone(t *testing.T) {
@@ -88,5 +96,100 @@ func TestAutoCheckpointIntervalLearnsFromThePool(t *testing.T) {
 				t.Errorf("the completed instance's release taught %+v; want no preemption", last)
 			}
 		})
+	}
+}
+
+// Faults restart a run, waiting longer after each, and past the spec's
+// max_restarts fail it, naming the cause; preemptions with a notice do
+// not count.
+func TestRestartsAreCappedAndBackOff(t *testing.T) {
+	t.Parallel()
+	repeat := func(n int, o activities.TrainingOutcome) []activities.TrainingOutcome {
+		return slices.Repeat([]activities.TrainingOutcome{o}, n)
+	}
+	cases := map[string]struct {
+		trainings   []activities.TrainingOutcome
+		maxRestarts *int
+		wantType    string // "" completes
+		want        Restarts
+	}{
+		"three trainer failures are tolerated": {trainings: repeat(3, activities.OutcomeFailed), want: Restarts{Trainer: 3}},
+		"a fourth fails the run":               {trainings: repeat(4, activities.OutcomeFailed), wantType: "TrainerFailed", want: Restarts{Trainer: 4}},
+		"instances going silent":               {trainings: repeat(4, "silent"), wantType: "InstanceLost", want: Restarts{InstanceLost: 4}},
+		"an agent failing":                     {trainings: repeat(4, "agent-failed"), wantType: "AgentFailed", want: Restarts{Agent: 4}},
+		"causes share one cap": {trainings: []activities.TrainingOutcome{activities.OutcomeFailed, "silent", "agent-failed", "silent"},
+			wantType: "InstanceLost", want: Restarts{Trainer: 1, Agent: 1, InstanceLost: 2}},
+		"preemptions with notice are no faults": {trainings: repeat(6, activities.OutcomePreempted)},
+		"max_restarts 0 tolerates none":         {trainings: repeat(1, "silent"), maxRestarts: new(int), wantType: "InstanceLost", want: Restarts{InstanceLost: 1}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := &fakeCloud{offerings: []capacity.Offering{spotA, spotB}, trainings: tc.trainings}
+			env := newEnv(t, f)
+			js := job(spec.TierFlexible)
+			js.MaxRestarts = tc.maxRestarts
+			env.ExecuteWorkflow(TrainingRunName, js)
+			var st Status
+			_, err := result(t, env)
+			var app *temporal.ApplicationError
+			switch {
+			case tc.wantType == "" && err != nil:
+				t.Fatalf("run failed: %v", err)
+			case tc.wantType != "" && (!errors.As(err, &app) || app.Type() != tc.wantType || !strings.Contains(err.Error(), "max_restarts")):
+				t.Fatalf("error %v; want %s naming max_restarts", err, tc.wantType)
+			}
+			st = queryStatus(t, env)
+			if st.Restarts != tc.want {
+				t.Errorf("restarts %+v; want %+v", st.Restarts, tc.want)
+			}
+			if got, want := len(f.released), len(f.acquired); got != want {
+				t.Errorf("released %d of %d instances", got, want)
+			}
+		})
+	}
+}
+
+// The waits before acquiring again grow after each fault.
+func TestRestartWaitsGrow(t *testing.T) {
+	t.Parallel()
+	f := &fakeCloud{offerings: []capacity.Offering{spotA}, trainings: []activities.TrainingOutcome{"silent", "silent", "silent"}}
+	env := newEnv(t, f)
+	var at []time.Time
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		if info.ActivityType.Name == activities.AcquireName {
+			at = append(at, env.Now())
+		}
+	})
+	env.ExecuteWorkflow(TrainingRunName, job(spec.TierFlexible))
+	if _, err := result(t, env); err != nil {
+		t.Fatal(err)
+	}
+	if len(at) != 4 {
+		t.Fatalf("%d acquisitions; want 4", len(at))
+	}
+	base := DefaultRunOptions().RestartBackoff
+	for i := 1; i < len(at); i++ {
+		gap, want := at[i].Sub(at[i-1]), base<<(i-1)
+		if gap < want*4/5 || gap > want*6/5 {
+			t.Errorf("wait before acquisition %d: %s; want %s give or take a fifth", i+1, gap, want)
+		}
+	}
+}
+
+// A run none of whose checkpoints verifies fails as a checkpoint failure
+// rather than train again from step 0.
+func TestNoCheckpointThatVerifiesFailsTheRun(t *testing.T) {
+	t.Parallel()
+	f := &fakeCloud{offerings: []capacity.Offering{spotA}, trainings: []activities.TrainingOutcome{"bad-checkpoints"}}
+	env := newEnv(t, f)
+	env.ExecuteWorkflow(TrainingRunName, job(spec.TierFlexible))
+	_, err := result(t, env)
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || app.Type() != classCheckpoint {
+		t.Fatalf("error %v; want a checkpoint failure", err)
+	}
+	if st := queryStatus(t, env); len(st.Failures) != 1 || st.Failures[0].Class != classCheckpoint || len(f.acquired) != 1 || len(f.released) != 1 {
+		t.Errorf("failures %+v after %d acquisitions and %d releases; want one checkpoint failure on one instance, released", st.Failures, len(f.acquired), len(f.released))
 	}
 }

@@ -40,8 +40,10 @@ type RunState struct {
 	// Recovery is under way from when the run loses its instance
 	// (preempted, lost, yielded) until training resumes on the next.
 	Recovery *Recovery `json:"recovery,omitempty"`
-	// TrainerFailures counts the trainer's non-zero exits.
-	TrainerFailures int `json:"trainer_failures,omitempty"`
+	// UnclassifiedWaits counts the waits for capacity in a row whose every
+	// failure was unclassified (unknown): past RunOptions.MaxUnknownWaits
+	// the run fails rather than wait for what may never come.
+	UnclassifiedWaits int `json:"unclassified_waits,omitempty"`
 	// Spot is what a deadline run that chooses between spot and
 	// on-demand itself has learnt about spot.
 	Spot SpotChoice `json:"spot,omitzero"`
@@ -128,19 +130,23 @@ func (s *RunState) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	var old struct {
-		Attempt     int                   `json:"attempt"`
-		Recovering  bool                  `json:"recovering"`
-		InPool      bool                  `json:"in_pool"`
-		Requested   bool                  `json:"requested"`
-		HeldInQueue bool                  `json:"held_in_queue"`
-		Grant       *admission.Allocation `json:"grant"`
-		Yield       *YieldRequest         `json:"yield"`
+		Attempt         int                   `json:"attempt"`
+		TrainerFailures int                   `json:"trainer_failures"`
+		Recovering      bool                  `json:"recovering"`
+		InPool          bool                  `json:"in_pool"`
+		Requested       bool                  `json:"requested"`
+		HeldInQueue     bool                  `json:"held_in_queue"`
+		Grant           *admission.Allocation `json:"grant"`
+		Yield           *YieldRequest         `json:"yield"`
 	}
 	if err := json.Unmarshal(data, &old); err != nil {
 		return err
 	}
 	if s.Attempts == 0 {
 		s.Attempts = old.Attempt
+	}
+	if s.Status.Restarts.Trainer == 0 {
+		s.Status.Restarts.Trainer = old.TrainerFailures
 	}
 	if old.Recovering && s.Recovery == nil {
 		s.Recovery = &Recovery{}

@@ -44,6 +44,9 @@ type Status struct {
 	Failures       []Failure                 `json:"failures"`
 
 	Attempt int `json:"attempt"`
+	// Restarts counts, by cause, the restarts after faults that the spec's
+	// max_restarts caps (trainer, agent, instance lost).
+	Restarts Restarts `json:"restarts"`
 	// Changeovers counts moves from on-demand back to spot made while
 	// training (the market clock's own are in Market).
 	Changeovers int `json:"changeovers"`

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -51,7 +52,9 @@ type fakeCloud struct {
 	stock map[string]policy.Availability
 	// trainings are the outcomes of successive RunTraining calls; past
 	// the end, training completes. "block" waits for cancellation and
-	// stops; "slow" completes after slowTraining of wall time.
+	// stops; "slow" completes after slowTraining of wall time; "silent"
+	// times out on heartbeats; "agent-failed" is the agent's own error;
+	// "bad-checkpoints" finds no checkpoint that verifies.
 	trainings []activities.TrainingOutcome
 
 	requests []capacity.Request
@@ -145,6 +148,12 @@ func (f *fakeCloud) RunTraining(ctx context.Context, in activities.TrainingInput
 			LastCheckpoint: &activities.CheckpointRef{Step: restored + 50}}, nil
 	case activities.OutcomeFailed:
 		return activities.TrainingResult{Outcome: outcome, RestoredStep: restored, ExitCode: 3, Message: "boom"}, nil
+	case "silent": // the instance stopped heartbeating
+		return activities.TrainingResult{}, temporal.NewTimeoutError(enums.TIMEOUT_TYPE_HEARTBEAT, nil)
+	case "agent-failed":
+		return activities.TrainingResult{}, temporal.NewApplicationError("checkpoint store unreachable", "StoreUnreachable")
+	case "bad-checkpoints":
+		return activities.TrainingResult{}, temporal.NewNonRetryableApplicationError("no checkpoint of job-1 verifies", classCheckpoint, nil)
 	}
 	return activities.TrainingResult{Outcome: outcome, RestoredStep: restored, LastStep: 200, TotalSteps: 200,
 		LastCheckpoint: &activities.CheckpointRef{Step: 200}, ModelDigest: "abc"}, nil

@@ -282,3 +282,19 @@ func TestImpossibleOfferingsFailFast(t *testing.T) {
 		})
 	}
 }
+
+// Failures no provider classified are retried, but not for ever.
+func TestUnclassifiedFailuresAreRetriedWithACap(t *testing.T) {
+	t.Parallel()
+	f := &fakeCloud{offerings: []capacity.Offering{spotA}, failAll: capacity.Unknown}
+	env := newEnv(t, f, func(w *Workflows) { w.Run.MaxUnknownWaits = 3 })
+	env.ExecuteWorkflow(TrainingRunName, job(spec.TierFlexible))
+	_, err := result(t, env)
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || app.Type() != string(capacity.Unknown) || !strings.Contains(err.Error(), "did not classify") {
+		t.Fatalf("error %v; want an unknown failure saying so", err)
+	}
+	if len(f.requests) != 4 {
+		t.Errorf("%d tries; want the first and 3 more", len(f.requests))
+	}
+}

@@ -1,0 +1,105 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Restarts counts, by cause, the times a run started training again
+// after a fault: its trainer failed, its agent failed, or its instance
+// went silent. Preemptions the market announces are not faults and are
+// not counted here. Together they are capped by the spec's max_restarts.
+type Restarts struct {
+	Trainer      int `json:"trainer"`
+	Agent        int `json:"agent"`
+	InstanceLost int `json:"instance_lost"`
+}
+
+// Total is every restart, whatever its cause.
+func (c Restarts) Total() int { return c.Trainer + c.Agent + c.InstanceLost }
+
+// A restart's cause, as status.failures and a failed run's type name it.
+const (
+	causeTrainer      = "trainer"
+	causeAgent        = "agent"
+	causeInstanceLost = "instance-lost"
+)
+
+// restartBackoffVersion marks runs that wait, with jitter, before
+// acquiring again after a fault; runs recorded before it re-acquired at
+// once.
+const restartBackoffVersion = "restart-backoff"
+
+// lossCause says why an attempt that ended in an error lost its
+// instance: its agent never picked the work up or failed on its side
+// (a checkpoint store it cannot reach), or the instance went silent.
+func lossCause(err error) string {
+	var timeout *temporal.TimeoutError
+	if errors.As(err, &timeout) && timeout.TimeoutType() == enums.TIMEOUT_TYPE_SCHEDULE_TO_START {
+		return causeAgent
+	}
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return causeAgent
+	}
+	return causeInstanceLost
+}
+
+// restart counts a fault of the given cause and, past the spec's
+// max_restarts, ends the run with an error naming it. Otherwise it waits
+// before the run acquires again, twice as long after each fault (with
+// jitter, so runs that failed together do not come back together): a
+// fault that repeats costs a few instances, not an endless loop of them.
+func (r *run) restart(ctx workflow.Context, cause, msg string) error {
+	c := &r.Status.Restarts
+	switch cause {
+	case causeTrainer:
+		c.Trainer++
+	case causeAgent:
+		c.Agent++
+	default:
+		c.InstanceLost++
+	}
+	if limit := r.spec.Restarts(); c.Total() > limit {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("%s after %d restarts (max_restarts %d; trainer %d, agent %d, instance lost %d); last: %s",
+				restartVerdict[cause], c.Total()-1, limit, c.Trainer, c.Agent, c.InstanceLost, msg),
+			restartType[cause], nil)
+	}
+	if workflow.GetVersion(ctx, restartBackoffVersion, workflow.DefaultVersion, 1) < 1 {
+		return nil
+	}
+	wait := jittered(r.opts.RestartBackoff<<min(c.Total()-1, 10), r.identity, r.Attempts)
+	wait = min(wait, r.opts.MaxRestartBackoff)
+	workflow.GetLogger(ctx).Warn("restarting after a fault", "cause", cause, "restarts", c.Total(), "wait", wait, "error", msg)
+	_, err := workflow.AwaitWithTimeout(ctx, wait, func() bool { return r.Paused })
+	return err
+}
+
+// restartVerdict and restartType say how a run that ran out of restarts
+// failed, by the cause of the last one.
+var (
+	restartVerdict = map[string]string{
+		causeTrainer:      "the trainer keeps failing",
+		causeAgent:        "the node agent keeps failing (check that the instance reaches Temporal and the checkpoint store)",
+		causeInstanceLost: "instances keep going silent",
+	}
+	restartType = map[string]string{
+		causeTrainer: "TrainerFailed", causeAgent: "AgentFailed", causeInstanceLost: "InstanceLost",
+	}
+)
+
+// jittered is d give or take a fifth, by a fraction derived from the
+// run's identity and attempt: spread across runs, the same on replay.
+func jittered(d time.Duration, identity string, attempt int) time.Duration {
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%s/%d", identity, attempt)
+	f := float64(h.Sum32())/float64(1<<32)*0.4 - 0.2 // in [-0.2, 0.2)
+	return d + time.Duration(f*float64(d))
+}
