@@ -37,9 +37,10 @@ const (
 	ReleaseCompleted  ReleaseReason = "completed"
 	ReleasePreempted  ReleaseReason = "preempted"
 	ReleasePaused     ReleaseReason = "paused"
-	ReleaseYielded    ReleaseReason = "yielded"    // given back to the capacity pool for a higher priority, or to move to base
-	ReleaseScaledIn   ReleaseReason = "scaled-in"  // a service replica no longer needed
-	ReleaseChangeover ReleaseReason = "changeover" // a deadline run moved from on-demand back to spot
+	ReleaseYielded    ReleaseReason = "yielded"     // given back to the capacity pool for a higher priority, or to move to base
+	ReleaseScaledIn   ReleaseReason = "scaled-in"   // a service replica no longer needed
+	ReleaseChangeover ReleaseReason = "changeover"  // a deadline run moved from on-demand back to spot
+	ReleaseOverBudget ReleaseReason = "over-budget" // a run spent its budget
 	ReleaseFailed     ReleaseReason = "failed"
 	ReleaseCleanup    ReleaseReason = "cleanup"
 	ReleaseOrphaned   ReleaseReason = "orphaned"

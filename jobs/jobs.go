@@ -141,6 +141,24 @@ func SetPriority(ctx context.Context, c client.Client, id string, p int) (int, e
 	return got, nil
 }
 
+// SetBudget sends the set-budget update (USD, 0 for no budget) and waits
+// for its answer; a run waiting over its budget goes on once it is
+// raised above what the run spent.
+func SetBudget(ctx context.Context, c client.Client, id string, usd float64) (float64, error) {
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: id, UpdateName: workflows.UpdateBudget, Args: []any{usd},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("set-budget on %s: %w", id, err)
+	}
+	var got float64
+	if err := h.Get(ctx, &got); err != nil {
+		return 0, fmt.Errorf("set-budget on %s: %w", id, err)
+	}
+	return got, nil
+}
+
 // Interrupt takes an instance away through the InjectInterruption
 // workflow, so drills work against any cluster the worker serves. It
 // returns when the notice was served.

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 
 	"go.temporal.io/sdk/client"
@@ -81,5 +82,34 @@ func runPriority(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "%s priority is now %d\n", pos[0], got)
+	return nil
+}
+
+func runBudget(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("budget", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	conn := addConnFlags(fs)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 {
+		return usagef("give a run's id and its budget in USD: starter budget ID USD (0 for none)")
+	}
+	usd, err := strconv.ParseFloat(pos[1], 64)
+	if err != nil || math.IsNaN(usd) || math.IsInf(usd, 0) || usd < 0 {
+		return usagef("budget %q is not a sum of money: give USD 0 or more, such as 250 or 12.5 (0 for none)", pos[1])
+	}
+	ctx := context.Background()
+	c, err := conn.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	got, err := jobs.SetBudget(ctx, c, pos[0], usd)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s budget is now $%.2f\n", pos[0], got)
 	return nil
 }

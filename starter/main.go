@@ -40,6 +40,8 @@ func commands() []command {
 			[]string{"starter resume llama-ft-0427"}},
 		{"priority", "ID N", "set a run's or a service's priority (0..100)", runPriority,
 			[]string{"starter priority llama-ft-0427 80"}},
+		{"budget", "ID USD", "set a run's budget; a run waiting over budget goes on once it is raised (0 for none)", runBudget,
+			[]string{"starter budget llama-ft-0427 250"}},
 		{"serve", "FILE", "start an InferenceService from a YAML or JSON ServiceSpec", runServe,
 			[]string{"starter serve examples/service.yaml"}},
 		{"load", "ID --qps N [--every D --for D]", "report a service's load (also --queue, --gpu-util, --replicas)", runLoad,

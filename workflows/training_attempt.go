@@ -52,7 +52,7 @@ type attemptEnd struct {
 // may move the run meanwhile: a deadline run on on-demand changes over
 // to a spot instance it got, and trains on there.
 func (r *run) train(ctx workflow.Context) (attemptEnd, error) {
-	if r.Paused || r.yieldAsked() {
+	if r.Paused || r.yieldAsked() || r.overBudget(workflow.Now(ctx)) {
 		// Asked to stop while it acquired: the instance goes back untrained.
 		return attemptEnd{res: activities.TrainingResult{Outcome: activities.OutcomeStopped}, started: workflow.Now(ctx)}, nil
 	}
@@ -83,6 +83,7 @@ func (r *run) startAttempt(ctx workflow.Context) {
 	actx, cancel := workflow.WithCancel(trainingOptions(ctx, l.Instance.TaskQueue, r.spec.Work.D(), r.opts))
 	r.attempt = &attempt{lease: l, started: started, cancel: cancel,
 		result: workflow.ExecuteActivity(actx, activities.RunTrainingName, in)}
+	r.watchBudget(ctx, r.attempt)
 }
 
 // attemptResult waits for the training attempt to end.
@@ -138,8 +139,11 @@ func (r *run) settle(ctx workflow.Context, e attemptEnd) error {
 		return r.restart(ctx, causeTrainer, res.Message)
 	case e.err == nil && res.Outcome == activities.OutcomeStopped, errors.As(e.err, &canceled):
 		reason := activities.ReleasePaused
-		if r.yieldAsked() {
+		switch {
+		case r.yieldAsked():
 			reason = activities.ReleaseYielded
+		case r.overBudget(workflow.Now(ctx)):
+			reason = activities.ReleaseOverBudget
 		}
 		r.release(ctx, reason)
 	case failedOn(e.err, classCheckpoint):

@@ -191,16 +191,19 @@ func (m *clockedMarket) next(ctx workflow.Context, r *run) (*ask, error) {
 			if _, err := m.see(ctx, r); err != nil {
 				return nil, err
 			}
-			if err := m.decide(r); err != nil {
+			if err := m.decide(ctx, r); err != nil {
 				return nil, err
 			}
 		}
 		c := *m.decided
 		m.decided, m.holding = nil, c
 		if !c.Holds() {
-			if r.Paused {
+			switch {
+			case r.Paused:
 				r.enter(ctx, StatePaused)
-			} else {
+			case r.overBudget(workflow.Now(ctx)):
+				r.enter(ctx, StateOverBudget)
+			default:
 				r.enter(ctx, StateWaiting)
 			}
 			continue
@@ -245,7 +248,7 @@ func (m *clockedMarket) watch(ctx workflow.Context, r *run) move {
 		case preempted:
 			return move{end: r.stopAttempt(ctx, takenByMarket)}
 		}
-		if err := m.decide(r); err != nil {
+		if err := m.decide(ctx, r); err != nil {
 			return move{err: err}
 		}
 		if *m.decided != m.holding {
@@ -298,12 +301,12 @@ func (m *clockedMarket) see(ctx workflow.Context, r *run) (preempted bool, err e
 }
 
 // decide is the policy's choice at the tick just seen, held on the
-// meter's account; a paused run holds nothing.
-func (m *clockedMarket) decide(r *run) error {
+// meter's account; a paused run, or one over its budget, holds nothing.
+func (m *clockedMarket) decide(ctx workflow.Context, r *run) error {
 	t := m.seen
 	m.seen = nil
 	choice := policy.None
-	if !r.Paused {
+	if !r.held(ctx) {
 		var err error
 		if choice, err = m.decider.Decide(r.spec.Tier, m.policy, t.state, t.market); err != nil {
 			return temporal.NewNonRetryableApplicationError(err.Error(), "InvalidJobSpec", nil)

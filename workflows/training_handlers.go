@@ -26,6 +26,11 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 	); err != nil {
 		return err
 	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateBudget, r.setBudget,
+		workflow.UpdateHandlerOptions{Validator: validateBudget},
+	); err != nil {
+		return err
+	}
 	r.signals = []signalHandler{
 		onSignal(ctx, SignalPause, func(ctx workflow.Context, c workflow.ReceiveChannel) {
 			c.Receive(ctx, nil)

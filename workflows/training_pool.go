@@ -118,7 +118,7 @@ func (poolGrant) admit(ctx workflow.Context, r *run) error {
 // offerings within the burst pool's (the pool's list when the two do
 // not meet), in the tier's order.
 func (poolGrant) next(ctx workflow.Context, r *run) (*ask, error) {
-	if r.Paused || r.yieldAsked() {
+	if r.held(ctx) || r.yieldAsked() {
 		return nil, nil
 	}
 	g := r.Pool.Grant
@@ -194,14 +194,28 @@ func (r *run) yielded(ctx workflow.Context) {
 	r.tellPool(ctx, SignalPoolYielded, PoolRef{ID: r.id})
 }
 
-// holdWhilePaused blocks, holding nothing, until the run is resumed.
+// holdWhilePaused blocks, holding nothing, while the run is paused or
+// has spent its budget (which, holding nothing, it spends no more of).
 func (r *run) holdWhilePaused(ctx workflow.Context) error {
-	if !r.Paused {
-		return nil
+	for {
+		switch {
+		case r.Paused:
+			r.leavePool(ctx) // a paused run holds no capacity; it asks again on resume
+			r.enter(ctx, StatePaused)
+			if err := workflow.Await(ctx, func() bool { return !r.Paused }); err != nil {
+				return err
+			}
+		case r.overBudget(workflow.Now(ctx)):
+			r.leavePool(ctx)
+			r.enter(ctx, StateOverBudget)
+			_ = workflow.UpsertTypedSearchAttributes(ctx, AttrCostUSD.ValueSet(r.Ledger.CostUSD(workflow.Now(ctx))))
+			if err := workflow.Await(ctx, func() bool { return r.Paused || !r.overBudget(workflow.Now(ctx)) }); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
 	}
-	r.leavePool(ctx) // a paused run holds no capacity; it asks again on resume
-	r.enter(ctx, StatePaused)
-	return workflow.Await(ctx, func() bool { return !r.Paused })
 }
 
 // leavePool gives the run's request or grant back for good.

@@ -96,15 +96,16 @@ type PoolPlace struct {
 // transitions are the phases a run may move to from each phase. A run
 // starts pending and ends completed, failed or cancelled.
 var transitions = map[State][]State{
-	StatePending:   {StateQueued, StateAcquiring, StatePaused, StateWaiting},
-	StateQueued:    {StateAcquiring, StatePaused},
-	StatePaused:    {StateQueued, StateAcquiring, StateWaiting},
-	StateAcquiring: {StateRunning, StateWaiting, StateQueued, StatePaused},
-	StateWaiting:   {StateAcquiring, StateQueued, StatePaused},
+	StatePending:    {StateQueued, StateAcquiring, StatePaused, StateWaiting, StateOverBudget},
+	StateQueued:     {StateAcquiring, StatePaused, StateOverBudget},
+	StatePaused:     {StateQueued, StateAcquiring, StateWaiting, StateOverBudget},
+	StateOverBudget: {StateQueued, StateAcquiring, StatePaused, StateWaiting},
+	StateAcquiring:  {StateRunning, StateWaiting, StateQueued, StatePaused, StateOverBudget},
+	StateWaiting:    {StateAcquiring, StateQueued, StatePaused, StateOverBudget},
 	// A running run is preempted, stops for a pause or a yield, or moves
 	// to another market: it holds nothing until it acquires again.
-	StateRunning:   {StatePreempted, StatePaused, StateQueued, StateAcquiring, StateWaiting},
-	StatePreempted: {StateAcquiring, StateQueued, StatePaused, StateWaiting},
+	StateRunning:   {StatePreempted, StatePaused, StateQueued, StateAcquiring, StateWaiting, StateOverBudget},
+	StatePreempted: {StateAcquiring, StateQueued, StatePaused, StateWaiting, StateOverBudget},
 }
 
 // terminal are the phases a run ends in; any phase may end the run.

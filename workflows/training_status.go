@@ -11,16 +11,19 @@ import (
 type State string
 
 const (
-	StatePending     State = "pending"
-	StateAcquiring   State = "acquiring"
-	StateQueued      State = "queued" // waiting for the capacity pool to admit the run
-	StateWaiting     State = "waiting-for-capacity"
-	StateRunning     State = "running"
-	StatePreempted   State = "preempted"
-	StatePaused      State = "paused"
-	StateCompleted   State = "completed"
-	StateFailed      State = "failed"
-	StateCancelled   State = "cancelled"
+	StatePending   State = "pending"
+	StateAcquiring State = "acquiring"
+	StateQueued    State = "queued" // waiting for the capacity pool to admit the run
+	StateWaiting   State = "waiting-for-capacity"
+	StateRunning   State = "running"
+	StatePreempted State = "preempted"
+	StatePaused    State = "paused"
+	StateCompleted State = "completed"
+	StateFailed    State = "failed"
+	StateCancelled State = "cancelled"
+	// StateOverBudget: the run spent its budget; it checkpointed, gave its
+	// instance back and waits for set-budget to raise it.
+	StateOverBudget  State = "over-budget"
 	stateFailedClass       = "failed:" // prefix for RefuelState when a class explains the failure
 )
 
@@ -47,6 +50,9 @@ type Status struct {
 	// Restarts counts, by cause, the restarts after faults that the spec's
 	// max_restarts caps (trainer, agent, instance lost).
 	Restarts Restarts `json:"restarts"`
+	// BudgetUSD is what the run may spend (the spec's budget_usd, as
+	// set-budget last changed it); 0 for no budget.
+	BudgetUSD float64 `json:"budget_usd,omitempty"`
 	// Changeovers counts moves from on-demand back to spot made while
 	// training (the market clock's own are in Market).
 	Changeovers int `json:"changeovers"`

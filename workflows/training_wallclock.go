@@ -34,7 +34,7 @@ func (wallClock) admit(ctx workflow.Context, r *run) error { return r.holdWhileP
 // next is the tier's order, or spot alone while refuel says a deadline
 // run should wait for it.
 func (wallClock) next(ctx workflow.Context, r *run) (*ask, error) {
-	if r.Paused {
+	if r.held(ctx) {
 		return nil, nil
 	}
 	order := capacity.Order(r.Offerings, r.spec.Tier, r.AvoidZone)

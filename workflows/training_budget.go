@@ -1,0 +1,94 @@
+package workflows
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+)
+
+// A run with a budget (JobSpec budget_usd) that reaches it checkpoints,
+// gives its instance back and waits, spending nothing, in state
+// over-budget until the set-budget update raises it.
+
+// budgetVersion marks runs that watch their budget while they train.
+const budgetVersion = "budget"
+
+// UpdateBudget is the set-budget update: the run's budget in USD, 0 for
+// none.
+const UpdateBudget = "set-budget"
+
+// overBudget reports whether the run has spent its budget.
+func (r *run) overBudget(now time.Time) bool {
+	return r.spec.BudgetUSD > 0 && r.Ledger.CostUSD(now) >= r.spec.BudgetUSD
+}
+
+// held reports whether the run must hold nothing now: paused, or over
+// its budget.
+func (r *run) held(ctx workflow.Context) bool {
+	return r.Paused || r.overBudget(workflow.Now(ctx))
+}
+
+// validateBudget rejects a budget that is not a sum of money before
+// anything is written to the run's history.
+func validateBudget(_ workflow.Context, usd float64) error {
+	if usd < 0 || math.IsNaN(usd) || math.IsInf(usd, 0) {
+		return fmt.Errorf("budget %v is not a sum of money: give USD 0 or more (0 for no budget)", usd)
+	}
+	return nil
+}
+
+// setBudget changes the run's budget: raised above what it has spent, a
+// run waiting over budget goes on; lowered below it, a training run
+// stops at a checkpoint.
+func (r *run) setBudget(ctx workflow.Context, usd float64) (float64, error) {
+	r.spec.BudgetUSD = usd
+	r.Status.BudgetUSD = usd
+	return usd, nil
+}
+
+// watchBudget stops the training attempt at a checkpoint when the run's
+// spending reaches its budget. It wakes when the budget would be spent
+// at the prices of what the run holds, and when the budget changes.
+func (r *run) watchBudget(ctx workflow.Context, a *attempt) {
+	if r.spec.BudgetUSD <= 0 || workflow.GetVersion(ctx, budgetVersion, workflow.DefaultVersion, 1) < 1 {
+		return
+	}
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for r.attempt == a {
+			now := workflow.Now(ctx)
+			if r.overBudget(now) {
+				workflow.GetLogger(ctx).Info("budget spent: stopping at a checkpoint", "budget_usd", r.spec.BudgetUSD)
+				a.stop()
+				return
+			}
+			budget := r.spec.BudgetUSD
+			var wait time.Duration
+			if perHour := r.holdingPricePerHour(); perHour > 0 {
+				wait = time.Duration((budget - r.Ledger.CostUSD(now)) / perHour * float64(time.Hour))
+			}
+			changed := func() bool { return r.attempt != a || r.spec.BudgetUSD != budget }
+			if wait <= 0 {
+				if workflow.Await(ctx, changed) != nil {
+					return
+				}
+				continue
+			}
+			if _, err := workflow.AwaitWithTimeout(ctx, max(wait, time.Second), changed); err != nil {
+				return
+			}
+		}
+	})
+}
+
+// holdingPricePerHour is what the instances the run holds cost an hour.
+func (r *run) holdingPricePerHour() float64 {
+	var p float64
+	for _, l := range []*Lease{r.lease, r.standby} {
+		if l != nil {
+			p += l.Offering().PricePerHour
+		}
+	}
+	return p
+}
