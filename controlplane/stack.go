@@ -72,6 +72,9 @@ type Config struct {
 	// negative means no janitor schedule.
 	JanitorEvery time.Duration
 	Logger       *zap.Logger
+	// Security guards the embedded frontend (TLS, client certificates,
+	// API keys) and configures the codec server; see security.go.
+	Security Security
 }
 
 // Stack is a running control plane.
@@ -89,11 +92,14 @@ type Stack struct {
 	Sim       *sim.Cloud // set when the simulated cloud runs here
 	// EC2Endpoint is where the in-process sim serves EC2's API, if it does.
 	EC2Endpoint string
+	// CodecURL is where the codec server answers, "" when none runs.
+	CodecURL    string
 	Metrics     *telemetry.Metrics
 	Address     string
 	cfg         Config
 	worker      worker.Worker
 	metrics     *http.Server
+	codecServer *http.Server
 	closers     []func()
 	log         *zap.Logger
 }
@@ -124,6 +130,9 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	s.Address = opts.HostPort
 
 	launcher := AgentLauncher(cfg.SelfCommand, opts.HostPort, opts.Namespace, cfg.CheckpointURL, cfg.DemoStepTime, cfg.instancesDir(), cfg.Logger)
+	if launcher.Env, err = cluster.ConnectEnv(cfg.Target); err != nil {
+		return nil, err
+	}
 	set, err := s.startProviders(ctx, launcher)
 	s.closers = set.closers
 	if err != nil {
@@ -189,6 +198,15 @@ func (s *Stack) connectOptions(ctx context.Context) (client.Options, error) {
 	if err != nil {
 		return opts, err
 	}
+	guard, err := s.prepareSecurity()
+	if err != nil {
+		return opts, err
+	}
+	defer func() {
+		if s.codecServer == nil && guard.codecLn != nil {
+			_ = guard.codecLn.Close() // the start failed before serving it
+		}
+	}()
 	if !cluster.External(cfg.Target) {
 		dataDir := cfg.DataDir
 		if cfg.InMemory {
@@ -201,12 +219,14 @@ func (s *Stack) connectOptions(ctx context.Context) (client.Options, error) {
 		s.Server, err = devserver.Start(ctx, devserver.Options{
 			DataDir: dataDir, FrontendAddr: cfg.FrontendAddr, UIAddr: uiAddr,
 			Namespace: opts.Namespace, SearchAttributes: workflows.SearchAttributeTypes, Logger: cfg.Logger.Named("temporal"),
+			TLS: guard.tls, APIKeys: guard.apiKeys, Client: guard.client, UICodec: guard.uiCodec,
 		})
 		if err != nil {
 			return opts, err
 		}
 		opts.HostPort = s.Server.FrontendAddr()
 	}
+	s.serveCodec(guard)
 	opts.Logger = telemetry.SDKLogger(cfg.Logger.Named("sdk"))
 	opts.MetricsHandler = s.Metrics.Handler
 	return opts, nil
@@ -239,6 +259,9 @@ func (s *Stack) Stop() {
 	}
 	if s.metrics != nil {
 		_ = s.metrics.Close()
+	}
+	if s.codecServer != nil {
+		_ = s.codecServer.Close()
 	}
 	if s.Client != nil {
 		s.Client.Close()
