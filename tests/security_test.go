@@ -1,0 +1,330 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	sdklog "go.temporal.io/sdk/log"
+	"google.golang.org/protobuf/proto"
+
+	"refuel/controlplane"
+	"refuel/internal/codec"
+	"refuel/jobs"
+	"refuel/pkg/devserver"
+	"refuel/pkg/spec"
+	"refuel/workflows"
+)
+
+// secureEnv are the standard client settings of a test's refuel clients
+// for a frontend that serves TLS with the pki's certificate, wants a client
+// certificate and takes apiKey.
+func secureEnv(p pki, apiKey string) map[string]string {
+	return map[string]string{
+		"TEMPORAL_TLS_SERVER_CA_CERT_PATH": p.caCert,
+		"TEMPORAL_TLS_CLIENT_CERT_PATH":    p.clientCert,
+		"TEMPORAL_TLS_CLIENT_KEY_PATH":     p.clientKey,
+		"TEMPORAL_API_KEY":                 apiKey,
+	}
+}
+
+// runSecretJob runs a short job whose spec holds secret in its checkpoint
+// URL to completion, and returns its id.
+func runSecretJob(t *testing.T, s *controlplane.Stack, id, secret string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	js := quickJob(id, spec.TierFlexible)
+	js.Team = "secure-team"
+	js.Checkpoint.URL = "file://" + t.TempDir() + "/" + secret
+	if _, err := jobs.Submit(ctx, s.Client, js); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jobs.WaitFor(ctx, s.Client, id, func(st workflows.Status) bool { return st.State == workflows.StateCompleted }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSecureEmbeddedStack runs the whole stack with every guard on: TLS
+// and client certificates on the frontend, API keys, encrypted payloads.
+// The worker, its node agents and the Web UI get in with the standard
+// client settings; clients that lack any of them are refused; the history
+// holds ciphertext while search attributes stay queryable; the codec
+// server decodes for the Web UI's origin and for the CLI's remote codec.
+func TestSecureEmbeddedStack(t *testing.T) {
+	t.Parallel()
+	p := newPKI(t)
+	const apiKey, secret = "refuel-test-key-0123456789", "ckpt-path-nobody-may-read"
+	keyFile := writeSecret(t, p.dir, "api-keys", "# one key a line\n"+apiKey+"\nanother-key-abcdefghijklmnop\n")
+	codecKeys := writeSecret(t, p.dir, "codec-keys", codecKeyLine(t, "k1"))
+	s := startStack(t, func(c *controlplane.Config) {
+		c.UIAddr = "127.0.0.1:0"
+		c.Target.Env = secureEnv(p, apiKey)
+		c.Target.CodecKeys = codecKeys
+		c.Security = controlplane.Security{
+			TLS:        devserver.TLS{CertFile: p.serverCert, KeyFile: p.serverKey, ClientCAFile: p.caCert},
+			APIKeyFile: keyFile, CodecServer: "127.0.0.1:0",
+		}
+	})
+	const id = "secure-run"
+	runSecretJob(t, s, id, secret)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	t.Run("refused without credentials", func(t *testing.T) {
+		caPool := x509.NewCertPool()
+		pem, _ := os.ReadFile(p.caCert)
+		caPool.AppendCertsFromPEM(pem)
+		mine, _ := tls.LoadX509KeyPair(p.clientCert, p.clientKey)
+		other, _ := tls.LoadX509KeyPair(p.otherCert, p.otherKey)
+		withCert := func(c tls.Certificate) *tls.Config {
+			return &tls.Config{RootCAs: caPool, Certificates: []tls.Certificate{c}}
+		}
+		cases := map[string]client.ConnectionOptions{
+			"plaintext":                        {},
+			"TLS without a client certificate": {TLS: &tls.Config{RootCAs: caPool}},
+			"another CA's client certificate":  {TLS: withCert(other)},
+		}
+		for name, conn := range cases {
+			if _, err := dialRaw(ctx, s.Address, conn, ""); err == nil {
+				t.Errorf("%s: connected", name)
+			} else {
+				t.Logf("%s: %v", name, err)
+			}
+		}
+		for name, key := range map[string]string{"no API key": "", "unknown API key": "not-a-key-of-this-server"} {
+			c, err := dialRaw(ctx, s.Address, client.ConnectionOptions{TLS: withCert(mine)}, key)
+			if err == nil {
+				_, err = c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: "default"})
+				c.Close()
+			}
+			var denied *serviceerror.PermissionDenied
+			if !errors.As(err, &denied) {
+				t.Errorf("%s: got %v, want PermissionDenied", name, err)
+			}
+		}
+	})
+
+	raw := rawClient(ctx, t, s.Address, p, apiKey)
+	t.Run("history holds ciphertext", func(t *testing.T) {
+		start := startedEvent(ctx, t, raw, id)
+		input := start.GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()[0]
+		if enc := string(input.GetMetadata()[codec.MetadataEncoding]); enc != codec.EncodingName {
+			t.Errorf("input encoding %q, want %q", enc, codec.EncodingName)
+		}
+		iter := raw.GetWorkflowHistory(ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		events := 0
+		for iter.HasNext() {
+			ev, err := iter.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			events++
+			b, _ := proto.Marshal(ev)
+			if bytes.Contains(b, []byte(secret)) {
+				t.Fatalf("event %d (%s) holds the spec's checkpoint URL in the clear", ev.GetEventId(), ev.GetEventType())
+			}
+		}
+		t.Logf("%d events, none with the secret", events)
+	})
+
+	t.Run("search attributes stay queryable", func(t *testing.T) {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			resp, err := raw.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+				Namespace: "default", Query: fmt.Sprintf(`RefuelTeam="secure-team" AND RefuelState="completed" AND WorkflowId=%q`, id),
+			})
+			if err == nil && len(resp.GetExecutions()) == 1 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("query by search attributes: %v, %v", resp, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
+
+	t.Run("Web UI reads runs through the codec server", func(t *testing.T) {
+		browser := httpsClient(t, p)
+		var settings struct {
+			Codec struct{ Endpoint string }
+		}
+		getJSON(t, browser, s.UIURL()+"/api/v1/settings", &settings)
+		if settings.Codec.Endpoint != s.CodecURL || !strings.HasPrefix(s.CodecURL, "https://") {
+			t.Errorf("the UI's codec endpoint is %q; want the worker's codec server %q over HTTPS", settings.Codec.Endpoint, s.CodecURL)
+		}
+		// What the browser does: fetch the history from the UI server (which
+		// reaches the frontend with refuel's client settings), then have the
+		// codec server decode its payloads, from the UI's origin.
+		var history struct {
+			History struct {
+				Events []map[string]json.RawMessage
+			}
+		}
+		getJSON(t, browser, s.UIURL()+"/api/v1/namespaces/default/workflows/"+id+"/history", &history)
+		if len(history.History.Events) == 0 {
+			t.Fatal("the UI returned no events")
+		}
+		var start struct {
+			Input struct {
+				Payloads []json.RawMessage
+			}
+		}
+		if err := json.Unmarshal(history.History.Events[0]["workflowExecutionStartedEventAttributes"], &start); err != nil || len(start.Input.Payloads) == 0 {
+			t.Fatalf("start event from the UI: %v", err)
+		}
+		if bytes.Contains(start.Input.Payloads[0], []byte(secret)) {
+			t.Fatal("the UI server shows the input in the clear before any codec")
+		}
+		body := []byte(`{"payloads":[` + string(start.Input.Payloads[0]) + `]}`)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.CodecURL+"/decode", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Namespace", "default")
+		req.Header.Set("Origin", s.UIURL())
+		resp, err := browser.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		decoded, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Access-Control-Allow-Origin") != s.UIURL() {
+			t.Fatalf("decode from the UI's origin: %d, CORS %q: %s", resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"), decoded)
+		}
+		var out struct{ Payloads []struct{ Data string } }
+		if err := json.Unmarshal(decoded, &out); err != nil || len(out.Payloads) != 1 {
+			t.Fatalf("decode answer %s: %v", decoded, err)
+		}
+		data, _ := base64.StdEncoding.DecodeString(out.Payloads[0].Data)
+		if !bytes.Contains(data, []byte(secret)) {
+			t.Errorf("decoded input lacks the spec: %s", data)
+		}
+	})
+
+	t.Run("the server's own workers get in", func(t *testing.T) {
+		// Schedules run in the server's system worker, which has neither a
+		// client certificate nor an API key: the internal frontend serves it.
+		if err := controlplane.EnsureJanitorSchedule(ctx, s.Client, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		h := s.Client.ScheduleClient().GetHandle(ctx, controlplane.JanitorScheduleID)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			desc, err := h.Describe(ctx)
+			if err == nil && len(desc.Info.RecentActions) > 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the janitor schedule never fired: %v", err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
+
+	t.Run("CLI remote codec decodes", func(t *testing.T) {
+		start := startedEvent(ctx, t, raw, id)
+		remote := converter.NewRemoteDataConverter(converter.GetDefaultDataConverter(), converter.RemoteDataConverterOptions{
+			Endpoint: s.CodecURL, Client: *httpsClient(t, p),
+		})
+		var js spec.JobSpec
+		if err := remote.FromPayloads(start.GetWorkflowExecutionStartedEventAttributes().GetInput(), &js); err != nil {
+			t.Fatal(err)
+		}
+		if js.ID != id || !strings.Contains(js.Checkpoint.URL, secret) {
+			t.Errorf("decoded spec %+v", js)
+		}
+	})
+}
+
+// dialRaw connects with exactly the given settings and no codec.
+func dialRaw(ctx context.Context, addr string, conn client.ConnectionOptions, apiKey string) (client.Client, error) {
+	opts := client.Options{HostPort: addr, Namespace: "default", ConnectionOptions: conn,
+		Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}
+	if apiKey != "" {
+		opts.Credentials = client.NewAPIKeyStaticCredentials(apiKey)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return client.DialContext(ctx, opts)
+}
+
+// rawClient is a client with every credential but no codec keys: it sees
+// the history as the server stores it.
+func rawClient(ctx context.Context, t *testing.T, addr string, p pki, apiKey string) client.Client {
+	t.Helper()
+	c, err := dialRaw(ctx, addr, client.ConnectionOptions{TLS: clientTLS(t, p)}, apiKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func clientTLS(t *testing.T, p pki) *tls.Config {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pem, err := os.ReadFile(p.caCert)
+	if err != nil || !pool.AppendCertsFromPEM(pem) {
+		t.Fatalf("CA: %v", err)
+	}
+	cert, err := tls.LoadX509KeyPair(p.clientCert, p.clientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}
+}
+
+// httpsClient trusts the test's CA, as an operator's browser would.
+func httpsClient(t *testing.T, p pki) *http.Client {
+	t.Helper()
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: clientTLS(t, p)}}
+	t.Cleanup(c.CloseIdleConnections)
+	return c
+}
+
+func getJSON(t *testing.T, c *http.Client, url string, v any) {
+	t.Helper()
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, body)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		t.Fatalf("GET %s: %v in %s", url, err, body)
+	}
+}
+
+// startedEvent is the run's first event, which holds its input.
+func startedEvent(ctx context.Context, t *testing.T, c client.Client, id string) *historypb.HistoryEvent {
+	t.Helper()
+	iter := c.GetWorkflowHistory(ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	ev, err := iter.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.GetEventType() != enums.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED {
+		t.Fatalf("first event is %s", ev.GetEventType())
+	}
+	return ev
+}
