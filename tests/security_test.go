@@ -11,22 +11,27 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
 	"go.temporal.io/sdk/converter"
 	sdklog "go.temporal.io/sdk/log"
 	"google.golang.org/protobuf/proto"
 
 	"refuel/controlplane"
+	"refuel/internal/cluster"
 	"refuel/internal/codec"
 	"refuel/jobs"
 	"refuel/pkg/devserver"
@@ -327,4 +332,176 @@ func startedEvent(ctx context.Context, t *testing.T, c client.Client, id string)
 		t.Fatalf("first event is %s", ev.GetEventType())
 	}
 	return ev
+}
+
+// TestExternalClusterWithClientSettings starts a guarded server apart,
+// as an operator's cluster, and the control plane against it with nothing
+// but the standard client settings: the worker and its node agents run a
+// job; without the API key the control plane does not start, and says why.
+func TestExternalClusterWithClientSettings(t *testing.T) {
+	t.Parallel()
+	p := newPKI(t)
+	const apiKey = "external-cluster-key-0123456789"
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	env := secureEnv(p, apiKey)
+	srv := startDevserver(ctx, t, devserver.Options{
+		FrontendAddr: "127.0.0.1:0", SearchAttributes: workflows.SearchAttributeTypes,
+		TLS:     devserver.TLS{CertFile: p.serverCert, KeyFile: p.serverKey, ClientCAFile: p.caCert},
+		APIKeys: []string{apiKey},
+		Client: devserver.Client{APIKey: apiKey, TLS: &envconfig.ClientConfigTLS{
+			ServerCACertPath: p.caCert, ClientCertPath: p.clientCert, ClientKeyPath: p.clientKey,
+		}},
+	})
+	env["TEMPORAL_ADDRESS"] = srv.FrontendAddr()
+
+	s := startStack(t, func(c *controlplane.Config) { c.Target.Env = env })
+	if s.Server != nil {
+		t.Fatal("the control plane started an embedded server although TEMPORAL_ADDRESS names a cluster")
+	}
+	runSecretJob(t, s, "external-run", "external-secret")
+
+	without := maps.Clone(env)
+	delete(without, "TEMPORAL_API_KEY")
+	cfg := controlplane.Config{InMemory: true, DataDir: t.TempDir(), MetricsAddr: "-", JanitorEvery: -1, Target: cluster.Target{Env: without}}
+	_, err := controlplane.Start(ctx, cfg)
+	if err == nil || !strings.Contains(err.Error(), "refused refuel's credentials") || !strings.Contains(err.Error(), "TEMPORAL_API_KEY") {
+		t.Errorf("start without the API key: got %v, want an error saying the credentials were refused and naming TEMPORAL_API_KEY", err)
+	}
+}
+
+// TestCodecKeyRotation rotates the codec key under a running workflow: a
+// run started under the old key is paused, the worker restarts with a new
+// key first and the old one after it, and the run resumes and completes.
+// Its history then holds payloads of both keys, and the worker with both
+// replays it.
+func TestCodecKeyRotation(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	oldLine, newLine := codecKeyLine(t, "2026-01"), codecKeyLine(t, "2026-02")
+	before := writeSecret(t, dir, "keys-before", oldLine)
+	during := writeSecret(t, dir, "keys-during", newLine+oldLine)
+	data := t.TempDir()
+	stack := func(keys string) *controlplane.Stack {
+		return startStack(t, func(c *controlplane.Config) {
+			c.InMemory, c.DataDir = false, data
+			c.Target.CodecKeys = keys
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const id = "rotated-run"
+
+	first := stack(before)
+	js := quickJob(id, spec.TierFlexible)
+	js.Work = spec.Duration(4 * time.Second)
+	if _, err := jobs.Submit(ctx, first.Client, js); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jobs.WaitFor(ctx, first.Client, id, func(st workflows.Status) bool { return st.LastCheckpoint != nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := jobs.Pause(ctx, first.Client, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jobs.WaitFor(ctx, first.Client, id, func(st workflows.Status) bool { return st.Paused && st.Instance == nil }); err != nil {
+		t.Fatal(err)
+	}
+	first.Stop()
+
+	second := stack(during)
+	if err := jobs.Resume(ctx, second.Client, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jobs.WaitFor(ctx, second.Client, id, func(st workflows.Status) bool { return st.State == workflows.StateCompleted }); err != nil {
+		t.Fatal(err)
+	}
+
+	seen := map[string]int{}
+	iter := second.Client.GetWorkflowHistory(ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range payloadsOf(ev) {
+			seen[string(p.GetMetadata()[codec.MetadataKeyID])]++
+		}
+	}
+	if seen["2026-01"] == 0 || seen["2026-02"] == 0 || seen[""] != 0 {
+		t.Errorf("payloads by key ID: %v; want both keys and no plaintext", seen)
+	}
+}
+
+// payloadsOf are the payloads of the events a run's input, signals and
+// activity results put in its history.
+func payloadsOf(ev *historypb.HistoryEvent) []*commonpb.Payload {
+	var ps []*commonpb.Payload
+	add := func(p *commonpb.Payloads) { ps = append(ps, p.GetPayloads()...) }
+	add(ev.GetWorkflowExecutionStartedEventAttributes().GetInput())
+	add(ev.GetWorkflowExecutionSignaledEventAttributes().GetInput())
+	add(ev.GetActivityTaskScheduledEventAttributes().GetInput())
+	add(ev.GetActivityTaskCompletedEventAttributes().GetResult())
+	return ps
+}
+
+// TestBadSecurityConfigurationFailsAtStart: every mistake stops the start
+// with an error naming the flag or setting to fix, never a stack that
+// quietly serves plaintext.
+func TestBadSecurityConfigurationFailsAtStart(t *testing.T) {
+	t.Parallel()
+	p := newPKI(t)
+	const apiKey = "refuel-test-key-0123456789"
+	goodKeys := writeSecret(t, p.dir, "api-keys", apiKey+"\n")
+	shortKey := writeSecret(t, p.dir, "short-keys", apiKey+"\nshort\n")
+	openKeys := filepath.Join(p.dir, "open-keys")
+	if err := os.WriteFile(openKeys, []byte(apiKey+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	badCodec := writeSecret(t, p.dir, "codec-keys", "k1:c2hvcnQ=\n")
+	token := writeSecret(t, p.dir, "token", "0123456789abcdef0123\n")
+	serverTLS := devserver.TLS{CertFile: p.serverCert, KeyFile: p.serverKey}
+	tests := map[string]struct {
+		sec       controlplane.Security
+		env       map[string]string
+		codecKeys string
+		want      string
+	}{
+		"certificate without key":           {sec: controlplane.Security{TLS: devserver.TLS{CertFile: p.serverCert}}, want: "--tls-cert: given without --tls-key"},
+		"key without certificate":           {sec: controlplane.Security{TLS: devserver.TLS{KeyFile: p.serverKey}}, want: "--tls-key: given without --tls-cert"},
+		"client CA without certificate":     {sec: controlplane.Security{TLS: devserver.TLS{ClientCAFile: p.caCert}}, want: "--tls-client-ca: mutual TLS needs the server's own certificate"},
+		"certificate with another's key":    {sec: controlplane.Security{TLS: devserver.TLS{CertFile: p.serverCert, KeyFile: p.clientKey}}, want: "--tls-cert/--tls-key"},
+		"client CA that is no certificate":  {sec: controlplane.Security{TLS: devserver.TLS{CertFile: p.serverCert, KeyFile: p.serverKey, ClientCAFile: p.serverKey}}, want: "holds no PEM certificate"},
+		"TLS server, plaintext clients":     {sec: controlplane.Security{TLS: serverTLS}, want: "TEMPORAL_TLS_SERVER_CA_CERT_PATH"},
+		"mTLS server, clients without cert": {sec: controlplane.Security{TLS: devserver.TLS{CertFile: p.serverCert, KeyFile: p.serverKey, ClientCAFile: p.caCert}}, env: map[string]string{"TEMPORAL_TLS_SERVER_CA_CERT_PATH": p.caCert}, want: "TEMPORAL_TLS_CLIENT_CERT_PATH"},
+		"API key file with a short key":     {sec: controlplane.Security{APIKeyFile: shortKey}, want: "line 2: a key of 5 characters"},
+		"API key file others can read":      {sec: controlplane.Security{APIKeyFile: openKeys}, want: "chmod 600"},
+		"API keys, clients without one":     {sec: controlplane.Security{TLS: serverTLS, APIKeyFile: goodKeys}, env: map[string]string{"TEMPORAL_TLS_SERVER_CA_CERT_PATH": p.caCert}, want: "set TEMPORAL_API_KEY"},
+		"API keys, clients with another":    {sec: controlplane.Security{TLS: serverTLS, APIKeyFile: goodKeys}, env: map[string]string{"TEMPORAL_TLS_SERVER_CA_CERT_PATH": p.caCert, "TEMPORAL_API_KEY": "some-other-key-0123456789"}, want: "not one of the file's keys"},
+		"API key over plaintext":            {sec: controlplane.Security{APIKeyFile: goodKeys}, env: map[string]string{"TEMPORAL_API_KEY": apiKey}, want: "TEMPORAL_TLS=false"},
+		"codec key of the wrong size":       {codecKeys: badCodec, want: "line 1: key \"k1\" is 5 bytes; AES-256 needs 32"},
+		"codec token without keys":          {sec: controlplane.Security{CodecTokenFile: token}, want: "--codec-token-file guards the codec server, which runs only with codec keys"},
+		"guards on an external cluster":     {sec: controlplane.Security{TLS: serverTLS}, env: map[string]string{"TEMPORAL_ADDRESS": "127.0.0.1:1"}, want: "guard the embedded server"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			env := tc.env
+			if env == nil {
+				env = map[string]string{}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			s, err := controlplane.Start(ctx, controlplane.Config{
+				InMemory: true, DataDir: t.TempDir(), FrontendAddr: "127.0.0.1:0", UIAddr: "-", MetricsAddr: "-", JanitorEvery: -1,
+				Target: cluster.Target{Env: env, CodecKeys: tc.codecKeys}, Security: tc.sec,
+			})
+			if err == nil {
+				s.Stop()
+				t.Fatalf("started; want an error containing %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v\nwant it to contain %q", err, tc.want)
+			}
+		})
+	}
 }

@@ -5,12 +5,15 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 
@@ -169,13 +172,44 @@ func (m mapLookup) LookupEnv(key string) (string, bool) {
 }
 
 // Dial connects and checks the connection, with an error that says what
-// to fix when nothing answers.
+// to fix when nothing answers or the cluster refuses the credentials.
 func Dial(ctx context.Context, opts client.Options) (client.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	c, err := client.DialContext(ctx, opts)
+	var denied *serviceerror.PermissionDenied
+	if errors.As(err, &denied) {
+		return nil, refused(opts, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach Temporal at %s (namespace %s): %w; start the stack with `make run` or `go run ./worker`, or set TEMPORAL_ADDRESS", opts.HostPort, opts.Namespace, err)
 	}
-	return c, nil
+	// A cluster may let anyone ask for its health and check credentials
+	// only on real calls; a first one shows whether they are accepted. A
+	// server that just started may not know the namespace for a moment.
+	for {
+		_, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: opts.Namespace})
+		var nsNotFound *serviceerror.NamespaceNotFound
+		var notFound *serviceerror.NotFound
+		switch {
+		case err == nil:
+			return c, nil
+		case errors.As(err, &denied):
+			c.Close()
+			return nil, refused(opts, err)
+		case !errors.As(err, &nsNotFound) && !errors.As(err, &notFound) || ctx.Err() != nil:
+			c.Close()
+			return nil, fmt.Errorf("Temporal at %s, namespace %s: %w", opts.HostPort, opts.Namespace, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// refused says that the cluster turned the credentials down, and which
+// settings carry them.
+func refused(opts client.Options, err error) error {
+	return fmt.Errorf("Temporal at %s refused refuel's credentials: %w; set TEMPORAL_API_KEY to a key the cluster accepts (and TEMPORAL_TLS_CLIENT_CERT_PATH and _KEY_PATH where it wants client certificates)", opts.HostPort, err)
 }
