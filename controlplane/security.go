@@ -12,6 +12,7 @@ import (
 
 	"refuel/internal/cluster"
 	"refuel/internal/codec"
+	"refuel/internal/secretfile"
 	"refuel/pkg/devserver"
 )
 
@@ -81,7 +82,7 @@ func (s *Stack) prepareSecurity() (guard, error) {
 		return g, nil
 	}
 	if sec.CodecTokenFile != "" {
-		if g.token, err = codec.ReadToken(sec.CodecTokenFile); err != nil {
+		if g.token, err = secretfile.Token(sec.CodecTokenFile); err != nil {
 			return g, fmt.Errorf("--codec-token-file: %w", err)
 		}
 	}

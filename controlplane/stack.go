@@ -102,6 +102,10 @@ type Stack struct {
 	codecServer *http.Server
 	closers     []func()
 	log         *zap.Logger
+
+	// ec2Credentials are the AWS provider's, which the in-process EC2
+	// endpoint checks signatures against.
+	ec2Credentials awscloud.Config
 }
 
 // Start brings the control plane up and returns once its worker polls.

@@ -34,6 +34,7 @@ import (
 	"refuel/internal/cluster"
 	"refuel/internal/codec"
 	"refuel/jobs"
+	awscloud "refuel/pkg/cloud/aws"
 	"refuel/pkg/devserver"
 	"refuel/pkg/spec"
 	"refuel/workflows"
@@ -503,5 +504,60 @@ func TestBadSecurityConfigurationFailsAtStart(t *testing.T) {
 				t.Errorf("got %v\nwant it to contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestEC2EndpointChecksSignaturesAndControlToken runs a job through the
+// AWS provider, whose every call the in-process EC2 endpoint verifies
+// (Signature Version 4, the real SDK on both sides); a provider with a
+// wrong secret is refused with AuthFailure; the sim's
+// controls want their token.
+func TestEC2EndpointChecksSignaturesAndControlToken(t *testing.T) {
+	t.Parallel()
+	const token = "sim-control-token-0123456789"
+	s := startStack(t, func(c *controlplane.Config) {
+		c.Provider = controlplane.ProviderAWS
+		c.Sim = controlplane.SimConfig{Traces: market(t, map[string][]int{"us-west-2a": {1, 1}}), Speed: 0, Notice: 15 * time.Second,
+			ServeEC2: "127.0.0.1:0", ControlToken: token}
+		c.AWS = awscloud.Config{
+			Region: "us-west-2", AccessKeyID: "AKIDREFUELTEST", SecretAccessKey: "the-provider-secret",
+			LaunchTemplate: awscloud.LaunchTemplate{Name: "refuel-node"}, PollInterval: 100 * time.Millisecond,
+			InstanceTypes: []awscloud.InstanceType{{Name: "p3.2xlarge", GPUs: 1, OnDemandPrice: 3.06}},
+		}
+	})
+	runSecretJob(t, s, "signed-run", "signed-secret")
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	wrong, err := awscloud.New(ctx, awscloud.Config{
+		Endpoint: "http://" + s.EC2Endpoint, Region: "us-west-2", AccessKeyID: "AKIDREFUELTEST", SecretAccessKey: "a-guessed-secret",
+		LaunchTemplate: awscloud.LaunchTemplate{Name: "refuel-node"},
+		InstanceTypes:  []awscloud.InstanceType{{Name: "p3.2xlarge", GPUs: 1, OnDemandPrice: 3.06}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = wrong.List(ctx, nil)
+	if err == nil || !strings.Contains(err.Error(), "AuthFailure") || !strings.Contains(err.Error(), "does not accept the credentials") {
+		t.Errorf("provider with a wrong secret: got %v, want AuthFailure explained as refused credentials", err)
+	}
+
+	advance := func(auth string) int {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+s.EC2Endpoint+"/sim/advance", nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := advance(""); got != http.StatusUnauthorized {
+		t.Errorf("/sim/advance without the token: %d, want 401", got)
+	}
+	if got := advance("Bearer " + token); got != http.StatusOK {
+		t.Errorf("/sim/advance with the token: %d, want 200", got)
 	}
 }

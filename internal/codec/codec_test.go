@@ -280,22 +280,3 @@ func TestHandlerCORSAndAuth(t *testing.T) {
 		})
 	}
 }
-
-func TestReadToken(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	if tok, err := ReadToken(write("good", "0123456789abcdef0123\n")); err != nil || tok != "0123456789abcdef0123" {
-		t.Errorf("good token: %q, %v", tok, err)
-	}
-	for name, content := range map[string]string{"empty": "\n", "short": "abc", "two words": "0123456789abcdef 0123456789abcdef"} {
-		if _, err := ReadToken(write(name, content)); err == nil {
-			t.Errorf("%s token: no error", name)
-		}
-	}
-}

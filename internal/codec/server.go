@@ -2,14 +2,11 @@ package codec
 
 import (
 	"crypto/subtle"
-	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 
 	"go.temporal.io/sdk/converter"
-
-	"refuel/internal/secretfile"
 )
 
 // DefaultServerAddr is where the worker serves the codec when keys are
@@ -81,22 +78,4 @@ func authorized(r *http.Request, token string) bool {
 		given = auth[len("Bearer "):]
 	}
 	return given != "" && subtle.ConstantTimeCompare([]byte(given), []byte(token)) == 1
-}
-
-// ReadToken reads the codec server's token: the file's one line.
-func ReadToken(path string) (string, error) {
-	data, err := secretfile.Read(path)
-	if err != nil {
-		return "", fmt.Errorf("codec token %s: %w", path, err)
-	}
-	token := strings.TrimSpace(string(data))
-	switch {
-	case token == "":
-		return "", fmt.Errorf("codec token %s: the file is empty; put one token in it (e.g. `openssl rand -hex 32 > %s`)", path, path)
-	case strings.ContainsAny(token, " \t\r\n"):
-		return "", fmt.Errorf("codec token %s: want one token on one line, without spaces", path)
-	case len(token) < 16:
-		return "", fmt.Errorf("codec token %s: %d characters is guessable; use at least 16 (e.g. `openssl rand -hex 32`)", path, len(token))
-	}
-	return token, nil
 }

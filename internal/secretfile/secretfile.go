@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
 
 // Read returns the file's content. A file that group or others may read
@@ -25,4 +26,25 @@ func Read(path string) ([]byte, error) {
 		return nil, fmt.Errorf("mode %04o lets other users read it; run `chmod 600 %s`", perm, path)
 	}
 	return io.ReadAll(f)
+}
+
+// minToken is the shortest token accepted: shorter ones can be guessed.
+const minToken = 16
+
+// Token reads a file holding one token on one line.
+func Token(path string) (string, error) {
+	data, err := Read(path)
+	if err != nil {
+		return "", fmt.Errorf("token %s: %w", path, err)
+	}
+	token := strings.TrimSpace(string(data))
+	switch {
+	case token == "":
+		return "", fmt.Errorf("token %s: the file is empty; put one token in it (e.g. `openssl rand -hex 32 > %s`)", path, path)
+	case strings.ContainsAny(token, " \t\r\n"):
+		return "", fmt.Errorf("token %s: want one token on one line, without spaces", path)
+	case len(token) < minToken:
+		return "", fmt.Errorf("token %s: %d characters can be guessed; use at least %d (e.g. `openssl rand -hex 32`)", path, len(token), minToken)
+	}
+	return token, nil
 }
