@@ -290,7 +290,12 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, err
 	}
 	cfg.DataDir = abs
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	// The data directory holds histories, checkpoints and logs: only this
+	// user may look in, including into one an older refuel made.
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return cfg, fmt.Errorf("--data-dir %s: %w", cfg.DataDir, err)
+	}
+	if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
 		return cfg, fmt.Errorf("--data-dir %s: %w", cfg.DataDir, err)
 	}
 	if cfg.FrontendAddr == "" {

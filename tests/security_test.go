@@ -432,6 +432,16 @@ func TestCodecKeyRotation(t *testing.T) {
 	if seen["2026-01"] == 0 || seen["2026-02"] == 0 || seen[""] != 0 {
 		t.Errorf("payloads by key ID: %v; want both keys and no plaintext", seen)
 	}
+
+	// What the stack keeps on disk is its user's alone.
+	for name, want := range map[string]os.FileMode{"": 0o700, "temporal.db": 0o600, "checkpoint-logs.json": 0o600, "checkpoints": 0o700} {
+		info, err := os.Stat(filepath.Join(data, name))
+		if err != nil {
+			t.Error(err)
+		} else if got := info.Mode().Perm(); got != want {
+			t.Errorf("%s/%s: mode %04o, want %04o", data, name, got, want)
+		}
+	}
 }
 
 // payloadsOf are the payloads of the events a run's input, signals and
