@@ -73,11 +73,19 @@ func newAPIKeyClaims(keys []string) *apiKeyClaims {
 	return m
 }
 
-var errUnknownAPIKey = errors.New("the request's API key is not one of the frontend's")
+var (
+	errNoAPIKey      = errors.New("the request carries no API key")
+	errUnknownAPIKey = errors.New("the request's API key is not one of the frontend's")
+)
 
 // GetClaims is called only for requests that carry a token or a client
-// certificate; the authorizer refuses the rest, which have no claims.
+// certificate; the authorizer refuses the rest, which have no claims. A
+// client certificate alone is not enough: it says who connects, the key
+// what they may do.
 func (m *apiKeyClaims) GetClaims(info *authorization.AuthInfo) (*authorization.Claims, error) {
+	if info.AuthToken == "" {
+		return nil, errNoAPIKey
+	}
 	token, ok := bearer(info.AuthToken)
 	if !ok {
 		return nil, errUnknownAPIKey
