@@ -72,11 +72,14 @@ func (s *Stack) prepareSecurity() (guard, error) {
 	}
 	g.client = devserver.Client{TLS: prof.TLS, APIKey: prof.APIKey}
 
-	if g.codec, err = cluster.Codec(s.cfg.Target); err != nil || g.codec == nil {
-		if g.codec == nil && sec.CodecTokenFile != "" && err == nil {
-			err = errors.New("--codec-token-file guards the codec server, which runs only with codec keys: add --codec-keys FILE (env REFUEL_CODEC_KEYS)")
-		}
+	if g.codec, err = cluster.Codec(s.cfg.Target); err != nil {
 		return g, err
+	}
+	if g.codec == nil {
+		if sec.CodecTokenFile != "" {
+			return g, errors.New("--codec-token-file guards the codec server, which runs only with codec keys: add --codec-keys FILE (env REFUEL_CODEC_KEYS)")
+		}
+		return g, nil
 	}
 	if sec.CodecServer == "-" {
 		return g, nil

@@ -387,6 +387,7 @@ func TestCodecKeyRotation(t *testing.T) {
 		return startStack(t, func(c *controlplane.Config) {
 			c.InMemory, c.DataDir = false, data
 			c.Target.CodecKeys = keys
+			c.Security.CodecServer = "127.0.0.1:0"
 		})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
