@@ -49,6 +49,9 @@ type SimConfig struct {
 	// RestartOverhead is the market time each start of an instance costs
 	// a run keeping market time (0: sim.DefaultRestartOverhead).
 	RestartOverhead time.Duration
+	// ControlToken, when set, must come with every call to the EC2
+	// endpoint's /sim/ controls, which can take any instance away.
+	ControlToken string
 }
 
 // AgentLauncher is how every simulated cloud of this control plane starts
@@ -99,6 +102,9 @@ func (s *Stack) startProviders(ctx context.Context, launcher local.LauncherConfi
 	case ProviderAWS:
 		awsCfg := cfg.AWS
 		if cfg.Sim.ServeEC2 != "" {
+			// The endpoint checks the provider's signatures as EC2 would,
+			// with the static credentials it was given.
+			s.ec2Credentials = awsCfg
 			if _, err := s.startSim(launcher, &set); err != nil {
 				return set, err
 			}
@@ -150,9 +156,13 @@ func (s *Stack) startSim(launcher local.LauncherConfig, set *providerSet) (*sim.
 	if err != nil {
 		return nil, fmt.Errorf("--ec2-sim %s: %w", cfg.Sim.ServeEC2, err)
 	}
+	var opts []ec2api.Option
+	if aws := s.ec2Credentials; aws.AccessKeyID != "" && aws.SecretAccessKey != "" {
+		opts = append(opts, ec2api.WithCredentials(aws.AccessKeyID, aws.SecretAccessKey))
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/sim/", c.ControlHandler())
-	mux.Handle("/", ec2api.New(c, cfg.Logger.Named("ec2api")))
+	mux.Handle("/sim/", ec2api.RequireToken(cfg.Sim.ControlToken, c.ControlHandler()))
+	mux.Handle("/", ec2api.New(c, cfg.Logger.Named("ec2api"), opts...))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	s.EC2Endpoint = ln.Addr().String()

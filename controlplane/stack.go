@@ -76,6 +76,9 @@ type Config struct {
 	// negative means no janitor schedule.
 	JanitorEvery time.Duration
 	Logger       *zap.Logger
+	// Security guards the embedded frontend (TLS, client certificates,
+	// API keys) and configures the codec server; see security.go.
+	Security Security
 }
 
 // Stack is a running control plane.
@@ -93,16 +96,22 @@ type Stack struct {
 	Sim       *sim.Cloud // set when the simulated cloud runs here
 	// EC2Endpoint is where the in-process sim serves EC2's API, if it does.
 	EC2Endpoint string
+	// CodecURL is where the codec server answers, "" when none runs.
+	CodecURL    string
 	Metrics     *telemetry.Metrics
 	Address     string
 	cfg         Config
 	worker      worker.Worker
 	metrics     *http.Server
+	codecServer *http.Server
 	closers     []func()
 	log         *zap.Logger
 	// identity is the worker's, as pollers show it to /readyz.
 	identity string
 	stopping atomic.Bool
+	// ec2Credentials are the AWS provider's, which the in-process EC2
+	// endpoint checks signatures against.
+	ec2Credentials awscloud.Config
 }
 
 // Start brings the control plane up and returns once its worker polls.
@@ -131,6 +140,9 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	s.Address = opts.HostPort
 
 	launcher := AgentLauncher(cfg.SelfCommand, opts.HostPort, opts.Namespace, cfg.CheckpointURL, cfg.DemoStepTime, cfg.instancesDir(), cfg.Logger)
+	if launcher.Env, err = cluster.ConnectEnv(cfg.Target); err != nil {
+		return nil, err
+	}
 	set, err := s.startProviders(ctx, launcher)
 	s.closers = set.closers
 	if err != nil {
@@ -203,6 +215,15 @@ func (s *Stack) connectOptions(ctx context.Context) (client.Options, error) {
 	if err != nil {
 		return opts, err
 	}
+	guard, err := s.prepareSecurity()
+	if err != nil {
+		return opts, err
+	}
+	defer func() {
+		if s.codecServer == nil && guard.codecLn != nil {
+			_ = guard.codecLn.Close() // the start failed before serving it
+		}
+	}()
 	if !cluster.External(cfg.Target) {
 		dataDir := cfg.DataDir
 		if cfg.InMemory {
@@ -215,12 +236,14 @@ func (s *Stack) connectOptions(ctx context.Context) (client.Options, error) {
 		s.Server, err = devserver.Start(ctx, devserver.Options{
 			DataDir: dataDir, FrontendAddr: cfg.FrontendAddr, UIAddr: uiAddr,
 			Namespace: opts.Namespace, SearchAttributes: workflows.SearchAttributeTypes, Logger: cfg.Logger.Named("temporal"),
+			TLS: guard.tls, APIKeys: guard.apiKeys, Client: guard.client, UICodec: guard.uiCodec,
 		})
 		if err != nil {
 			return opts, err
 		}
 		opts.HostPort = s.Server.FrontendAddr()
 	}
+	s.serveCodec(guard)
 	opts.Logger = telemetry.SDKLogger(cfg.Logger.Named("sdk"))
 	opts.MetricsHandler = s.Metrics.Handler
 	if opts.Identity == "" {
@@ -260,6 +283,9 @@ func (s *Stack) Stop() {
 	if s.metrics != nil {
 		_ = s.metrics.Close()
 	}
+	if s.codecServer != nil {
+		_ = s.codecServer.Close()
+	}
 	if s.Client != nil {
 		s.Client.Close()
 	}
@@ -286,7 +312,12 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, err
 	}
 	cfg.DataDir = abs
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	// The data directory holds histories, checkpoints and logs: only this
+	// user may look in, including into one an older refuel made.
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return cfg, fmt.Errorf("--data-dir %s: %w", cfg.DataDir, err)
+	}
+	if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
 		return cfg, fmt.Errorf("--data-dir %s: %w", cfg.DataDir, err)
 	}
 	if cfg.FrontendAddr == "" {

@@ -21,6 +21,7 @@ import (
 
 	"refuel/controlplane"
 	"refuel/internal/cluster"
+	"refuel/internal/secretfile"
 	"refuel/internal/telemetry"
 	"refuel/pkg/cloud/local"
 	"refuel/pkg/cloud/sim"
@@ -52,6 +53,8 @@ func ec2sim(args []string) int {
 		stepTime  = fs.Duration("demo-step-time", 100*time.Millisecond, "pace of the demo trainer the agents run: a spec's work becomes work/step-time steps")
 		report    = fs.Duration("report", 10*time.Second, "how often to print the market's progress; 0 prints none")
 		logLevel  = fs.String("log-level", "info", "debug, info, warn or error")
+		creds     = fs.String("credentials", os.Getenv("REFUEL_EC2_SIM_CREDENTIALS"), "ACCESS:SECRET: check every request's Signature Version 4 against these credentials and answer AuthFailure otherwise, as EC2 does (env REFUEL_EC2_SIM_CREDENTIALS); default: signatures are not checked")
+		ctlToken  = fs.String("control-token-file", os.Getenv("REFUEL_SIM_CONTROL_TOKEN_FILE"), "the /sim/ controls (which can take any instance away) ask for the token in this file (mode 0600) as Authorization: Bearer TOKEN (env REFUEL_SIM_CONTROL_TOKEN_FILE); default: open")
 	)
 	fs.Var(spotPrices, "spot-price", "starting spot price of an instance type, TYPE=DOLLARS_PER_HOUR such as p3.2xlarge=0.9701; repeatable")
 	fs.Var(onDemandPrices, "ondemand-price", "on-demand price of an instance type, TYPE=DOLLARS_PER_HOUR such as p3.2xlarge=3.06; repeatable")
@@ -79,6 +82,22 @@ func ec2sim(args []string) int {
 		return bad("--quota-* flags must be 0 (unlimited) or more")
 	case *rateLimit < 0 || *rateBurst < 0:
 		return bad("--rate-limit and --rate-burst must be 0 or more")
+	}
+	var apiOpts []ec2api.Option
+	if *creds != "" {
+		id, secret, err := ec2api.ParseCredentials(*creds)
+		if err != nil {
+			return bad("--credentials: %v", err)
+		}
+		apiOpts = append(apiOpts, ec2api.WithCredentials(id, secret))
+	}
+	var token string
+	if *ctlToken != "" {
+		t, err := secretfile.Token(*ctlToken)
+		if err != nil {
+			return bad("--control-token-file: %v", err)
+		}
+		token = t
 	}
 	log, err := telemetry.NewLogger(*logLevel, false)
 	if err != nil {
@@ -123,8 +142,8 @@ func ec2sim(args []string) int {
 	}
 	defer func() { _ = cloud.Close() }()
 	mux := http.NewServeMux()
-	mux.Handle("/sim/", cloud.ControlHandler())
-	mux.Handle("/", ec2api.New(cloud, log))
+	mux.Handle("/sim/", ec2api.RequireToken(token, cloud.ControlHandler()))
+	mux.Handle("/", ec2api.New(cloud, log, apiOpts...))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -164,8 +183,12 @@ func agentLauncher(dataDir, address, namespace, ckptURL string, stepTime time.Du
 	if err != nil {
 		return local.LauncherConfig{}, fmt.Errorf("cannot find this executable to start agents: %w", err)
 	}
-	return controlplane.AgentLauncher([]string{self}, opts.HostPort, opts.Namespace, ckptURL, stepTime,
-		filepath.Join(dir, "ec2-sim-instances"), log), nil
+	launcher := controlplane.AgentLauncher([]string{self}, opts.HostPort, opts.Namespace, ckptURL, stepTime,
+		filepath.Join(dir, "ec2-sim-instances"), log)
+	// Agents get what they need to connect, and none of this process's
+	// other settings.
+	launcher.Env, err = cluster.ConnectEnv(cluster.Target{Address: address, Namespace: namespace})
+	return launcher, err
 }
 
 // announce prints what is served where.

@@ -13,8 +13,10 @@ import (
 
 	"refuel/controlplane"
 	"refuel/internal/cluster"
+	"refuel/internal/codec"
 	"refuel/internal/telemetry"
 	awscloud "refuel/pkg/cloud/aws"
+	"refuel/pkg/devserver"
 	"refuel/pkg/pool"
 	"refuel/workflows"
 )
@@ -47,6 +49,13 @@ func serve(args []string) int {
 		changeover = fs.Duration("changeover-overhead", wf.Run.RestartOverhead, "what refuel counts a move from on-demand to spot to cost a run (boot, setup, restoring the checkpoint)")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
 		logJSON    = fs.Bool("log-json", false, "log JSON lines instead of console text")
+		tlsCert    = fs.String("tls-cert", os.Getenv("REFUEL_TLS_CERT"), "serve the embedded frontend and Web UI over TLS with this certificate (PEM), with --tls-key; refuel's clients then need TEMPORAL_TLS_SERVER_CA_CERT_PATH (env REFUEL_TLS_CERT)")
+		tlsKey     = fs.String("tls-key", os.Getenv("REFUEL_TLS_KEY"), "private key (PEM) of --tls-cert (env REFUEL_TLS_KEY)")
+		tlsCA      = fs.String("tls-client-ca", os.Getenv("REFUEL_TLS_CLIENT_CA"), "require client certificates signed by this CA (PEM) on the embedded frontend: mutual TLS; clients then need TEMPORAL_TLS_CLIENT_CERT_PATH and _KEY_PATH (env REFUEL_TLS_CLIENT_CA)")
+		apiKeyFile = fs.String("api-key-file", os.Getenv("REFUEL_API_KEY_FILE"), "API keys the embedded frontend accepts, one a line (mode 0600); every client must send one as TEMPORAL_API_KEY (env REFUEL_API_KEY_FILE)")
+		codecKeys  = fs.String("codec-keys", "", "encrypt payloads with these keys, lines ID:BASE64KEY (32 bytes, mode 0600); the first encrypts, all decrypt (env "+codec.EnvKeys+", read by every refuel binary)")
+		codecAddr  = fs.String("codec-server", envOr("REFUEL_CODEC_SERVER", codec.DefaultServerAddr), "with codec keys, serve Temporal's remote codec (POST /encode, /decode) for the Web UI and `temporal --codec-endpoint` here; - for none (env REFUEL_CODEC_SERVER)")
+		codecToken = fs.String("codec-token-file", os.Getenv("REFUEL_CODEC_TOKEN_FILE"), "the codec server asks every request for the token in this file (mode 0600): Authorization: Bearer TOKEN, or a browser's sign-in at the codec server's address (env REFUEL_CODEC_TOKEN_FILE)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -79,13 +88,17 @@ func serve(args []string) int {
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	stack, err := controlplane.Start(startCtx, controlplane.Config{
-		Target:  cluster.Target{Address: *address, Namespace: *namespace},
+		Target:  cluster.Target{Address: *address, Namespace: *namespace, CodecKeys: *codecKeys},
 		DataDir: *dataDir, FrontendAddr: *frontend, UIAddr: *ui, MetricsAddr: *metrics,
 		CheckpointURL: *ckptURL, DemoStepTime: *stepTime, Logger: log,
 		Provider: *provider, Pools: pools, Workflows: wf,
 		Sim: controlplane.SimConfig{Traces: *simTraces, Speed: *simSpeed, Notice: *simNotice, ServeEC2: *ec2Sim,
 			MarketTime: *simMarket, RestartOverhead: *simRestart},
 		AWS: awsConfig(*awsURL, *awsRegion, *awsLT, *ec2Sim != ""),
+		Security: controlplane.Security{
+			TLS:        devserver.TLS{CertFile: *tlsCert, KeyFile: *tlsKey, ClientCAFile: *tlsCA},
+			APIKeyFile: *apiKeyFile, CodecServer: *codecAddr, CodecTokenFile: *codecToken,
+		},
 	})
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))
@@ -98,7 +111,8 @@ func serve(args []string) int {
 		zap.String("metrics", stack.MetricsURL()),
 		zap.String("task_queue", "refuel"),
 		zap.String("provider", *provider),
-		zap.String("ec2_endpoint", stack.EC2Endpoint))
+		zap.String("ec2_endpoint", stack.EC2Endpoint),
+		zap.String("codec_server", stack.CodecURL))
 	if ui := stack.UIURL(); ui != "" {
 		fmt.Fprintf(os.Stderr, "\n  Temporal Web UI: %s/namespaces/default/workflows\n  Submit a job:    go run ./starter submit examples/job.yaml\n\n", ui)
 	}

@@ -60,7 +60,7 @@ func (s *Store) download(ctx context.Context, step int64, f File, path string) e
 		return fmt.Errorf("checkpoint: read %s of step %d: %w", f.Path, step, err)
 	}
 	defer r.Close()
-	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("checkpoint: restore: %w", err)
 	}
@@ -92,7 +92,7 @@ func mkdirAll(dir string, created []string) ([]string, error) {
 			return created, err
 		}
 	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	if err := os.Mkdir(dir, 0o700); err != nil {
 		return created, err
 	}
 	return append(created, dir), nil

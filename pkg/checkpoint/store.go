@@ -36,7 +36,9 @@ type Store struct {
 }
 
 // Open opens the bucket at bucketURL for the checkpoints of jobID. A file://
-// directory is created if missing; other buckets must exist.
+// directory is created if missing (0700: checkpoints are the job's alone),
+// with temporary files beside their objects rather than in a shared temp
+// directory and no metadata files; other buckets must exist.
 func Open(ctx context.Context, bucketURL, jobID string) (*Store, error) {
 	if jobID == "" || strings.Contains(jobID, "/") || jobID == "." || jobID == ".." {
 		return nil, fmt.Errorf("checkpoint: invalid job id %q", jobID)
@@ -46,9 +48,13 @@ func Open(ctx context.Context, bucketURL, jobID string) (*Store, error) {
 		return nil, fmt.Errorf("checkpoint: bad bucket URL %q: %w", bucketURL, err)
 	}
 	openURL := bucketURL
-	if u.Scheme == "file" && !u.Query().Has("create_dir") {
+	if u.Scheme == "file" {
 		q := u.Query()
-		q.Set("create_dir", "true")
+		for k, v := range map[string]string{"create_dir": "true", "dir_file_mode": "0700", "no_tmp_dir": "true", "metadata": "skip"} {
+			if !q.Has(k) {
+				q.Set(k, v)
+			}
+		}
 		v := *u
 		v.RawQuery = q.Encode()
 		openURL = v.String()

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -467,5 +468,52 @@ func TestStepURLKeepsTheQuery(t *testing.T) {
 	s := &Store{url: "s3://bucket/job/?region=eu-west-1"}
 	if got, want := s.StepURL(7), "s3://bucket/job/step-000000000007?region=eu-west-1"; got != want {
 		t.Errorf("StepURL = %q; want %q", got, want)
+	}
+}
+
+// TestFileStoreIsPrivate: in a file:// bucket every checkpoint file is
+// 0600 in 0700 directories, and so is what Restore writes, whatever the
+// trainer's own modes were; nothing but the objects is left there.
+func TestFileStoreIsPrivate(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "bucket")
+	s, err := Open(context.Background(), (&url.URL{Scheme: "file", Path: filepath.ToSlash(root)}).String(), "job-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	m := save(t, s, 7, map[string]string{"model.bin": "weights", "opt/state.json": "{}"})
+	restored := filepath.Join(t.TempDir(), "restored")
+	if err := s.Restore(context.Background(), m, restored); err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, dir := range []string{root, restored} {
+		err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			want := os.FileMode(0o600)
+			if d.IsDir() {
+				want = 0o700
+			} else {
+				files = append(files, strings.TrimPrefix(p, dir))
+			}
+			if p != restored && info.Mode().Perm() != want {
+				t.Errorf("%s: mode %04o, want %04o", p, info.Mode().Perm(), want)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.Sort(files)
+	want := []string{"/job-1/step-000000000007/data/model.bin", "/job-1/step-000000000007/data/opt/state.json", "/job-1/step-000000000007/manifest.json", "/model.bin", "/opt/state.json"}
+	if !slices.Equal(files, want) {
+		t.Errorf("files %v, want %v", files, want)
 	}
 }

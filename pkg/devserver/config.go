@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"go.temporal.io/server/common/authorization"
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/common/dynamicconfig"
@@ -19,8 +20,11 @@ const storeName = "sqlite"
 
 // serverOptions assembles a single-process cluster: every service in this
 // process, found through static hosts instead of a gossip ring (so there is
-// no membership port), one history shard, SQLite for everything.
-func serverOptions(p ports, db *config.SQL, logger serverLogger) []temporal.ServerOption {
+// no membership port), one history shard, SQLite for everything. With TLS
+// or API keys on the frontend, an internal frontend on loopback serves the
+// server's own system workers (schedules, batch operations), which have
+// neither a client certificate nor a key.
+func serverOptions(p ports, db *config.SQL, logger serverLogger, sec security) []temporal.ServerOption {
 	frontendHost, frontendPortText, _ := net.SplitHostPort(p.frontend)
 	frontendPort, _ := strconv.Atoi(frontendPortText)
 
@@ -30,12 +34,6 @@ func serverOptions(p ports, db *config.SQL, logger serverLogger) []temporal.Serv
 	frontendHTTPAddr := net.JoinHostPort(loopback, strconv.Itoa(p.frontendHTTP))
 
 	conf := &config.Config{
-		Global: config.Global{
-			Membership: config.Membership{
-				MaxJoinDuration:  30 * time.Second,
-				BroadcastAddress: loopback,
-			},
-		},
 		Persistence: config.Persistence{
 			DefaultStore:     storeName,
 			VisibilityStore:  storeName,
@@ -73,24 +71,67 @@ func serverOptions(p ports, db *config.SQL, logger serverLogger) []temporal.Serv
 			},
 		},
 		PublicClient: config.PublicClient{HostPort: frontendInternal},
+		Global: config.Global{
+			Membership: config.Membership{
+				MaxJoinDuration:  30 * time.Second,
+				BroadcastAddress: loopback,
+			},
+			TLS: sec.tls.serverTLS(),
+		},
+	}
+	staticHosts := map[primitives.ServiceName]static.Hosts{
+		primitives.FrontendService: static.SingleLocalHost(frontendInternal),
+		primitives.HistoryService:  hostOf(p.history),
+		primitives.MatchingService: hostOf(p.matching),
+		primitives.WorkerService:   hostOf(p.worker),
+	}
+	if sec.enabled() {
+		internal := hostPort(p.internalFrontend)
+		conf.Services[string(primitives.InternalFrontendService)] = config.Service{RPC: config.RPC{GRPCPort: p.internalFrontend, HTTPPort: p.internalFrontendHTTP, BindOnIP: loopback}}
+		staticHosts[primitives.InternalFrontendService] = static.SingleLocalHost(internal)
+		// With an internal frontend the server's clients find it themselves.
+		conf.PublicClient = config.PublicClient{}
+		info := conf.ClusterMetadata.ClusterInformation[clusterName]
+		info.RPCAddress, info.HTTPAddress = internal, hostPort(p.internalFrontendHTTP)
+		conf.ClusterMetadata.ClusterInformation[clusterName] = info
 	}
 
-	hostOf := func(port int) static.Hosts {
-		return static.SingleLocalHost(net.JoinHostPort(loopback, strconv.Itoa(port)))
-	}
-	return []temporal.ServerOption{
+	opts := []temporal.ServerOption{
 		temporal.WithConfig(conf),
-		temporal.ForServices(temporal.DefaultServices),
-		temporal.WithStaticHosts(map[primitives.ServiceName]static.Hosts{
-			primitives.FrontendService: static.SingleLocalHost(frontendInternal),
-			primitives.HistoryService:  hostOf(p.history),
-			primitives.MatchingService: hostOf(p.matching),
-			primitives.WorkerService:   hostOf(p.worker),
-		}),
+		temporal.ForServices(services(sec.enabled())),
+		temporal.WithStaticHosts(staticHosts),
 		temporal.WithLogger(logger),
 		temporal.WithDynamicConfigClient(dynamicConfig()),
 	}
+	if len(sec.apiKeys) > 0 {
+		claims := newAPIKeyClaims(sec.apiKeys)
+		opts = append(opts,
+			temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claims }),
+			temporal.WithAuthorizer(authorization.NewDefaultAuthorizer()))
+	}
+	return opts
 }
+
+// security is what guards the public frontend.
+type security struct {
+	tls     TLS
+	apiKeys []string
+}
+
+func (s security) enabled() bool { return s.tls.Enabled() || len(s.apiKeys) > 0 }
+
+// services are the services to run: the default ones, and the internal
+// frontend when the public one is guarded.
+func services(guarded bool) []string {
+	if !guarded {
+		return temporal.DefaultServices
+	}
+	return append(append([]string{}, temporal.DefaultServices...), string(primitives.InternalFrontendService))
+}
+
+func hostOf(port int) static.Hosts { return static.SingleLocalHost(hostPort(port)) }
+
+func hostPort(port int) string { return net.JoinHostPort(loopback, strconv.Itoa(port)) }
 
 // dynamicConfig tunes the server for one user on one machine.
 func dynamicConfig() dynamicconfig.StaticClient {

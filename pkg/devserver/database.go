@@ -59,9 +59,11 @@ func openDatabase(dataDir, namespace string, attrs map[string]enums.IndexedValue
 }
 
 // openFile points db at DataDir/temporal.db and creates the schema when the
-// file does not exist yet.
+// file does not exist yet. The database holds every run's history, so it
+// is made 0600 in a 0700 directory; SQLite gives its journal files the
+// database file's mode.
 func openFile(db *config.SQL, dataDir string) error {
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return fmt.Errorf("devserver: data directory: %w", err)
 	}
 	path, err := filepath.Abs(filepath.Join(dataDir, dbFileName))
@@ -73,7 +75,7 @@ func openFile(db *config.SQL, dataDir string) error {
 
 	_, err = os.Stat(path)
 	if err == nil {
-		return nil
+		return os.Chmod(path, 0o600)
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("devserver: database: %w", err)
@@ -83,5 +85,5 @@ func openFile(db *config.SQL, dataDir string) error {
 		_ = os.Remove(path)
 		return fmt.Errorf("devserver: create schema in %s: %w", path, err)
 	}
-	return nil
+	return os.Chmod(path, 0o600)
 }

@@ -19,6 +19,9 @@ type ports struct {
 	frontend string
 	// The rest are on loopback, picked free for every start.
 	frontendHTTP, history, matching, worker int
+	// internalFrontend serves the server's own clients when the public
+	// frontend is guarded (TLS or API keys).
+	internalFrontend, internalFrontendHTTP int
 }
 
 // pickPorts resolves the frontend address and picks free internal ports.
@@ -27,11 +30,12 @@ func pickPorts(frontendAddr string) (ports, error) {
 	if err != nil {
 		return ports{}, err
 	}
-	free, err := freePorts(loopback, 4)
+	free, err := freePorts(loopback, 6)
 	if err != nil {
 		return ports{}, err
 	}
-	return ports{frontend: frontend, frontendHTTP: free[0], history: free[1], matching: free[2], worker: free[3]}, nil
+	return ports{frontend: frontend, frontendHTTP: free[0], history: free[1], matching: free[2], worker: free[3],
+		internalFrontend: free[4], internalFrontendHTTP: free[5]}, nil
 }
 
 // reserveAddr checks that addr can be bound and returns it with port 0

@@ -50,6 +50,19 @@ type Options struct {
 	// "info", "warn" or "error". Default "warn", because the server is chatty
 	// at info and a user of the dev stack only needs its problems.
 	LogLevel string
+	// TLS serves the frontend and the Web UI over TLS, and with a client
+	// CA requires client certificates. Zero serves plaintext.
+	TLS TLS
+	// APIKeys, when any, are the keys the frontend accepts: every request
+	// must carry one as its bearer token, the standard client API key.
+	APIKeys []string
+	// Client are the TEMPORAL_TLS_* settings and API key of refuel's own
+	// clients, which the Web UI connects with too. Start refuses settings
+	// that the guarded frontend would refuse.
+	Client Client
+	// UICodec is the remote codec server the Web UI decodes payloads
+	// with, so encrypted runs stay readable there.
+	UICodec UICodec
 }
 
 // Defaults of Options, exported so flags can show them.
@@ -68,8 +81,11 @@ type Server struct {
 	ui           *uiserver.Server
 	uiDone       chan struct{}
 	frontendAddr string
-	uiURL        string
-	namespace    string
+	// adminAddr is where the server itself is reached unguarded: the
+	// internal frontend when the public one is guarded, else the public.
+	adminAddr string
+	uiURL     string
+	namespace string
 	// settling is true while the server starts or stops; see newServerLogger.
 	settling *atomic.Bool
 
@@ -126,17 +142,21 @@ func launch(ctx context.Context, o Options, level zapcore.Level) (*Server, error
 	settling := new(atomic.Bool)
 	settling.Store(true)
 	logger := newServerLogger(o.Logger, level, settling)
-	ts, err := temporal.NewServer(serverOptions(p, db, logger)...)
+	sec := security{tls: o.TLS, apiKeys: o.APIKeys}
+	ts, err := temporal.NewServer(serverOptions(p, db, logger, sec)...)
 	if err != nil {
 		return nil, fmt.Errorf("devserver: configure temporal: %w", err)
 	}
 	if err := ts.Start(); err != nil {
 		return nil, fmt.Errorf("devserver: start temporal: %w", err)
 	}
-	s := &Server{temporal: ts, frontendAddr: p.frontend, namespace: o.Namespace, settling: settling}
+	s := &Server{temporal: ts, frontendAddr: p.frontend, namespace: o.Namespace, settling: settling, adminAddr: dialable(p.frontend)}
+	if sec.enabled() {
+		s.adminAddr = hostPort(p.internalFrontend)
+	}
 
 	if ui != "" {
-		if err := s.startUI(ctx, ui, o.Namespace); err != nil {
+		if err := s.startUI(ctx, ui, o); err != nil {
 			return nil, errors.Join(err, s.Stop())
 		}
 	}
@@ -144,9 +164,11 @@ func launch(ctx context.Context, o Options, level zapcore.Level) (*Server, error
 }
 
 // awaitReady waits for the frontend to serve the namespace, then makes sure
-// the search attributes exist (an older database may lack new ones).
+// the search attributes exist (an older database may lack new ones). A
+// guarded frontend is waited for through the internal one, which starts
+// with it, reads the same database and needs no credentials on loopback.
 func (s *Server) awaitReady(ctx context.Context, attrs map[string]enums.IndexedValueType) error {
-	conn, err := grpc.NewClient(dialable(s.frontendAddr), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(s.adminAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return fmt.Errorf("devserver: connect to frontend: %w", err)
 	}
@@ -199,6 +221,12 @@ func (o Options) withDefaults() (Options, zapcore.Level, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
+	}
+	if err := o.TLS.Validate(); err != nil {
+		return o, 0, err
+	}
+	if err := o.checkClient(o.Client); err != nil {
+		return o, 0, err
 	}
 	level := zapcore.WarnLevel
 	if o.LogLevel != "" {

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -34,7 +36,12 @@ type LauncherConfig struct {
 	Dir string
 	// ReadyTimeout bounds an agent's start-up; default 60s.
 	ReadyTimeout time.Duration
-	Logger       *zap.Logger
+	// Env is what an agent needs to connect (TEMPORAL_* settings, the
+	// codec key file), added to the few variables every process needs
+	// (BaseEnv). Nothing else of this process's environment reaches an
+	// agent: not the cloud credentials of the worker that started it.
+	Env    []string
+	Logger *zap.Logger
 }
 
 // Launcher runs node agents as local processes, one per instance, each
@@ -77,10 +84,29 @@ func NewLauncher(cfg LauncherConfig) (*Launcher, error) {
 		}
 		cfg.Dir = d
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+	// Instances hold checkpoints and logs of other people's jobs: no one
+	// but this user may look in.
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("launcher: instance directory: %w", err)
 	}
 	return &Launcher{cfg: cfg, ownDir: ownDir, log: cfg.Logger, procs: map[string]*process{}}, nil
+}
+
+// baseEnv are the variables of this process an agent gets whatever its
+// job: where programs are, whose home, the locale and the time zone.
+var baseEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR"}
+
+// BaseEnv is the part of this process's environment every agent gets:
+// the variables of baseEnv and the locale's LC_* that are set.
+func BaseEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if slices.Contains(baseEnv, name) || strings.HasPrefix(name, "LC_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // TaskQueueFor is the task queue the agent of an instance serves.
@@ -94,7 +120,7 @@ func (l *Launcher) Start(ctx context.Context, id string) error {
 		return fmt.Errorf("metadata endpoint: %w", err)
 	}
 	dir := filepath.Join(l.cfg.Dir, id)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		_ = meta.Close()
 		return fmt.Errorf("scratch directory: %w", err)
 	}
@@ -105,7 +131,8 @@ func (l *Launcher) Start(ctx context.Context, id string) error {
 	argv := l.cfg.AgentCommand(launch)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
-	logf, err := os.Create(filepath.Join(dir, "agent.log"))
+	cmd.Env = append(BaseEnv(), l.cfg.Env...)
+	logf, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err == nil {
 		cmd.Stdout, cmd.Stderr = logf, logf
 	}

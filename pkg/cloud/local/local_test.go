@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -194,5 +196,58 @@ func TestSetStockComesAndGoes(t *testing.T) {
 	c.SetStock(spot.Key(), -1)
 	if err := try(4); err != nil {
 		t.Fatalf("cap lifted: %v", err)
+	}
+}
+
+// TestAgentsGetOnlyWhatTheyNeed starts an agent that writes its own
+// environment down: the launcher's Env and the base variables are there,
+// the worker's cloud credentials are not.
+func TestAgentsGetOnlyWhatTheyNeed(t *testing.T) {
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "worker-secret")
+	t.Setenv("AWS_ACCESS_KEY_ID", "worker-key-id")
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", "/etc/worker-sa.json")
+	t.Setenv("LC_ALL", "C.UTF-8")
+	dir := t.TempDir()
+	envFile := filepath.Join(dir, "agent.env")
+	l, err := NewLauncher(LauncherConfig{
+		AgentCommand: func(a AgentLaunch) []string {
+			return []string{"/bin/sh", "-c", "env > " + envFile + "; touch " + a.ReadyFile + "; exec sleep 600"}
+		},
+		Dir: filepath.Join(dir, "instances"), ReadyTimeout: 5 * time.Second,
+		Env: []string{"TEMPORAL_API_KEY=agent-key", "REFUEL_CODEC_KEYS=/keys"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.Start(context.Background(), "i-env"); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(envFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := string(data)
+	for _, want := range []string{"TEMPORAL_API_KEY=agent-key", "REFUEL_CODEC_KEYS=/keys", "PATH=", "LC_ALL=C.UTF-8"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("agent environment lacks %s:\n%s", want, env)
+		}
+	}
+	for _, leaked := range []string{"worker-secret", "worker-key-id", "worker-sa.json"} {
+		if strings.Contains(env, leaked) {
+			t.Errorf("agent environment holds the worker's %s:\n%s", leaked, env)
+		}
+	}
+	for _, d := range []string{filepath.Join(dir, "instances"), filepath.Join(dir, "instances", "i-env")} {
+		if info, err := os.Stat(d); err != nil {
+			t.Error(err)
+		} else if info.Mode().Perm() != 0o700 {
+			t.Errorf("%s: mode %v, want 0700", d, info.Mode().Perm())
+		}
+	}
+	if info, err := os.Stat(filepath.Join(dir, "instances", "i-env", "agent.log")); err != nil {
+		t.Error(err)
+	} else if info.Mode().Perm() != 0o600 {
+		t.Errorf("agent.log: mode %v, want 0600", info.Mode().Perm())
 	}
 }

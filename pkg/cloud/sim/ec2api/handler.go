@@ -5,7 +5,8 @@
 // are listed in Actions.
 //
 // Requests are form-encoded (POST, or GET with a query) with
-// Action=…&Version=2016-11-15; signatures are not checked. Every request
+// Action=…&Version=2016-11-15; signatures are checked when the handler has
+// credentials (WithCredentials), and not otherwise. Every request
 // counts as one API call for the sim's throttling. Parameters outside the
 // subset are refused with UnknownParameter rather than ignored, except the
 // machine side of a launch (image, key pair, security groups, user data,
@@ -24,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
@@ -45,6 +47,8 @@ const (
 type Handler struct {
 	cloud *sim.Cloud
 	log   *zap.Logger
+
+	creds *aws.Credentials // nil: signatures are not checked
 
 	mu       sync.Mutex
 	tokens   map[string]*tokenUse // action/client token → its first request
@@ -89,11 +93,15 @@ func Actions() []string {
 }
 
 // New returns the EC2 endpoint of cloud; log may be nil.
-func New(cloud *sim.Cloud, log *zap.Logger) *Handler {
+func New(cloud *sim.Cloud, log *zap.Logger, opts ...Option) *Handler {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Handler{cloud: cloud, log: log.Named("ec2api"), tokens: map[string]*tokenUse{}, launches: map[string]launch{}}
+	h := &Handler{cloud: cloud, log: log.Named("ec2api"), tokens: map[string]*tokenUse{}, launches: map[string]launch{}}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
 }
 
 // response is an action's answer; each embeds meta.
@@ -113,12 +121,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("x-amzn-RequestId", requestID)
 	start := time.Now()
 	var resp response
-	err := r.ParseForm()
+	var err error
+	if h.creds != nil {
+		err = h.verify(r)
+	}
+	if err == nil {
+		if perr := r.ParseForm(); perr != nil {
+			err = errorf("MalformedQueryString", "The request could not be parsed: %v", perr)
+		}
+	}
 	p := newParams(r.Form)
 	name := p.str("Action")
-	if err != nil {
-		err = errorf("MalformedQueryString", "The request could not be parsed: %v", err)
-	} else {
+	if err == nil {
 		resp, err = h.serve(r.Context(), name, p)
 	}
 	if err != nil {
@@ -255,6 +269,8 @@ func (e *apiError) status() int {
 		return http.StatusServiceUnavailable
 	case "DryRunOperation":
 		return http.StatusPreconditionFailed
+	case "AuthFailure":
+		return http.StatusUnauthorized
 	}
 	return http.StatusBadRequest
 }
