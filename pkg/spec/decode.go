@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -137,7 +138,7 @@ func (w *walker) walk(raw json.RawMessage, t reflect.Type, at string) {
 		for _, key := range slices.Sorted(maps.Keys(obj)) {
 			f, ok := fields[key]
 			if !ok {
-				w.unknown(join(at, key), key, fields)
+				w.unknown(joinKey(at, key), key, fields)
 				continue
 			}
 			w.walk(obj[key], f, join(at, key))
@@ -158,7 +159,7 @@ func (w *walker) walk(raw json.RawMessage, t reflect.Type, at string) {
 			return
 		}
 		for _, key := range slices.Sorted(maps.Keys(obj)) {
-			w.walk(obj[key], t.Elem(), join(at, key))
+			w.walk(obj[key], t.Elem(), joinKey(at, key))
 		}
 	default:
 		if err := json.Unmarshal(raw, reflect.New(t).Interface()); err != nil {
@@ -197,7 +198,7 @@ func (w *walker) unknown(at, key string, fields map[string]reflect.Type) {
 	case near != "":
 		fix = fmt.Sprintf("did you mean %s? Or remove it", near)
 	}
-	w.fields = append(w.fields, &FieldError{Field: clip(at), Problem: "is not a field of a " + w.kind, Fix: fix})
+	w.fields = append(w.fields, &FieldError{Field: at, Problem: "is not a field of a " + w.kind, Fix: fix})
 }
 
 // jsonFields maps a struct's JSON keys to their types, as encoding/json
@@ -276,6 +277,18 @@ func join(at, key string) string {
 		return key
 	}
 	return at + "." + key
+}
+
+// plainKey matches keys that read well in a dotted path.
+var plainKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,127}$`)
+
+// joinKey is the path of key under at: at.key, or at["key"] for a key
+// that is empty, long or odd (a map's key is the user's).
+func joinKey(at, key string) string {
+	if plainKey.MatchString(key) {
+		return join(at, key)
+	}
+	return fmt.Sprintf("%s[%q]", at, clip(key))
 }
 
 // jsonKind names what a JSON value is, for "is a list" and the like.

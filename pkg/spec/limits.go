@@ -52,8 +52,10 @@ const (
 
 // Bounds of durations.
 const (
-	// MaxWork bounds work, and how far ahead a deadline may lie: a year.
+	// MaxWork bounds work: a year.
 	MaxWork = 366 * 24 * time.Hour
+	// MaxDeadlineAhead bounds how far ahead a deadline may lie: ten years.
+	MaxDeadlineAhead = 10 * 366 * 24 * time.Hour
 	// MaxCheckpointInterval bounds checkpoint.interval, min_interval and
 	// max_interval: a run risks at most a week of work.
 	MaxCheckpointInterval = 7 * 24 * time.Hour

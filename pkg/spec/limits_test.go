@@ -15,7 +15,7 @@ func intp(n int) *int { return &n }
 // with a fix; a value at the limit passes.
 func TestJobSpecLimits(t *testing.T) {
 	long := func(n int) string { return strings.Repeat("a", n) }
-	yearAhead := now.Add(MaxWork + time.Hour)
+	tooLate := now.Add(MaxDeadlineAhead + time.Hour)
 	cases := map[string]struct {
 		edit   func(*JobSpec)
 		fields []string // nil: valid
@@ -26,7 +26,7 @@ func TestJobSpecLimits(t *testing.T) {
 		"team of 100 KB":           {func(s *JobSpec) { s.Team = long(100 << 10) }, []string{"team"}},
 		"team with a newline":      {func(s *JobSpec) { s.Team = "nlp\nops" }, []string{"team"}},
 		"work over a year":         {func(s *JobSpec) { s.Work = Duration(MaxWork + time.Hour) }, []string{"work"}},
-		"deadline over a year":     {func(s *JobSpec) { s.Tier, s.Deadline = TierDeadline, &yearAhead }, []string{"deadline"}},
+		"deadline past ten years":  {func(s *JobSpec) { s.Tier, s.Deadline = TierDeadline, &tooLate }, []string{"deadline"}},
 		"gpus":                     {func(s *JobSpec) { s.Resources.GPUs = MaxGPUs + 1 }, []string{"resources.gpus"}},
 		"nodes at their limit":     {func(s *JobSpec) { s.Resources.Nodes = MaxNodes }, nil},
 		"nodes":                    {func(s *JobSpec) { s.Resources.Nodes = MaxNodes + 1 }, []string{"resources.nodes"}},

@@ -268,5 +268,10 @@ func (s *ServiceSpec) validateWindow(fe *fieldErrors, at string, w ScalingWindow
 
 // ParseCron reads a standard 5-field cron expression.
 func ParseCron(expr string) (cron.Schedule, error) {
+	// The parser slices out of range on a zone prefix with nothing after
+	// it ("TZ=UTC"): refuse that first.
+	if (strings.HasPrefix(expr, "TZ=") || strings.HasPrefix(expr, "CRON_TZ=")) && !strings.Contains(expr, " ") {
+		return nil, fmt.Errorf("the time zone %s is not followed by a schedule", expr)
+	}
 	return cron.ParseStandard(expr)
 }

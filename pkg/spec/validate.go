@@ -32,8 +32,8 @@ func (s *JobSpec) Validate(now time.Time) error {
 		fe.add("deadline", "is required for tier deadline", "give an RFC 3339 time such as 2026-12-01T18:00:00Z, or use tier flexible")
 	case s.Deadline != nil && !s.Deadline.After(now):
 		fe.add("deadline", fmt.Sprintf("%s is not in the future", s.Deadline.Format(time.RFC3339)), "give a time after now")
-	case s.Deadline != nil && s.Deadline.Sub(now) > MaxWork:
-		fe.add("deadline", fmt.Sprintf("%s is more than a year ahead", s.Deadline.Format(time.RFC3339)), "give a deadline within a year, or use tier flexible")
+	case s.Deadline != nil && s.Deadline.Sub(now) > MaxDeadlineAhead:
+		fe.add("deadline", fmt.Sprintf("%s is more than ten years ahead", s.Deadline.Format(time.RFC3339)), "give a deadline within ten years, or use tier flexible")
 	case s.Deadline != nil && s.Work > 0 && s.Deadline.Sub(now) < s.Work.D():
 		fe.add("deadline", fmt.Sprintf("leaves %s, less than the %s of work", s.Deadline.Sub(now).Round(time.Second), s.Work), "move the deadline later or reduce work")
 	}

@@ -518,6 +518,15 @@ func TestRunInstancesErrors(t *testing.T) {
 			in:   func() *ec2.RunInstancesInput { return runInput("", "us-west-2z", false) },
 			code: "InvalidParameterValue", status: 400,
 		},
+		// Without quotas nothing else would end the launch loop.
+		"a million at once": {
+			in: func() *ec2.RunInstancesInput {
+				in := runInput("", zoneA, false)
+				in.MaxCount = aws.Int32(1_000_000)
+				return in
+			},
+			code: "InvalidParameterValue", status: 400,
+		},
 		"a subnet without its zone": {
 			in: func() *ec2.RunInstancesInput {
 				in := runInput("", "", false)

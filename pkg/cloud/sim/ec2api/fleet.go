@@ -175,6 +175,8 @@ func (h *Handler) readFleet(p *params) (fleetRequest, error) {
 		return in, missing(tcs + ".TotalTargetCapacity")
 	case total < 1:
 		return in, errorf(codeInvalidValue, "Value (%d) for parameter %s.TotalTargetCapacity is invalid. It must be at least 1 for an instant fleet.", total, tcs)
+	case total > maxLaunch:
+		return in, errorf(codeInvalidValue, "Value (%d) for parameter %s.TotalTargetCapacity is invalid. The simulated EC2 launches at most %d instances per request.", total, tcs, maxLaunch)
 	}
 	def, err := p.oneOf(tcs+".DefaultTargetCapacityType", "", "spot", "on-demand")
 	if err != nil {
