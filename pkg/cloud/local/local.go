@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -135,7 +137,7 @@ func (c *Cloud) Acquire(ctx context.Context, req capacity.Request) (capacity.Ins
 	var failures []error
 	for _, o := range req.Offerings {
 		if !c.sells(o) {
-			failures = append(failures, capacity.NewError(capacity.SpecMismatch, o, "", "the local cloud does not sell %s", o.Key()))
+			failures = append(failures, c.notSold(o))
 			continue
 		}
 		inst, err := c.launch(ctx, req, o)
@@ -160,6 +162,24 @@ func (c *Cloud) sells(o capacity.Offering) bool {
 		}
 	}
 	return false
+}
+
+// notSold explains an offering the cloud does not sell: an instance type
+// it has nowhere is configuration (no retry cures it, someone must fix
+// the spec or the pools file); a type it has, elsewhere or on another
+// market, is a spec mismatch.
+func (c *Cloud) notSold(o capacity.Offering) *capacity.Error {
+	var types []string
+	for _, s := range c.cfg.Offerings {
+		if s.InstanceType == o.InstanceType {
+			return capacity.NewError(capacity.SpecMismatch, o, "", "the %s cloud does not sell %s", c.cfg.Name, o.Key())
+		}
+		if !slices.Contains(types, s.InstanceType) {
+			types = append(types, s.InstanceType)
+		}
+	}
+	return capacity.NewError(capacity.Config, o, "InvalidParameterValue", "the %s cloud has no instance type %q (it has %s): fix resources.instance_types or the pools file",
+		c.cfg.Name, o.InstanceType, strings.Join(types, ", "))
 }
 
 func (c *Cloud) launch(ctx context.Context, req capacity.Request, o capacity.Offering) (capacity.Instance, error) {

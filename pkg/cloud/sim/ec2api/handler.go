@@ -46,9 +46,10 @@ type Handler struct {
 	cloud *sim.Cloud
 	log   *zap.Logger
 
-	mu       sync.Mutex
-	tokens   map[string]*tokenUse // action/client token → its first request
-	launches map[string]launch    // instance → how it was launched here
+	mu        sync.Mutex
+	tokens    map[string]*tokenUse // action/client token → its first request
+	launches  map[string]launch    // instance → how it was launched here
+	templates map[string]bool      // launch templates by name; nil: any exists
 }
 
 // tokenUse is a client token's first request, fingerprinted: EC2 refuses

@@ -152,7 +152,7 @@ func (h *Handler) runInstances(ctx context.Context, p *params) (response, error)
 		return nil, errorf(codeInvalidValue, "Value (%d) for parameter maxCount is invalid. The simulated EC2 launches at most %d instances per request.", maxCount, maxLaunch)
 	}
 	imageID := p.str("ImageId")
-	template, err := readTemplate(p, "LaunchTemplate")
+	template, err := h.readTemplate(p, "LaunchTemplate")
 	if err != nil {
 		return nil, err
 	}
