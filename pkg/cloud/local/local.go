@@ -8,6 +8,8 @@ package local
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -61,7 +63,6 @@ type Cloud struct {
 	log      *zap.Logger
 
 	mu        sync.Mutex
-	seq       int
 	instances map[string]*instance
 	byToken   map[string]string
 	closed    bool
@@ -192,10 +193,9 @@ func (c *Cloud) launch(ctx context.Context, req capacity.Request, o capacity.Off
 		c.mu.Unlock()
 		return capacity.Instance{}, capacity.NewError(capacity.NoCapacity, o, "InsufficientInstanceCapacity", "all %d in stock are running", limit)
 	}
-	c.seq++
-	id := fmt.Sprintf("%s-%s-%d", c.cfg.Name, o.Zone, c.seq)
+	id := newID(c.cfg.Name + "-" + o.Zone)
 	if node := req.Tags[capacity.TagNode]; node != "" {
-		id = fmt.Sprintf("%s-%d", node, c.seq)
+		id = newID(node)
 	}
 	inst := &instance{
 		Instance: capacity.Instance{ID: id, Offering: o, TaskQueue: TaskQueueFor(id), LaunchedAt: c.cfg.Now(), Tags: RequestTags(req)},
@@ -231,6 +231,16 @@ func (c *Cloud) runningLocked(key string) int {
 		}
 	}
 	return n
+}
+
+// newID names an instance: the prefix and 12 random hex digits. A
+// counter would start again with the process, and a stale Release from
+// before a restart (or from another worker on the same cluster) would end
+// another run's instance; 48 random bits do not repeat.
+func newID(prefix string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return prefix + "-" + hex.EncodeToString(b)
 }
 
 // RequestTags are the tags an instance launched for req carries: refuel's
