@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"refuel/activities"
 	"refuel/controlplane"
 	"refuel/internal/cluster"
 	"refuel/internal/telemetry"
@@ -44,6 +45,7 @@ func serve(args []string) int {
 		spotRetry  = fs.Duration("spot-retry", workflows.DefaultRunOptions.SpotRetryInterval, "how often a deadline run on on-demand asks refuel whether to try spot again, backing off to an hour while tries find no stock; 0 keeps such runs on on-demand")
 		waitSpot   = fs.Bool("deadline-waits-for-spot", workflows.DefaultRunOptions.WaitForSpot, "a deadline run that finds no spot waits for it while refuel says its slack allows; false takes on-demand at the first stock-out")
 		changeover = fs.Duration("changeover-overhead", workflows.DefaultRunOptions.RestartOverhead, "what refuel counts a move from on-demand to spot to cost a run (boot, setup, restoring the checkpoint)")
+		deployment = fs.String("deployment", envOr("REFUEL_DEPLOYMENT", activities.DefaultDeployment), "this control plane's name, tagged refuel:deployment on every instance it launches; its janitor releases only those, so deployments can share a cloud account (env REFUEL_DEPLOYMENT)")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
 		logJSON    = fs.Bool("log-json", false, "log JSON lines instead of console text")
 	)
@@ -59,6 +61,10 @@ func serve(args []string) int {
 	zap.ReplaceGlobals(log)
 	if *spotRetry < 0 || *changeover < 0 {
 		log.Error("--spot-retry and --changeover-overhead are durations of 0 or more, e.g. 10m")
+		return 2
+	}
+	if err := activities.CheckDeployment(*deployment); err != nil {
+		log.Error("--deployment: " + err.Error())
 		return 2
 	}
 	workflows.DefaultRunOptions.SpotRetryInterval = *spotRetry
@@ -86,7 +92,8 @@ func serve(args []string) int {
 		Provider: *provider, Pools: pools,
 		Sim: controlplane.SimConfig{Traces: *simTraces, Speed: *simSpeed, Notice: *simNotice, ServeEC2: *ec2Sim,
 			MarketTime: *simMarket, RestartOverhead: *simRestart},
-		AWS: awsConfig(*awsURL, *awsRegion, *awsLT, *ec2Sim != ""),
+		AWS:        awsConfig(*awsURL, *awsRegion, *awsLT, *ec2Sim != ""),
+		Deployment: *deployment,
 	})
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))
@@ -99,6 +106,7 @@ func serve(args []string) int {
 		zap.String("metrics", stack.MetricsURL()),
 		zap.String("task_queue", "refuel"),
 		zap.String("provider", *provider),
+		zap.String("deployment", *deployment),
 		zap.String("ec2_endpoint", stack.EC2Endpoint))
 	if ui := stack.UIURL(); ui != "" {
 		fmt.Fprintf(os.Stderr, "\n  Temporal Web UI: %s/namespaces/default/workflows\n  Submit a job:    go run ./starter submit examples/job.yaml\n\n", ui)

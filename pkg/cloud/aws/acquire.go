@@ -267,7 +267,11 @@ func failAll(offerings []capacity.Offering, class capacity.Class, code, msg stri
 // run and attempt tags; if EC2 shows none yet, the activity's retry looks
 // again rather than risk a second instance.
 func (c *Cloud) adopt(ctx context.Context, req capacity.Request, r fleetRun, msg string) (capacity.Instance, error) {
-	found, err := c.List(ctx, map[string]string{capacity.TagRun: req.RunID, capacity.TagAttempt: strconv.Itoa(req.Attempt)})
+	mine := map[string]string{capacity.TagRun: req.RunID, capacity.TagAttempt: strconv.Itoa(req.Attempt)}
+	if d, ok := req.Tags[capacity.TagDeployment]; ok {
+		mine[capacity.TagDeployment] = d // never another deployment's instance
+	}
+	found, err := c.List(ctx, mine)
 	if err != nil {
 		code, class, listMsg := c.explain(err)
 		return capacity.Instance{}, failAll(r.offerings, class, code,
