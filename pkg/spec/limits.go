@@ -44,7 +44,7 @@ const (
 	MaxCheckpointKeep   = 100
 	MaxRestarts         = 100
 	MaxDurationText     = 32 // a duration written as text, such as checkpoint.interval
-	MaxReplicas         = 256
+	MaxReplicas         = 1000
 	MaxSchedules        = 32 // schedules entries
 	MaxCronLength       = 128
 	MaxTargetPerReplica = 1e6 // target.qps and target.queue_length
