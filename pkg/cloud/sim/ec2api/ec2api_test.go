@@ -397,6 +397,9 @@ func TestCreateFleetValidation(t *testing.T) {
 		"aws: tag":                  {func(in *ec2.CreateFleetInput) { in.TagSpecifications[0].Tags[0].Key = aws.String("aws:x") }, "InvalidParameterValue", 400},
 		"token too long":            {func(in *ec2.CreateFleetInput) { in.ClientToken = aws.String(strings.Repeat("t", 65)) }, "InvalidParameterValue", 400},
 		"dry run":                   {func(in *ec2.CreateFleetInput) { in.DryRun = aws.Bool(true) }, "DryRunOperation", 412},
+		"a million at once": {func(in *ec2.CreateFleetInput) {
+			in.TargetCapacitySpecification.TotalTargetCapacity = aws.Int32(1_000_000)
+		}, "InvalidParameterValue", 400},
 	}
 	e := newEnv(t, nil, nil)
 	for name, tc := range cases {
