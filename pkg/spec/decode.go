@@ -332,3 +332,19 @@ func goKind(t reflect.Type) string {
 type valueError struct{ problem, fix string }
 
 func (e *valueError) Error() string { return e.problem + "; " + e.fix }
+
+// CheckWorkflowID returns a *ValidationError on the id unless a spec's id
+// is the ID of the workflow it was started as: the contract makes them
+// one, so that a start with the same ID is rejected rather than
+// duplicated, whichever client started it. kind is "JobSpec" or
+// "ServiceSpec".
+func CheckWorkflowID(kind, specID, workflowID string) error {
+	if specID == workflowID {
+		return nil
+	}
+	return &ValidationError{Kind: kind, ID: clip(specID), Fields: []*FieldError{{
+		Field:   "id",
+		Problem: fmt.Sprintf("%q is not the workflow ID %q", clip(specID), clip(workflowID)),
+		Fix:     "start the workflow with the spec's id as its workflow ID, as starter does",
+	}}}
+}

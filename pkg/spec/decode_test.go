@@ -99,3 +99,14 @@ func TestParseJobSpecYAMLNamesNestedFields(t *testing.T) {
 		t.Fatalf("error %v; want a field error on resources.gpu", err)
 	}
 }
+
+func TestCheckWorkflowID(t *testing.T) {
+	if err := CheckWorkflowID("JobSpec", "llama-1", "llama-1"); err != nil {
+		t.Errorf("matching ids: %v", err)
+	}
+	err := CheckWorkflowID("JobSpec", "llama-1", "3f2a-uuid")
+	var ve *ValidationError
+	if !errors.As(err, &ve) || !ve.Has("id") || !strings.Contains(err.Error(), "3f2a-uuid") {
+		t.Errorf("error %v; want a field error on id naming the workflow ID", err)
+	}
+}
