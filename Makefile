@@ -4,7 +4,7 @@ BIN     := bin
 DATA    ?= .refuel
 TRACES  ?= ../shared/traces
 
-.PHONY: build run test lint unit e2e bench bench-policy bench-autoscale clean
+.PHONY: build run test lint unit fuzz e2e bench bench-policy bench-autoscale clean
 
 build:
 	@echo "building bin/worker and bin/starter (the first build compiles the Temporal server: a few minutes)"
@@ -22,7 +22,7 @@ run: build
 	echo "Web UI: http://127.0.0.1:8233  metrics: http://127.0.0.1:9464/metrics  (Ctrl-C to stop)"; \
 	wait $$wpid
 
-test: lint unit e2e
+test: lint unit fuzz e2e
 
 lint:
 	@echo "== go vet, gofmt, workflowcheck"
@@ -34,6 +34,16 @@ lint:
 unit:
 	@echo "== unit tests"
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /tests)
+
+# Fuzz tests of what clients send: each target runs FUZZTIME on top of its
+# seed corpus in testdata/fuzz/ (a crash found is written there).
+FUZZTIME ?= 5s
+fuzz:
+	@echo "== fuzz tests, $(FUZZTIME) each"
+	$(GO) test -run '^$$' -fuzz '^FuzzParseJobSpec$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./pkg/spec
+	$(GO) test -run '^$$' -fuzz '^FuzzParseServiceSpec$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./pkg/spec
+	$(GO) test -run '^$$' -fuzz '^FuzzParsePools$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./pkg/pool
+	$(GO) test -run '^$$' -fuzz '^FuzzQuery$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./pkg/cloud/sim/ec2api
 
 # End-to-end tests on the embedded server, with real node-agent processes.
 e2e:

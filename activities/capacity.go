@@ -36,6 +36,9 @@ type Capacity struct {
 	// Stock keeps what runs saw of each spot offering's stock; nil keeps
 	// none.
 	Stock *StockLogs
+	// Deployment is tagged on every instance acquired (TagDeployment);
+	// empty means DefaultDeployment.
+	Deployment string
 }
 
 // ListOfferings asks each allowed provider what it sells for the resources.
@@ -65,6 +68,7 @@ func (a *Capacity) ListOfferings(ctx context.Context, in OfferingsInput) ([]capa
 // are left to Temporal's retry policy.
 func (a *Capacity) Acquire(ctx context.Context, req capacity.Request) (capacity.Instance, error) {
 	req.Offerings = a.preferAvailable(req.Offerings)
+	req.Tags = withDeployment(req.Tags, a.Deployment)
 	groups := groupByProvider(req.Offerings)
 	var errs []error
 	for _, g := range groups {

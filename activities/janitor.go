@@ -13,21 +13,41 @@ import (
 	"refuel/pkg/capacity"
 )
 
+// How long acquiring an instance can take, which the janitor's grace
+// must outlast: until a run's Acquire activity returns, the run cannot
+// have recorded the instance it launched.
+const (
+	// AcquireAttemptTimeout bounds one try of the Acquire activity (its
+	// StartToCloseTimeout).
+	AcquireAttemptTimeout = 3 * time.Minute
+	// MaxAcquireTime bounds the Acquire activity with all its retries (its
+	// ScheduleToCloseTimeout).
+	MaxAcquireTime = 10 * time.Minute
+	// JanitorGrace is how long the janitor leaves an instance alone after
+	// its launch: MaxAcquireTime, and a minute for the run to record it.
+	JanitorGrace = MaxAcquireTime + time.Minute
+)
+
 // Janitor holds the activities that find instances no run owns.
 type Janitor struct {
 	Providers []capacity.Provider
 	Client    client.Client
+	// Deployment is the deployment whose instances the janitor looks
+	// after (TagDeployment); others' are not its to release. Empty means
+	// DefaultDeployment.
+	Deployment string
 	// Grace protects instances launched moments ago, whose run may not
-	// have recorded them yet.
+	// have recorded them yet; 0 means JanitorGrace.
 	Grace time.Duration
 	Now   func() time.Time
 }
 
-// ListManagedInstances lists every running instance refuel launched.
+// ListManagedInstances lists every running instance refuel launched for
+// the janitor's deployment.
 func (a *Janitor) ListManagedInstances(ctx context.Context) ([]ManagedInstance, error) {
 	var out []ManagedInstance
 	for _, p := range a.Providers {
-		insts, err := p.List(ctx, map[string]string{capacity.TagManagedBy: capacity.ManagedBy})
+		insts, err := p.List(ctx, map[string]string{capacity.TagManagedBy: capacity.ManagedBy, capacity.TagDeployment: deploymentOf(a.Deployment)})
 		if err != nil {
 			return nil, err
 		}
@@ -103,7 +123,11 @@ func (a *Janitor) recentlyLaunched(ctx context.Context, id string) bool {
 	for _, p := range a.Providers {
 		inst, _, err := p.Describe(ctx, id)
 		if err == nil {
-			return now().Sub(inst.LaunchedAt) < a.Grace
+			grace := a.Grace
+			if grace == 0 {
+				grace = JanitorGrace
+			}
+			return now().Sub(inst.LaunchedAt) < grace
 		}
 	}
 	return false

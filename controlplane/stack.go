@@ -79,6 +79,10 @@ type Config struct {
 	// Security guards the embedded frontend (TLS, client certificates,
 	// API keys) and configures the codec server; see security.go.
 	Security Security
+	// Deployment names this control plane on every instance it launches
+	// (tag refuel:deployment); its janitor releases only those. Default
+	// activities.DefaultDeployment.
+	Deployment string
 }
 
 // Stack is a running control plane.
@@ -174,7 +178,8 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	}
 	s.StockLogs = stock
 	caps := &activities.Capacity{Providers: providers, Interrupters: set.interrupters, Unavailable: capacity.NewUnavailableCache(0, nil), Clocks: set.clocks, Logs: logs, Stock: stock}
-	jan := &activities.Janitor{Providers: providers, Client: s.Client, Grace: 2 * time.Minute}
+	caps.Deployment = cfg.Deployment
+	jan := &activities.Janitor{Providers: providers, Client: s.Client, Deployment: cfg.Deployment}
 
 	s.worker = worker.New(s.Client, workflows.TaskQueue, worker.Options{})
 	Register(s.worker, cfg.Workflows, caps, jan)
@@ -344,6 +349,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.JanitorEvery == 0 {
 		cfg.JanitorEvery = time.Minute
+	}
+	if cfg.Deployment == "" {
+		cfg.Deployment = activities.DefaultDeployment
+	}
+	if err := activities.CheckDeployment(cfg.Deployment); err != nil {
+		return cfg, fmt.Errorf("--deployment: %w", err)
 	}
 	return cfg, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"refuel/activities"
 	"refuel/controlplane"
 	"refuel/internal/cluster"
 	"refuel/jobs"
@@ -40,7 +41,14 @@ func TestJanitorReleasesWhatNoRunOwns(t *testing.T) {
 	if err := s.Client.TerminateWorkflow(ctx, doomed.ID, "", "operator terminated it"); err != nil {
 		t.Fatal(err)
 	}
-	ghost, err := s.Cloud.Acquire(ctx, capacity.Request{RunID: "no-such-run", Attempt: 1, Offerings: local.DefaultOfferings()[:1]})
+	ghost, err := s.Cloud.Acquire(ctx, capacity.Request{RunID: "no-such-run", Attempt: 1, Offerings: local.DefaultOfferings()[:1],
+		Tags: map[string]string{capacity.TagDeployment: activities.DefaultDeployment}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another deployment's orphan on the same cloud is not this janitor's.
+	theirs, err := s.Cloud.Acquire(ctx, capacity.Request{RunID: "no-such-run", Attempt: 2, Offerings: local.DefaultOfferings()[:1],
+		Tags: map[string]string{capacity.TagDeployment: "other"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,9 +64,12 @@ func TestJanitorReleasesWhatNoRunOwns(t *testing.T) {
 	if report.Checked != 3 || len(report.Released) != 2 {
 		t.Fatalf("janitor checked %d, released %v; want 3 checked, 2 released", report.Checked, report.Released)
 	}
-	left, _ := s.Cloud.List(ctx, nil)
+	left, _ := s.Cloud.List(ctx, map[string]string{capacity.TagDeployment: activities.DefaultDeployment})
 	if len(left) != 1 || left[0].Tags[capacity.TagRun] != keep.ID {
 		t.Errorf("left running: %v; want only %s's instance", left, keep.ID)
+	}
+	if _, state, err := s.Cloud.Describe(ctx, theirs.ID); err != nil || state != capacity.StateRunning {
+		t.Errorf("the other deployment's instance is %s (%v); want it left running", state, err)
 	}
 	for _, id := range report.Released {
 		if id == ghost.ID {

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"refuel/activities"
 	"refuel/controlplane"
 	"refuel/internal/cluster"
 	"refuel/internal/codec"
@@ -47,6 +48,7 @@ func serve(args []string) int {
 		spotRetry  = fs.Duration("spot-retry", wf.Run.SpotRetryInterval, "how often a deadline run on on-demand asks refuel whether to try spot again, backing off to an hour while tries find no stock; 0 keeps such runs on on-demand")
 		waitSpot   = fs.Bool("deadline-waits-for-spot", wf.Run.WaitForSpot, "a deadline run that finds no spot waits for it while refuel says its slack allows; false takes on-demand at the first stock-out")
 		changeover = fs.Duration("changeover-overhead", wf.Run.RestartOverhead, "what refuel counts a move from on-demand to spot to cost a run (boot, setup, restoring the checkpoint)")
+		deployment = fs.String("deployment", envOr("REFUEL_DEPLOYMENT", activities.DefaultDeployment), "this control plane's name, tagged refuel:deployment on every instance it launches; its janitor releases only those, so deployments can share a cloud account (env REFUEL_DEPLOYMENT)")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
 		logJSON    = fs.Bool("log-json", false, "log JSON lines instead of console text")
 		tlsCert    = fs.String("tls-cert", os.Getenv("REFUEL_TLS_CERT"), "serve the embedded frontend and Web UI over TLS with this certificate (PEM), with --tls-key; refuel's clients then need TEMPORAL_TLS_SERVER_CA_CERT_PATH (env REFUEL_TLS_CERT)")
@@ -69,6 +71,10 @@ func serve(args []string) int {
 	zap.ReplaceGlobals(log)
 	if *spotRetry < 0 || *changeover < 0 {
 		log.Error("--spot-retry and --changeover-overhead are durations of 0 or more, e.g. 10m")
+		return 2
+	}
+	if err := activities.CheckDeployment(*deployment); err != nil {
+		log.Error("--deployment: " + err.Error())
 		return 2
 	}
 	wf.Run.SpotRetryInterval, wf.Run.RestartOverhead, wf.Run.WaitForSpot = *spotRetry, *changeover, *waitSpot
@@ -99,6 +105,7 @@ func serve(args []string) int {
 			TLS:        devserver.TLS{CertFile: *tlsCert, KeyFile: *tlsKey, ClientCAFile: *tlsCA},
 			APIKeyFile: *apiKeyFile, CodecServer: *codecAddr, CodecTokenFile: *codecToken,
 		},
+		Deployment: *deployment,
 	})
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))
@@ -111,6 +118,7 @@ func serve(args []string) int {
 		zap.String("metrics", stack.MetricsURL()),
 		zap.String("task_queue", "refuel"),
 		zap.String("provider", *provider),
+		zap.String("deployment", *deployment),
 		zap.String("ec2_endpoint", stack.EC2Endpoint),
 		zap.String("codec_server", stack.CodecURL))
 	if ui := stack.UIURL(); ui != "" {

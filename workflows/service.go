@@ -3,7 +3,6 @@ package workflows
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -64,12 +63,12 @@ type service struct {
 
 func (w *Workflows) startService(ctx workflow.Context, input json.RawMessage, carried *ServiceState) (*service, error) {
 	id := workflow.GetInfo(ctx).WorkflowExecution.ID
-	var ss spec.ServiceSpec
-	// Decoding and validation format their messages with fmt, which
-	// workflowcheck cannot prove deterministic; they only format the
-	// input's own values.
+	// Decoding formats its messages with fmt and walks the input by
+	// reflection, which workflowcheck cannot prove deterministic; it reads
+	// only the input.
 	//workflowcheck:ignore
-	if err := spec.DecodeStrict(input, &ss, "ServiceSpec"); err != nil {
+	ss, err := spec.DecodeServiceSpecJSON(input)
+	if err != nil {
 		return nil, invalidServiceSpecError(err)
 	}
 	ss.Normalize()
@@ -78,14 +77,11 @@ func (w *Workflows) startService(ctx workflow.Context, input json.RawMessage, ca
 	//workflowcheck:ignore
 	scaler, err := autoscale.NewAutoscaler(ss)
 	if err != nil {
-		//workflowcheck:ignore
 		return nil, invalidServiceSpecError(err)
 	}
 	if carried == nil {
 		if ss.ID != id && workflow.GetVersion(ctx, specIDVersion, workflow.DefaultVersion, 1) >= 1 {
-			return nil, invalidServiceSpecError(&spec.ValidationError{Kind: "ServiceSpec", ID: ss.ID, Fields: []*spec.FieldError{{
-				Field: "id", Problem: fmt.Sprintf("%q is not the workflow ID %q", ss.ID, id),
-				Fix: "start the service with its id as the workflow ID (starter serve does)"}}})
+			return nil, invalidServiceSpecError(spec.CheckWorkflowID("ServiceSpec", ss.ID, id))
 		}
 		carried = &ServiceState{Autoscaler: *scaler, StartedAt: workflow.Now(ctx), Options: recordOptions(ctx, w.Service)}
 	}
@@ -105,6 +101,11 @@ func (w *Workflows) startService(ctx workflow.Context, input json.RawMessage, ca
 	return s, err
 }
 
+// invalidServiceSpecError fails the workflow as the spec's fault. Its message is the
+// spec's own field errors, formatted with fmt, which workflowcheck cannot
+// prove deterministic.
+//
+//workflowcheck:ignore
 func invalidServiceSpecError(err error) error {
 	var ve *spec.ValidationError
 	if errors.As(err, &ve) {

@@ -91,11 +91,12 @@ type run struct {
 func (w *Workflows) startRun(ctx workflow.Context, input json.RawMessage, carried *RunState) (*run, error) {
 	info := workflow.GetInfo(ctx)
 	r := &run{id: info.WorkflowExecution.ID, identity: info.FirstRunID, opts: w.Run}
-	var js spec.JobSpec
-	// Decoding formats its messages with fmt, which workflowcheck cannot
-	// prove deterministic; it only formats the input's own values.
+	// Decoding formats its messages with fmt and walks the input by
+	// reflection, which workflowcheck cannot prove deterministic; it reads
+	// only the input.
 	//workflowcheck:ignore
-	if err := spec.DecodeStrict(input, &js, "JobSpec"); err != nil {
+	js, err := spec.DecodeJobSpecJSON(input)
+	if err != nil {
 		return nil, invalidSpecError(err)
 	}
 	if carried != nil {
@@ -117,9 +118,7 @@ func (w *Workflows) startRun(ctx workflow.Context, input json.RawMessage, carrie
 		return nil, invalidSpecError(err)
 	}
 	if js.ID != r.id && workflow.GetVersion(ctx, specIDVersion, workflow.DefaultVersion, 1) >= 1 {
-		return nil, invalidSpecError(&spec.ValidationError{Kind: "JobSpec", ID: js.ID, Fields: []*spec.FieldError{{
-			Field: "id", Problem: fmt.Sprintf("%q is not the workflow ID %q", js.ID, r.id),
-			Fix: "start the run with the job's id as its workflow ID (starter submit does)"}}})
+		return nil, invalidSpecError(spec.CheckWorkflowID("JobSpec", js.ID, r.id))
 	}
 	r.spec = js
 	if o := recordOptions(ctx, w.Run); o != nil {
@@ -132,7 +131,7 @@ func (w *Workflows) startRun(ctx workflow.Context, input json.RawMessage, carrie
 	if err := r.registerHandlers(ctx); err != nil {
 		return nil, err
 	}
-	err := workflow.UpsertTypedSearchAttributes(ctx,
+	err = workflow.UpsertTypedSearchAttributes(ctx,
 		AttrTeam.ValueSet(js.Team), AttrTier.ValueSet(string(js.Tier)),
 		AttrPriority.ValueSet(int64(js.Priority)), AttrState.ValueSet(string(StatePending)))
 	return r, err
@@ -369,6 +368,11 @@ const specIDVersion = "spec-id-is-workflow-id"
 // runs recorded before it released at once.
 const cancelCheckpointVersion = "cancel-waits-for-checkpoint"
 
+// invalidSpecError fails the workflow as the spec's fault. Its message is the
+// spec's own field errors, formatted with fmt, which workflowcheck cannot
+// prove deterministic.
+//
+//workflowcheck:ignore
 func invalidSpecError(err error) error {
 	var ve *spec.ValidationError
 	if errors.As(err, &ve) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strconv"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
@@ -99,7 +100,7 @@ var (
 // run's identity and attempt: spread across runs, the same on replay.
 func jittered(d time.Duration, identity string, attempt int) time.Duration {
 	h := fnv.New32a()
-	fmt.Fprintf(h, "%s/%d", identity, attempt)
+	h.Write([]byte(identity + "/" + strconv.Itoa(attempt)))
 	f := float64(h.Sum32())/float64(1<<32)*0.4 - 0.2 // in [-0.2, 0.2)
 	return d + time.Duration(f*float64(d))
 }

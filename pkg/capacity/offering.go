@@ -108,3 +108,7 @@ const (
 	TagNode   = "refuel:node"
 	ManagedBy = "refuel"
 )
+
+// TagDeployment names the refuel deployment (worker --deployment) that
+// launched an instance: a janitor releases only its own deployment's.
+const TagDeployment = "refuel:deployment"

@@ -117,7 +117,7 @@ func (c *Config) Normalize() {
 // fields, fills defaults and validates it.
 func ParseConfig(data []byte) (Config, error) {
 	var c Config
-	if err := spec.DecodeStrict(data, &c, "pool config"); err != nil {
+	if err := spec.DecodeStrict(data, &c, "pool config", MaxDocumentBytes); err != nil {
 		return Config{}, err
 	}
 	c.Normalize()

@@ -3,7 +3,9 @@ package pool
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
+	"time"
 
 	"refuel/pkg/capacity"
 	"refuel/pkg/spec"
@@ -14,11 +16,50 @@ var namePattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$`)
 
 const nameFix = "use 1-64 lower-case letters, digits, '.', '_' or '-', starting and ending with a letter or digit"
 
+// Limits of a pools file, far above any real one; they keep the
+// CapacityPool workflow's input and state small (README, "Capacity pools
+// and admission").
+const (
+	MaxDocumentBytes = 1 << 20
+	MaxBaseNodes     = 1024 // base.nodes entries
+	MaxBaseCounts    = 256  // base.counts entries
+	MaxBaseMachines  = 4096 // machines of the base group, listed and counted
+	MaxBurstPools    = 64
+	MaxOfferings     = 256 // offerings of one burst pool
+	MaxInstances     = 10000
+	MaxAgingPerHour  = 1000
+	MaxPreemptAfter  = 7 * 24 * time.Hour
+)
+
 // Validate checks a normalised config and returns a *spec.ValidationError
 // listing every problem, or nil.
 func (c *Config) Validate() error {
 	ve := &spec.ValidationError{Kind: "pool config"}
-	c.validateBase(ve)
+	machines := c.validateBase(ve)
+	if len(c.Burst) > MaxBurstPools {
+		ve.Add("burst", fmt.Sprintf("lists %d pools", len(c.Burst)), fmt.Sprintf("list at most %d; one pool may hold many offerings", MaxBurstPools))
+	} else {
+		c.validateBurst(ve)
+	}
+	if machines == 0 && len(c.Burst) == 0 {
+		ve.Add("base", "has no machines and there are no burst pools", "list base nodes or counts, or add a burst pool")
+	}
+	if c.PreemptGap < 0 || c.PreemptGap > spec.MaxPriority {
+		ve.Add("preempt_gap", fmt.Sprintf("%d is outside 0..%d", c.PreemptGap, spec.MaxPriority), "give how many priority points below a waiting request a run must be to be preempted, e.g. 10; 0 lets any lower priority be")
+	}
+	switch {
+	case c.PreemptAfter < 0:
+		ve.Add("preempt_after", fmt.Sprintf("%s is negative", c.PreemptAfter), "give how long a run keeps its capacity before a higher priority may take it, e.g. 10m, or leave it out")
+	case c.PreemptAfter.D() > MaxPreemptAfter:
+		ve.Add("preempt_after", fmt.Sprintf("%s is more than a week", c.PreemptAfter), "give at most 168h, e.g. 10m, or leave it out")
+	}
+	if c.AgingPerHour < 0 || c.AgingPerHour > MaxAgingPerHour {
+		ve.Add("aging_per_hour", fmt.Sprintf("%g is outside 0..%d", c.AgingPerHour, MaxAgingPerHour), fmt.Sprintf("give the priority gained per hour of waiting, e.g. %d", DefaultAgingPerHour))
+	}
+	return ve.Err()
+}
+
+func (c *Config) validateBurst(ve *spec.ValidationError) {
 	pools := map[string]string{}
 	offerings := map[string]string{}
 	for i, p := range c.Burst {
@@ -28,35 +69,35 @@ func (c *Config) Validate() error {
 			ve.Add(at+".name", fmt.Sprintf("%q is also %s", p.Name, prev), "give each pool its own name")
 		}
 		pools[p.Name] = at + ".name"
-		if p.MaxInstances < 0 {
-			ve.Add(at+".max_instances", fmt.Sprintf("%d is negative", p.MaxInstances), "give the most instances to hold at once, or leave it out for no cap")
+		if p.MaxInstances < 0 || p.MaxInstances > MaxInstances {
+			ve.Add(at+".max_instances", fmt.Sprintf("%d is outside 0..%d", p.MaxInstances, MaxInstances), "give the most instances to hold at once, or leave it out for no cap")
 		}
-		if len(p.Offerings) == 0 {
+		switch {
+		case len(p.Offerings) == 0:
 			ve.Add(at+".offerings", "is empty", "list the offerings the pool may buy")
+		case len(p.Offerings) > MaxOfferings:
+			ve.Add(at+".offerings", fmt.Sprintf("lists %d", len(p.Offerings)), fmt.Sprintf("list at most %d offerings in one pool", MaxOfferings))
+		default:
+			for j, o := range p.Offerings {
+				validateOffering(ve, fmt.Sprintf("%s.offerings[%d]", at, j), o, offerings)
+			}
 		}
-		for j, o := range p.Offerings {
-			validateOffering(ve, fmt.Sprintf("%s.offerings[%d]", at, j), o, offerings)
-		}
 	}
-	if len(c.Base.Inventory()) == 0 && len(c.Burst) == 0 {
-		ve.Add("base", "has no machines and there are no burst pools", "list base nodes or counts, or add a burst pool")
-	}
-	if c.PreemptGap < 0 || c.PreemptGap > spec.MaxPriority {
-		ve.Add("preempt_gap", fmt.Sprintf("%d is outside 0..%d", c.PreemptGap, spec.MaxPriority), "give how many priority points below a waiting request a run must be to be preempted, e.g. 10; 0 lets any lower priority be")
-	}
-	if c.PreemptAfter < 0 {
-		ve.Add("preempt_after", fmt.Sprintf("%s is negative", c.PreemptAfter), "give how long a run keeps its capacity before a higher priority may take it, e.g. 10m, or leave it out")
-	}
-	if c.AgingPerHour < 0 {
-		ve.Add("aging_per_hour", fmt.Sprintf("%g is negative", c.AgingPerHour), fmt.Sprintf("give the priority gained per hour of waiting, e.g. %d", DefaultAgingPerHour))
-	}
-	return ve.Err()
 }
 
-func (c *Config) validateBase(ve *spec.ValidationError) {
+// validateBase checks the base group and returns how many machines it
+// has, counting rather than listing them: a count is the user's number.
+func (c *Config) validateBase(ve *spec.ValidationError) int {
 	b := c.Base
 	if len(b.Nodes) > 0 || len(b.Counts) > 0 || b.Name != "" {
 		checkName(ve, "base.name", b.Name, "name the base group, e.g. dc1-a100")
+	}
+	if b.Provider != "" && !spec.ValidName(b.Provider) {
+		ve.Add("base.provider", fmt.Sprintf("%q is not a valid provider name", clip(b.Provider)), spec.NameFix)
+	}
+	if len(b.Nodes) > MaxBaseNodes || len(b.Counts) > MaxBaseCounts {
+		ve.Add("base", fmt.Sprintf("lists %d nodes and %d counts", len(b.Nodes), len(b.Counts)), fmt.Sprintf("list at most %d nodes and %d counts", MaxBaseNodes, MaxBaseCounts))
+		return len(b.Nodes) + len(b.Counts)
 	}
 	names := map[string]string{}
 	for i, n := range b.Nodes {
@@ -66,55 +107,82 @@ func (c *Config) validateBase(ve *spec.ValidationError) {
 			ve.Add(at+".name", fmt.Sprintf("%q is also %s", n.Name, prev), "give each machine its own name")
 		}
 		names[n.Name] = at + ".name"
-		checkMachine(ve, at, n.InstanceType, n.GPUs, n.PricePerHour)
+		checkMachine(ve, at, n.InstanceType, n.Zone, n.GPUs, n.PricePerHour)
 	}
+	machines := len(b.Nodes)
 	for i, cnt := range b.Counts {
 		at := fmt.Sprintf("base.counts[%d]", i)
-		checkMachine(ve, at, cnt.InstanceType, cnt.GPUs, cnt.PricePerHour)
-		if cnt.Count < 1 {
+		checkMachine(ve, at, cnt.InstanceType, cnt.Zone, cnt.GPUs, cnt.PricePerHour)
+		switch {
+		case cnt.Count < 1:
 			ve.Add(at+".count", fmt.Sprintf("%d is below 1", cnt.Count), "give how many machines of this type the group has")
+		case cnt.Count > MaxBaseMachines:
+			ve.Add(at+".count", fmt.Sprintf("%d is above %d", cnt.Count, MaxBaseMachines), fmt.Sprintf("a base group has at most %d machines", MaxBaseMachines))
+		default:
+			machines += cnt.Count
 		}
+	}
+	if machines > MaxBaseMachines {
+		ve.Add("base", fmt.Sprintf("has %d machines", machines), fmt.Sprintf("a base group has at most %d machines; split it into burst pools or several deployments", MaxBaseMachines))
+		return machines
 	}
 	// Counted machines are named after the group; a listed node must not
 	// take one of those names.
-	for _, n := range b.Inventory()[len(b.Nodes):] {
-		if prev, ok := names[n.Name]; ok {
-			ve.Add(prev, fmt.Sprintf("%q is also the name of a counted machine", n.Name), "rename the node")
+	for _, cnt := range b.Counts {
+		prefix := fmt.Sprintf("%s-%s-", b.Name, cnt.InstanceType)
+		for _, n := range b.Nodes {
+			if i, err := strconv.Atoi(strings.TrimPrefix(n.Name, prefix)); err == nil && strings.HasPrefix(n.Name, prefix) &&
+				i >= 1 && i <= cnt.Count && n.Name == prefix+strconv.Itoa(i) {
+				ve.Add(names[n.Name], fmt.Sprintf("%q is also the name of a counted machine", n.Name), "rename the node")
+			}
 		}
+	}
+	return machines
+}
+
+func checkMachine(ve *spec.ValidationError, at, instanceType, zone string, gpus int, price float64) {
+	checkOfferingName(ve, at+".instance_type", instanceType, true, "name the instance type, e.g. p4d.24xlarge or a100-8x")
+	checkOfferingName(ve, at+".zone", zone, false, "")
+	if gpus < 1 || gpus > spec.MaxGPUs {
+		ve.Add(at+".gpus", fmt.Sprintf("%d is outside 1..%d", gpus, spec.MaxGPUs), "give the GPUs one machine has")
+	}
+	checkPrice(ve, at+".price_per_hour", price, false)
+}
+
+// checkOfferingName checks an instance type, zone or provider name.
+func checkOfferingName(ve *spec.ValidationError, field, name string, required bool, fix string) {
+	switch {
+	case strings.TrimSpace(name) == "":
+		if required {
+			ve.Add(field, "is required", fix)
+		}
+	case !spec.ValidName(name):
+		ve.Add(field, fmt.Sprintf("%q is not a valid name", clip(name)), spec.NameFix)
 	}
 }
 
-func checkMachine(ve *spec.ValidationError, at, instanceType string, gpus int, price float64) {
-	if strings.TrimSpace(instanceType) == "" {
-		ve.Add(at+".instance_type", "is required", "name the instance type, e.g. p4d.24xlarge or a100-8x")
-	}
-	if gpus < 1 {
-		ve.Add(at+".gpus", fmt.Sprintf("%d is below 1", gpus), "give the GPUs one machine has")
-	}
-	if price < 0 {
-		ve.Add(at+".price_per_hour", "is negative", "give the amortised USD per hour, or leave it out")
+func checkPrice(ve *spec.ValidationError, field string, price float64, required bool) {
+	switch {
+	case required && price <= 0:
+		ve.Add(field, "must be positive", "give the USD per instance-hour")
+	case price < 0:
+		ve.Add(field, "is negative", "give the amortised USD per hour, or leave it out")
+	case price > spec.MaxPricePerHour:
+		ve.Add(field, fmt.Sprintf("%g is above %d", price, spec.MaxPricePerHour), fmt.Sprintf("give at most %d USD per instance-hour", spec.MaxPricePerHour))
 	}
 }
 
 func validateOffering(ve *spec.ValidationError, at string, o capacity.Offering, seen map[string]string) {
-	for _, f := range []struct{ field, value, fix string }{
-		{"provider", o.Provider, "name the provider, e.g. aws"},
-		{"instance_type", o.InstanceType, "name the instance type, e.g. p3.2xlarge"},
-		{"zone", o.Zone, "name the zone, e.g. us-east-1a"},
-	} {
-		if strings.TrimSpace(f.value) == "" {
-			ve.Add(at+"."+f.field, "is required", f.fix)
-		}
-	}
+	checkOfferingName(ve, at+".provider", o.Provider, true, "name the provider, e.g. aws")
+	checkOfferingName(ve, at+".instance_type", o.InstanceType, true, "name the instance type, e.g. p3.2xlarge")
+	checkOfferingName(ve, at+".zone", o.Zone, true, "name the zone, e.g. us-east-1a")
 	if o.Market != capacity.Spot && o.Market != capacity.OnDemand {
-		ve.Add(at+".market", fmt.Sprintf("%q is not a burst market", o.Market), "use spot or on-demand; base capacity goes under base")
+		ve.Add(at+".market", fmt.Sprintf("%q is not a burst market", clip(string(o.Market))), "use spot or on-demand; base capacity goes under base")
 	}
-	if o.GPUs < 1 {
-		ve.Add(at+".gpus", fmt.Sprintf("%d is below 1", o.GPUs), "give the GPUs one instance has")
+	if o.GPUs < 1 || o.GPUs > spec.MaxGPUs {
+		ve.Add(at+".gpus", fmt.Sprintf("%d is outside 1..%d", o.GPUs, spec.MaxGPUs), "give the GPUs one instance has")
 	}
-	if o.PricePerHour <= 0 {
-		ve.Add(at+".price_per_hour", "must be positive", "give the USD per instance-hour")
-	}
+	checkPrice(ve, at+".price_per_hour", o.PricePerHour, true)
 	if prev, ok := seen[o.Key()]; ok {
 		ve.Add(at, fmt.Sprintf("%s is also %s", o.Key(), prev), "list each offering once")
 	}
@@ -126,6 +194,14 @@ func checkName(ve *spec.ValidationError, field, name, fix string) {
 	case name == "":
 		ve.Add(field, "is required", fix)
 	case !namePattern.MatchString(name):
-		ve.Add(field, fmt.Sprintf("%q is not a valid name", name), nameFix)
+		ve.Add(field, fmt.Sprintf("%q is not a valid name", clip(name)), nameFix)
 	}
+}
+
+// clip shortens a value quoted in an error.
+func clip(s string) string {
+	if len(s) <= 64 {
+		return s
+	}
+	return strings.ToValidUTF8(s[:64], "") + "…"
 }

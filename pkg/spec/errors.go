@@ -63,3 +63,17 @@ func (fe fieldErrors) err(kind, id string) error {
 	}
 	return &ValidationError{Kind: kind, ID: id, Fields: fe}
 }
+
+// Add records one field error.
+func (e *ValidationError) Add(field, problem, fix string) {
+	e.Fields = append(e.Fields, &FieldError{Field: field, Problem: problem, Fix: fix})
+}
+
+// Err returns e when it lists a field error and nil otherwise, so a
+// validator can collect into a ValidationError and return Err().
+func (e *ValidationError) Err() error {
+	if len(e.Fields) == 0 {
+		return nil
+	}
+	return e
+}

@@ -130,7 +130,7 @@ func (s *ServiceSpec) Normalize() {
 // unknown fields, fills defaults and validates it.
 func ParseServiceSpec(data []byte) (ServiceSpec, error) {
 	var s ServiceSpec
-	if err := DecodeStrict(data, &s, "ServiceSpec"); err != nil {
+	if err := DecodeStrict(data, &s, "ServiceSpec", MaxDocumentBytes); err != nil {
 		return ServiceSpec{}, err
 	}
 	s.Normalize()
@@ -154,12 +154,8 @@ func ReadServiceSpec(path string) (ServiceSpec, error) {
 // every problem, or nil.
 func (s *ServiceSpec) Validate() error {
 	var fe fieldErrors
-	switch {
-	case s.ID == "":
-		fe.add("id", "is required", "give the service a unique id such as chat-13b")
-	case !idPattern.MatchString(s.ID):
-		fe.add("id", fmt.Sprintf("%q is not a valid id", s.ID), "use 1-128 lower-case letters, digits, '.', '_' or '-', starting and ending with a letter or digit")
-	}
+	checkID(&fe, s.ID, "give the service a unique id such as chat-13b")
+	checkTeam(&fe, s.Team)
 	if s.Priority < 0 || s.Priority > MaxPriority {
 		fe.add("priority", fmt.Sprintf("%d is out of range", s.Priority), "use an integer from 0 (lowest) to 100 (highest)")
 	}
@@ -168,35 +164,47 @@ func (s *ServiceSpec) Validate() error {
 	if s.Tolerance < 0 || s.Tolerance >= 1 {
 		fe.add("tolerance", fmt.Sprintf("%g is out of range", s.Tolerance), "give a share below 1, e.g. 0.1 to ignore falls within 10%")
 	}
-	if s.UpscaleDelay < 0 {
-		fe.add("upscale_delay", "is negative", "give a duration such as 30s, or leave it out to scale up at once")
-	}
-	if s.DownscaleDelay < 0 {
-		fe.add("downscale_delay", "is negative", "give a duration such as 10m")
-	}
-	for i, w := range s.Schedules {
-		s.validateWindow(&fe, fmt.Sprintf("schedules[%d]", i), w)
-	}
-	if !s.AutoLeadTime() {
-		d, err := time.ParseDuration(s.LeadTime)
-		switch {
-		case err != nil:
-			fe.add("lead_time", fmt.Sprintf("%q is not a duration", s.LeadTime), "write a duration such as 5m, or auto to learn it")
-		case d < 0:
-			fe.add("lead_time", "is negative", "write a duration such as 5m, or auto to learn it")
+	checkDelay(&fe, "upscale_delay", s.UpscaleDelay, "give a duration such as 30s, or leave it out to scale up at once")
+	checkDelay(&fe, "downscale_delay", s.DownscaleDelay, "give a duration such as 10m")
+	if len(s.Schedules) > MaxSchedules {
+		fe.add("schedules", fmt.Sprintf("lists %d windows", len(s.Schedules)), fmt.Sprintf("list at most %d; one cron expression can open a window on many days", MaxSchedules))
+	} else {
+		for i, w := range s.Schedules {
+			s.validateWindow(&fe, fmt.Sprintf("schedules[%d]", i), w)
 		}
 	}
-	if s.ModelLoad < 0 {
-		fe.add("model_load", "is negative", "give a duration such as 90s, or leave it out if replicas serve as soon as their instance runs")
+	if !s.AutoLeadTime() {
+		const fix = "write a duration such as 5m, or auto to learn it"
+		d, err := parseDurationText(s.LeadTime)
+		switch {
+		case err != nil:
+			fe.add("lead_time", fmt.Sprintf("%q is not a duration", clip(s.LeadTime)), fix)
+		default:
+			checkDelay(&fe, "lead_time", Duration(d), fix)
+		}
 	}
-	if s.WarmPool < 0 || (s.MaxReplicas >= 1 && s.WarmPool > s.MaxReplicas) {
+	checkDelay(&fe, "model_load", s.ModelLoad, "give a duration such as 90s, or leave it out if replicas serve as soon as their instance runs")
+	if s.WarmPool < 0 || (s.MaxReplicas >= 1 && s.WarmPool > s.MaxReplicas) || s.WarmPool > MaxReplicas {
 		fe.add("warm_pool", fmt.Sprintf("%d is out of range", s.WarmPool), "keep 0 to max_replicas prepared instances")
 	}
 	if s.Placement != PlacementSpotFirst && s.Placement != PlacementOnDemand {
-		fe.add("placement", fmt.Sprintf("%q is not a placement", s.Placement), "use spot-first or on-demand")
+		fe.add("placement", fmt.Sprintf("%q is not a placement", clip(string(s.Placement))), "use spot-first or on-demand")
 	}
 	s.Resources.validate(&fe, "ask for 1 or more GPUs per replica")
-	return fe.err("ServiceSpec", s.ID)
+	if s.Resources.Nodes > 1 {
+		fe.add("resources.nodes", fmt.Sprintf("%d is more than one", s.Resources.Nodes), "leave it out: each replica runs on one node; ask for more replicas instead")
+	}
+	return fe.err("ServiceSpec", clip(s.ID))
+}
+
+// checkDelay checks a service's duration: 0 to MaxServiceDelay.
+func checkDelay(fe *fieldErrors, field string, d Duration, fix string) {
+	switch {
+	case d < 0:
+		fe.add(field, "is negative", fix)
+	case d.D() > MaxServiceDelay:
+		fe.add(field, fmt.Sprintf("%s is more than a day", d), fix+", at most 24h")
+	}
 }
 
 func (s *ServiceSpec) validateReplicas(fe *fieldErrors) {
@@ -206,6 +214,8 @@ func (s *ServiceSpec) validateReplicas(fe *fieldErrors) {
 	switch {
 	case s.MaxReplicas < 1:
 		fe.add("max_replicas", "must be at least 1", "give the most replicas the service may have")
+	case s.MaxReplicas > MaxReplicas:
+		fe.add("max_replicas", fmt.Sprintf("%d is above %d", s.MaxReplicas, MaxReplicas), fmt.Sprintf("give at most %d replicas; run a second service for more", MaxReplicas))
 	case s.MaxReplicas < s.MinReplicas:
 		fe.add("max_replicas", fmt.Sprintf("%d is below min_replicas %d", s.MaxReplicas, s.MinReplicas), "raise max_replicas or lower min_replicas")
 	}
@@ -213,11 +223,17 @@ func (s *ServiceSpec) validateReplicas(fe *fieldErrors) {
 
 func (s *ServiceSpec) validateTarget(fe *fieldErrors) {
 	t := s.Target
-	if t.QPS < 0 {
+	switch {
+	case t.QPS < 0:
 		fe.add("target.qps", "is negative", "give the requests per second one replica serves well, e.g. 2.5")
+	case t.QPS > MaxTargetPerReplica:
+		fe.add("target.qps", fmt.Sprintf("%g is above a million", t.QPS), "give the requests per second one replica serves well, e.g. 2.5")
 	}
-	if t.QueueLength < 0 {
+	switch {
+	case t.QueueLength < 0:
 		fe.add("target.queue_length", "is negative", "give the waiting requests per replica to allow, e.g. 4")
+	case t.QueueLength > MaxTargetPerReplica:
+		fe.add("target.queue_length", fmt.Sprintf("%g is above a million", t.QueueLength), "give the waiting requests per replica to allow, e.g. 4")
 	}
 	if t.GPUUtilization < 0 || t.GPUUtilization > 1 {
 		fe.add("target.gpu_utilization", fmt.Sprintf("%g is out of range", t.GPUUtilization), "give a share in (0, 1], e.g. 0.8 for 80%")
@@ -233,18 +249,29 @@ func (s *ServiceSpec) validateTarget(fe *fieldErrors) {
 }
 
 func (s *ServiceSpec) validateWindow(fe *fieldErrors, at string, w ScalingWindow) {
-	if _, err := ParseCron(w.Cron); err != nil {
-		fe.add(at+".cron", fmt.Sprintf("%q: %v", w.Cron, err), "write 5 fields: minute hour day-of-month month day-of-week, e.g. \"0 8 * * 1-5\"")
+	const cronFix = "write 5 fields: minute hour day-of-month month day-of-week, e.g. \"0 8 * * 1-5\""
+	if len(w.Cron) > MaxCronLength {
+		fe.add(at+".cron", fmt.Sprintf("is %d characters long", len(w.Cron)), cronFix+fmt.Sprintf(", within %d characters", MaxCronLength))
+	} else if _, err := ParseCron(w.Cron); err != nil {
+		fe.add(at+".cron", fmt.Sprintf("%q: %v", clip(w.Cron), err), cronFix)
 	}
-	if w.Duration <= 0 {
+	switch {
+	case w.Duration <= 0:
 		fe.add(at+".duration", "must be a positive duration", "say how long the window stays open, e.g. 10h")
+	case w.Duration.D() > MaxWindow:
+		fe.add(at+".duration", fmt.Sprintf("%s is more than 31 days", w.Duration), "keep a window open at most 744h; use min_replicas for a floor that always holds")
 	}
-	if w.MinReplicas < 0 || (s.MaxReplicas >= 1 && w.MinReplicas > s.MaxReplicas) {
+	if w.MinReplicas < 0 || (s.MaxReplicas >= 1 && w.MinReplicas > s.MaxReplicas) || w.MinReplicas > MaxReplicas {
 		fe.add(at+".min_replicas", fmt.Sprintf("%d is out of range", w.MinReplicas), fmt.Sprintf("give a floor from 0 to max_replicas (%d)", s.MaxReplicas))
 	}
 }
 
 // ParseCron reads a standard 5-field cron expression.
 func ParseCron(expr string) (cron.Schedule, error) {
+	// The parser slices out of range on a zone prefix with nothing after
+	// it ("TZ=UTC"): refuse that first.
+	if (strings.HasPrefix(expr, "TZ=") || strings.HasPrefix(expr, "CRON_TZ=")) && !strings.Contains(expr, " ") {
+		return nil, fmt.Errorf("the time zone %s is not followed by a schedule", expr)
+	}
 	return cron.ParseStandard(expr)
 }

@@ -131,12 +131,11 @@ func printableASCII(s string) bool {
 func (c *Cloud) launch(ctx context.Context, req capacity.Request, r fleetRun) (inst capacity.Instance, settled bool, err error) {
 	out, err := c.ec2.CreateFleet(ctx, c.fleetInput(req, r))
 	if err != nil {
-		code, msg := c.explain(err)
+		code, class, msg := c.explain(err)
 		if code == codeTokenReused {
 			adopted, err := c.adopt(ctx, req, r, msg)
 			return adopted, false, err
 		}
-		class := ClassOfCode(code)
 		if code == "" {
 			msg = "CreateFleet failed: " + msg
 		}
@@ -216,12 +215,13 @@ func (c *Cloud) fleetErrors(r fleetRun, errs []types.CreateFleetError) error {
 	byKey := map[string]*capacity.Error{}
 	for _, fe := range errs {
 		code, msg := aws.ToString(fe.ErrorCode), aws.ToString(fe.ErrorMessage)
-		if h := c.hint(code); h != "" {
+		class := ClassOf(code, msg)
+		if h := c.hint(code, msg); h != "" {
 			msg += " (" + h + ")"
 		}
 		for _, o := range overridden(r, fe.LaunchTemplateAndOverrides) {
 			if byKey[o.Key()] == nil {
-				byKey[o.Key()] = capacity.NewError(ClassOfCode(code), o, code, "%s", msg)
+				byKey[o.Key()] = capacity.NewError(class, o, code, "%s", msg)
 			}
 		}
 		c.log.Debug("fleet launch error", zap.String("token", r.token), zap.String("code", code), zap.String("message", msg))
@@ -271,10 +271,13 @@ func (c *Cloud) adopt(ctx context.Context, req capacity.Request, r fleetRun, msg
 	if req.Identity != "" {
 		mine[capacity.TagIdentity] = req.Identity // not an earlier run's with the same job id
 	}
+	if d, ok := req.Tags[capacity.TagDeployment]; ok {
+		mine[capacity.TagDeployment] = d // never another deployment's instance
+	}
 	found, err := c.List(ctx, mine)
 	if err != nil {
-		code, listMsg := c.explain(err)
-		return capacity.Instance{}, failAll(r.offerings, ClassOfCode(code), code,
+		code, class, listMsg := c.explain(err)
+		return capacity.Instance{}, failAll(r.offerings, class, code,
 			fmt.Sprintf("ClientToken %s was used before with other offerings (%s), and looking for this attempt's instance failed: %s", r.token, msg, listMsg))
 	}
 	if len(found) == 0 {
@@ -305,8 +308,8 @@ func (c *Cloud) ready(ctx context.Context, req capacity.Request, id string, choi
 			// EC2 is eventually consistent: a new instance may not be
 			// visible to DescribeInstances at once.
 		case err != nil:
-			code, msg := c.explain(err)
-			return capacity.Instance{}, false, capacity.NewError(ClassOfCode(code), choices[0], code, "instance %s launched but could not be described: %s", id, msg)
+			code, class, msg := c.explain(err)
+			return capacity.Instance{}, false, capacity.NewError(class, choices[0], code, "instance %s launched but could not be described: %s", id, msg)
 		default:
 			inst := c.instance(ec2Inst)
 			inst.Offering = chosen(choices, inst.Offering)

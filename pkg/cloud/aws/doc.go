@@ -9,9 +9,12 @@
 // CreateTags that CreateFleet is authorised as (see deploy/iam-policy.json),
 // and iam:PassRole when the template names an instance profile.
 //
-// EC2's error codes are mapped to refuel's classes by ClassOfCode, so a
-// failed launch says whether it was stock, price, quota, a spec mismatch
-// or throttling; see capacity.Class for how each is handled.
+// EC2's error codes are mapped to refuel's classes by ClassOfCode (and
+// ClassOf, for InvalidParameterValue, whose message says what was
+// invalid), so a failed launch says whether it was stock, price, quota, a
+// spec mismatch, throttling or refuel's own configuration (credentials,
+// permissions, launch template, instance type), with what to fix; see
+// capacity.Class for how each is handled.
 //
 // # The launch template
 //

@@ -26,9 +26,43 @@ func ClassOfCode(code string) capacity.Class {
 		return capacity.SpecMismatch
 	case "RequestLimitExceeded":
 		return capacity.Throttled
+	case codeAuthFailure, codeUnauthorized, codeOptInRequired, codeInvalidInstanceType,
+		"InvalidAMIID.NotFound", "InvalidAMIID.Malformed", "InvalidSubnetID.NotFound", "InvalidGroup.NotFound", "InvalidKeyPair.NotFound":
+		return capacity.Config
+	}
+	if strings.HasPrefix(code, codeLaunchTemplate) {
+		// InvalidLaunchTemplateName.NotFoundException, …Id.NotFound,
+		// …Id.Malformed, …Id.VersionNotFound and the like.
+		return capacity.Config
 	}
 	return capacity.Unknown
 }
+
+// ClassOf is ClassOfCode refined by the message, for the codes whose
+// meaning lies in it: InvalidParameterValue naming the instance type is a
+// type EC2 does not have (configuration, like InvalidInstanceType); one
+// naming the zone is an offering that cannot exist.
+func ClassOf(code, message string) capacity.Class {
+	if code == codeInvalidValue {
+		switch m := strings.ToLower(message); {
+		case strings.Contains(m, "instancetype") || strings.Contains(m, "instance type"):
+			return capacity.Config
+		case strings.Contains(m, "availability zone") || strings.Contains(m, "availabilityzone"):
+			return capacity.SpecMismatch
+		}
+	}
+	return ClassOfCode(code)
+}
+
+// Codes refuel's own configuration causes: no retry cures them.
+const (
+	codeAuthFailure         = "AuthFailure"
+	codeUnauthorized        = "UnauthorizedOperation"
+	codeOptInRequired       = "OptInRequired"
+	codeInvalidInstanceType = "InvalidInstanceType"
+	codeLaunchTemplate      = "InvalidLaunchTemplate"
+	codeInvalidValue        = "InvalidParameterValue"
+)
 
 // Codes EC2 gives for an instance ID that does not exist (any more) or
 // cannot exist; both mean the instance is not there.
@@ -57,14 +91,22 @@ func isInstanceNotFound(err error) bool {
 
 // hint says what to fix for the codes that come from refuel's own
 // configuration rather than from the market.
-func (c *Cloud) hint(code string) string {
+func (c *Cloud) hint(code, message string) string {
 	switch {
-	case strings.HasPrefix(code, "InvalidLaunchTemplate"):
-		return fmt.Sprintf("check Config.LaunchTemplate: %s must exist in region %s", c.cfg.LaunchTemplate, c.region)
-	case code == "AuthFailure":
+	case strings.HasPrefix(code, codeLaunchTemplate):
+		return fmt.Sprintf("check Config.LaunchTemplate (worker --aws-launch-template): %s must exist in region %s", c.cfg.LaunchTemplate, c.region)
+	case code == codeAuthFailure:
 		return "EC2 does not accept the credentials: check the access key, its secret and session token, or the profile"
-	case code == "UnauthorizedOperation":
+	case code == codeUnauthorized:
 		return "the credentials may not do this: grant the actions in deploy/iam-policy.json (and iam:PassRole for the launch template's instance profile)"
+	case code == codeOptInRequired:
+		return fmt.Sprintf("the account is not subscribed to EC2 in region %s: opt in to the region or choose another", c.region)
+	case code == codeInvalidInstanceType || code == codeInvalidValue && ClassOf(code, message) == capacity.Config:
+		return fmt.Sprintf("EC2 has no such instance type in region %s: fix resources.instance_types, the pools file or Config.InstanceTypes", c.region)
+	case strings.HasPrefix(code, "InvalidAMIID"), code == "InvalidGroup.NotFound", code == "InvalidKeyPair.NotFound":
+		return fmt.Sprintf("the launch template %s names an image, security group or key pair that does not exist in region %s", c.cfg.LaunchTemplate, c.region)
+	case code == "InvalidSubnetID.NotFound":
+		return fmt.Sprintf("check Config.Subnets: a subnet named there does not exist in region %s", c.region)
 	case ClassOfCode(code) == capacity.Quota:
 		return "raise the account's EC2 quota (Service Quotas) or allow other instance types"
 	}
@@ -75,22 +117,23 @@ func (c *Cloud) hint(code string) string {
 // what to fix; err stays reachable through errors.As.
 func (c *Cloud) wrap(err error, format string, args ...any) error {
 	what := fmt.Sprintf(format, args...)
-	code, _ := apiCode(err)
-	if h := c.hint(code); h != "" {
+	code, message := apiCode(err)
+	if h := c.hint(code, message); h != "" {
 		return fmt.Errorf("%s: %w (%s)", what, err, h)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// explain is a failed call's code and message for a classified failure,
-// with what to fix when refuel's configuration is the cause.
-func (c *Cloud) explain(err error) (code, message string) {
+// explain is a failed call's code, class and message for a classified
+// failure, with what to fix when refuel's configuration is the cause.
+func (c *Cloud) explain(err error) (code string, class capacity.Class, message string) {
 	code, message = apiCode(err)
 	if code == "" {
-		return "", err.Error()
+		return "", capacity.Unknown, err.Error()
 	}
-	if h := c.hint(code); h != "" {
+	class = ClassOf(code, message)
+	if h := c.hint(code, message); h != "" {
 		message += " (" + h + ")"
 	}
-	return code, message
+	return code, class, message
 }

@@ -11,19 +11,30 @@ import (
 
 // everyCode is issue 3's mapping of EC2 error codes to classes.
 var everyCode = map[string]capacity.Class{
-	"InsufficientInstanceCapacity": capacity.NoCapacity,
-	"InsufficientHostCapacity":     capacity.NoCapacity,
-	"InsufficientCapacity":         capacity.NoCapacity,
-	"UnfulfillableCapacity":        capacity.NoCapacity,
-	"SpotMaxPriceTooLow":           capacity.Price,
-	"MaxSpotInstanceCountExceeded": capacity.Quota,
-	"VcpuLimitExceeded":            capacity.Quota,
-	"InstanceLimitExceeded":        capacity.Quota,
-	"Unsupported":                  capacity.SpecMismatch,
-	"InvalidParameterCombination":  capacity.SpecMismatch,
-	"RequestLimitExceeded":         capacity.Throttled,
-	"SomethingNewFromEC2":          capacity.Unknown,
-	"":                             capacity.Unknown,
+	"InsufficientInstanceCapacity":                capacity.NoCapacity,
+	"InsufficientHostCapacity":                    capacity.NoCapacity,
+	"InsufficientCapacity":                        capacity.NoCapacity,
+	"UnfulfillableCapacity":                       capacity.NoCapacity,
+	"SpotMaxPriceTooLow":                          capacity.Price,
+	"MaxSpotInstanceCountExceeded":                capacity.Quota,
+	"VcpuLimitExceeded":                           capacity.Quota,
+	"InstanceLimitExceeded":                       capacity.Quota,
+	"Unsupported":                                 capacity.SpecMismatch,
+	"InvalidParameterCombination":                 capacity.SpecMismatch,
+	"RequestLimitExceeded":                        capacity.Throttled,
+	"AuthFailure":                                 capacity.Config,
+	"UnauthorizedOperation":                       capacity.Config,
+	"OptInRequired":                               capacity.Config,
+	"InvalidInstanceType":                         capacity.Config,
+	"InvalidAMIID.NotFound":                       capacity.Config,
+	"InvalidSubnetID.NotFound":                    capacity.Config,
+	"InvalidLaunchTemplateName.NotFoundException": capacity.Config,
+	"InvalidLaunchTemplateId.NotFound":            capacity.Config,
+	"InvalidLaunchTemplateId.Malformed":           capacity.Config,
+	"InvalidLaunchTemplateId.VersionNotFound":     capacity.Config,
+	"InvalidParameterValue":                       capacity.Unknown, // what was invalid is in the message
+	"SomethingNewFromEC2":                         capacity.Unknown,
+	"":                                            capacity.Unknown,
 }
 
 func TestClassOfCode(t *testing.T) {
@@ -66,12 +77,34 @@ func TestAcquireClassifiesEveryCode(t *testing.T) {
 	}
 }
 
+// InvalidParameterValue is many things; its message says which.
+func TestClassOfReadsTheMessage(t *testing.T) {
+	cases := map[string]capacity.Class{
+		"Invalid value 'p9.mega' for InstanceType.":                          capacity.Config,
+		"The instance type 'p9.mega' does not exist":                         capacity.Config,
+		"Invalid availability zone: [us-east-1z]":                            capacity.SpecMismatch,
+		"Value (abc) for parameter MaxPrice is invalid.":                     capacity.Unknown,
+		"Value () for parameter ClientToken is invalid. It must be at most…": capacity.Unknown,
+	}
+	for msg, want := range cases {
+		if got := ClassOf("InvalidParameterValue", msg); got != want {
+			t.Errorf("ClassOf(InvalidParameterValue, %q) = %s; want %s", msg, got, want)
+		}
+	}
+	if got := ClassOf("InsufficientInstanceCapacity", "instance type p3.2xlarge"); got != capacity.NoCapacity {
+		t.Errorf("a code with a meaning of its own is classified by it, not by its message: got %s", got)
+	}
+}
+
 func TestFailuresSayWhatToFix(t *testing.T) {
 	cases := map[string]string{
-		"InvalidLaunchTemplateName.NotFoundException": `check Config.LaunchTemplate: "refuel-node" version 3 must exist in region us-east-1`,
-		"InvalidLaunchTemplateId.VersionNotFound":     "check Config.LaunchTemplate",
-		"UnauthorizedOperation":                       "deploy/iam-policy.json",
-		"VcpuLimitExceeded":                           "raise the account's EC2 quota",
+		"InvalidLaunchTemplateName.NotFoundException": `check Config.LaunchTemplate (worker --aws-launch-template): "refuel-node" version 3 must exist in region us-east-1`,
+		"AuthFailure":         "check the access key",
+		"OptInRequired":       "opt in to the region",
+		"InvalidInstanceType": "fix resources.instance_types, the pools file or Config.InstanceTypes",
+		"InvalidLaunchTemplateId.VersionNotFound": "check Config.LaunchTemplate",
+		"UnauthorizedOperation":                   "deploy/iam-policy.json",
+		"VcpuLimitExceeded":                       "raise the account's EC2 quota",
 	}
 	for code, want := range cases {
 		t.Run(code, func(t *testing.T) {

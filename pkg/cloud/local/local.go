@@ -8,10 +8,14 @@ package local
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,7 +63,6 @@ type Cloud struct {
 	log      *zap.Logger
 
 	mu        sync.Mutex
-	seq       int
 	instances map[string]*instance
 	byToken   map[string]string
 	closed    bool
@@ -135,7 +138,7 @@ func (c *Cloud) Acquire(ctx context.Context, req capacity.Request) (capacity.Ins
 	var failures []error
 	for _, o := range req.Offerings {
 		if !c.sells(o) {
-			failures = append(failures, capacity.NewError(capacity.SpecMismatch, o, "", "the local cloud does not sell %s", o.Key()))
+			failures = append(failures, c.notSold(o))
 			continue
 		}
 		inst, err := c.launch(ctx, req, o)
@@ -162,6 +165,24 @@ func (c *Cloud) sells(o capacity.Offering) bool {
 	return false
 }
 
+// notSold explains an offering the cloud does not sell: an instance type
+// it has nowhere is configuration (no retry cures it, someone must fix
+// the spec or the pools file); a type it has, elsewhere or on another
+// market, is a spec mismatch.
+func (c *Cloud) notSold(o capacity.Offering) *capacity.Error {
+	var types []string
+	for _, s := range c.cfg.Offerings {
+		if s.InstanceType == o.InstanceType {
+			return capacity.NewError(capacity.SpecMismatch, o, "", "the %s cloud does not sell %s", c.cfg.Name, o.Key())
+		}
+		if !slices.Contains(types, s.InstanceType) {
+			types = append(types, s.InstanceType)
+		}
+	}
+	return capacity.NewError(capacity.Config, o, "InvalidParameterValue", "the %s cloud has no instance type %q (it has %s): fix resources.instance_types or the pools file",
+		c.cfg.Name, o.InstanceType, strings.Join(types, ", "))
+}
+
 func (c *Cloud) launch(ctx context.Context, req capacity.Request, o capacity.Offering) (capacity.Instance, error) {
 	c.mu.Lock()
 	if c.closed {
@@ -172,10 +193,9 @@ func (c *Cloud) launch(ctx context.Context, req capacity.Request, o capacity.Off
 		c.mu.Unlock()
 		return capacity.Instance{}, capacity.NewError(capacity.NoCapacity, o, "InsufficientInstanceCapacity", "all %d in stock are running", limit)
 	}
-	c.seq++
-	id := fmt.Sprintf("%s-%s-%d", c.cfg.Name, o.Zone, c.seq)
+	id := newID(c.cfg.Name + "-" + o.Zone)
 	if node := req.Tags[capacity.TagNode]; node != "" {
-		id = fmt.Sprintf("%s-%d", node, c.seq)
+		id = newID(node)
 	}
 	inst := &instance{
 		Instance: capacity.Instance{ID: id, Offering: o, TaskQueue: TaskQueueFor(id), LaunchedAt: c.cfg.Now(), Tags: RequestTags(req)},
@@ -211,6 +231,16 @@ func (c *Cloud) runningLocked(key string) int {
 		}
 	}
 	return n
+}
+
+// newID names an instance: the prefix and 12 random hex digits. A
+// counter would start again with the process, and a stale Release from
+// before a restart (or from another worker on the same cluster) would end
+// another run's instance; 48 random bits do not repeat.
+func newID(prefix string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return prefix + "-" + hex.EncodeToString(b)
 }
 
 // RequestTags are the tags an instance launched for req carries: refuel's

@@ -79,10 +79,15 @@ func TestAcquireFailsOverAndClassifies(t *testing.T) {
 		t.Errorf("acquired %s; want failover to %s", inst.Offering.Key(), offs[2].Key())
 	}
 
-	_, err = c.Acquire(ctx, request("run-3", 1, offs[0], capacity.Offering{Provider: ProviderName, InstanceType: "tpu", Zone: "x", Market: capacity.Spot}))
+	_, err = c.Acquire(ctx, request("run-3", 1, offs[0],
+		capacity.Offering{Provider: ProviderName, InstanceType: "gpu.1x", Zone: "x", Market: capacity.Spot},
+		capacity.Offering{Provider: ProviderName, InstanceType: "tpu", Zone: "local-a", Market: capacity.Spot}))
 	fs := capacity.Failures(err)
-	if len(fs) != 2 || fs[0].Class != capacity.NoCapacity || fs[1].Class != capacity.SpecMismatch {
-		t.Fatalf("failures %v; want no-capacity then spec-mismatch", err)
+	if len(fs) != 3 || fs[0].Class != capacity.NoCapacity || fs[1].Class != capacity.SpecMismatch || fs[2].Class != capacity.Config {
+		t.Fatalf("failures %v; want no-capacity, spec-mismatch (a type sold elsewhere), config (a type it has nowhere)", err)
+	}
+	if !strings.Contains(fs[2].Message, "fix resources.instance_types or the pools file") {
+		t.Errorf("config failure %q says nothing of what to fix", fs[2].Message)
 	}
 }
 

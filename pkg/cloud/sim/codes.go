@@ -11,6 +11,9 @@ const (
 	CodeVcpuLimitExceeded    = "VcpuLimitExceeded"            // quota
 	CodeUnsupported          = "Unsupported"                  // spec-mismatch
 	CodeRequestLimitExceeded = "RequestLimitExceeded"         // throttled
+	// CodeInvalidParameterValue, naming the instance type, is a type the
+	// sim does not sell anywhere: configuration.
+	CodeInvalidParameterValue = "InvalidParameterValue" // config
 	// CodeLaunchFailure is EC2's state reason for an instance that never
 	// came up; the sim's init failures carry it.
 	CodeLaunchFailure = "Server.InternalError"

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"maps"
+	"slices"
 	"strings"
 
 	"go.uber.org/zap"
@@ -159,6 +160,10 @@ func (c *Cloud) place(o Offer, req LaunchRequest) (*instance, error) {
 	if c.closed {
 		return fail(capacity.Unknown, "", "the sim is shutting down")
 	}
+	if _, known := c.types[o.InstanceType]; !known || p == nil && c.elsewhereLocked(o.InstanceType) == "" {
+		return fail(capacity.Config, CodeInvalidParameterValue, "Invalid value '%s' for InstanceType: the sim sells %s; fix resources.instance_types or the pools file.",
+			o.InstanceType, c.soldLocked())
+	}
 	if p == nil {
 		return fail(capacity.SpecMismatch, CodeUnsupported, "Your requested instance type (%s) is not supported in your requested Availability Zone (%s).%s",
 			o.InstanceType, o.Zone, c.elsewhereLocked(o.InstanceType))
@@ -259,6 +264,18 @@ func (c *Cloud) elsewhereLocked(instanceType string) string {
 		return ""
 	}
 	return " Please retry your request by choosing " + strings.Join(zones, ", ") + "."
+}
+
+// soldLocked lists the instance types some pool sells.
+func (c *Cloud) soldLocked() string {
+	var sold []string
+	for _, key := range c.order {
+		if !slices.Contains(sold, key.InstanceType) {
+			sold = append(sold, key.InstanceType)
+		}
+	}
+	slices.Sort(sold)
+	return strings.Join(sold, ", ")
 }
 
 // boot brings a placed instance up: it is running once its agent serves

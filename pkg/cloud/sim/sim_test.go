@@ -182,6 +182,12 @@ func TestLaunchFailuresAreClassified(t *testing.T) {
 		"type not sold in the zone": {
 			offer: offer(Pool{Zone: zoneB, InstanceType: "p3.16xlarge"}, capacity.OnDemand), class: capacity.SpecMismatch, code: CodeUnsupported,
 		},
+		"a type the sim has nowhere": {
+			offer: offer(Pool{Zone: zoneA, InstanceType: "p9.mega"}, capacity.OnDemand), class: capacity.Config, code: CodeInvalidParameterValue,
+		},
+		"a catalogue type no pool sells": {
+			offer: offer(Pool{Zone: zoneA, InstanceType: "g5.xlarge"}, capacity.Spot), class: capacity.Config, code: CodeInvalidParameterValue,
+		},
 		"no spot in an on-demand-only pool": {
 			offer: offer(big8A, capacity.Spot), class: capacity.SpecMismatch, code: CodeUnsupported,
 		},

@@ -397,6 +397,9 @@ func TestCreateFleetValidation(t *testing.T) {
 		"aws: tag":                  {func(in *ec2.CreateFleetInput) { in.TagSpecifications[0].Tags[0].Key = aws.String("aws:x") }, "InvalidParameterValue", 400},
 		"token too long":            {func(in *ec2.CreateFleetInput) { in.ClientToken = aws.String(strings.Repeat("t", 65)) }, "InvalidParameterValue", 400},
 		"dry run":                   {func(in *ec2.CreateFleetInput) { in.DryRun = aws.Bool(true) }, "DryRunOperation", 412},
+		"a million at once": {func(in *ec2.CreateFleetInput) {
+			in.TargetCapacitySpecification.TotalTargetCapacity = aws.Int32(1_000_000)
+		}, "InvalidParameterValue", 400},
 	}
 	e := newEnv(t, nil, nil)
 	for name, tc := range cases {
@@ -516,6 +519,15 @@ func TestRunInstancesErrors(t *testing.T) {
 		},
 		"unknown zone": {
 			in:   func() *ec2.RunInstancesInput { return runInput("", "us-west-2z", false) },
+			code: "InvalidParameterValue", status: 400,
+		},
+		// Without quotas nothing else would end the launch loop.
+		"a million at once": {
+			in: func() *ec2.RunInstancesInput {
+				in := runInput("", zoneA, false)
+				in.MaxCount = aws.Int32(1_000_000)
+				return in
+			},
 			code: "InvalidParameterValue", status: 400,
 		},
 		"a subnet without its zone": {

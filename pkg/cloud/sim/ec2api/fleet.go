@@ -2,6 +2,8 @@ package ec2api
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/xml"
 	"fmt"
 	"math"
@@ -20,14 +22,53 @@ type templateXML struct {
 	Version string `xml:"version,omitempty"`
 }
 
-// readTemplate reads a launch template specification. The sim has no
-// launch templates: any name is accepted and echoed back.
-func readTemplate(p *params, key string) (templateXML, error) {
+// readTemplate reads a launch template specification. The sim's
+// templates hold nothing (an override names the instance type): any name
+// is accepted unless SetLaunchTemplates says which exist.
+func (h *Handler) readTemplate(p *params, key string) (templateXML, error) {
 	t := templateXML{ID: p.str(key + ".LaunchTemplateId"), Name: p.str(key + ".LaunchTemplateName"), Version: p.str(key + ".Version")}
 	if t.ID != "" && t.Name != "" {
 		return t, errorf(codeInvalidCombination, "Specify either %s.LaunchTemplateId or %s.LaunchTemplateName, not both.", key, key)
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.templates == nil || t == (templateXML{}):
+	case t.Name != "" && !h.templates[t.Name]:
+		return t, errorf("InvalidLaunchTemplateName.NotFoundException", "The specified launch template, with template name %s, does not exist.", t.Name)
+	case t.ID != "" && !h.templateIDLocked(t.ID):
+		return t, errorf("InvalidLaunchTemplateId.NotFound", "The specified launch template, with template ID %s, does not exist.", t.ID)
+	}
 	return t, nil
+}
+
+func (h *Handler) templateIDLocked(id string) bool {
+	for name := range h.templates {
+		if LaunchTemplateID(name) == id {
+			return true
+		}
+	}
+	return false
+}
+
+// SetLaunchTemplates says which launch templates exist, by name; a
+// launch naming another (by name, or by an ID not LaunchTemplateID of
+// one of them) fails as on EC2, with InvalidLaunchTemplateName.
+// NotFoundException or InvalidLaunchTemplateId.NotFound. Until it is
+// called every template exists.
+func (h *Handler) SetLaunchTemplates(names ...string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.templates = map[string]bool{}
+	for _, n := range names {
+		h.templates[n] = true
+	}
+}
+
+// LaunchTemplateID is the ID of the sim's launch template of that name.
+func LaunchTemplateID(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return "lt-" + hex.EncodeToString(sum[:])[:17]
 }
 
 type overridesXML struct {
@@ -175,6 +216,8 @@ func (h *Handler) readFleet(p *params) (fleetRequest, error) {
 		return in, missing(tcs + ".TotalTargetCapacity")
 	case total < 1:
 		return in, errorf(codeInvalidValue, "Value (%d) for parameter %s.TotalTargetCapacity is invalid. It must be at least 1 for an instant fleet.", total, tcs)
+	case total > maxLaunch:
+		return in, errorf(codeInvalidValue, "Value (%d) for parameter %s.TotalTargetCapacity is invalid. The simulated EC2 launches at most %d instances per request.", total, tcs, maxLaunch)
 	}
 	def, err := p.oneOf(tcs+".DefaultTargetCapacityType", "", "spot", "on-demand")
 	if err != nil {
@@ -236,7 +279,7 @@ func (h *Handler) readFleet(p *params) (fleetRequest, error) {
 // templates the sim needs each override to name its instance type; one
 // without a zone stands for every zone that sells the type.
 func (h *Handler) readOverrides(p *params, key string) ([]override, error) {
-	tmpl, err := readTemplate(p, key+".LaunchTemplateSpecification")
+	tmpl, err := h.readTemplate(p, key+".LaunchTemplateSpecification")
 	if err != nil {
 		return nil, err
 	}

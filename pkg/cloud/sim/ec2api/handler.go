@@ -50,9 +50,10 @@ type Handler struct {
 
 	creds *aws.Credentials // nil: signatures are not checked
 
-	mu       sync.Mutex
-	tokens   map[string]*tokenUse // action/client token → its first request
-	launches map[string]launch    // instance → how it was launched here
+	mu        sync.Mutex
+	tokens    map[string]*tokenUse // action/client token → its first request
+	launches  map[string]launch    // instance → how it was launched here
+	templates map[string]bool      // launch templates by name; nil: any exists
 }
 
 // tokenUse is a client token's first request, fingerprinted: EC2 refuses

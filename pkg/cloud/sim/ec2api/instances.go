@@ -148,9 +148,11 @@ func (h *Handler) runInstances(ctx context.Context, p *params) (response, error)
 		return nil, errorf(codeInvalidValue, "Value (%d) for parameter minCount is invalid. Expected a positive integer.", minCount)
 	case maxCount < minCount:
 		return nil, errorf(codeInvalidValue, "Value (%d) for parameter maxCount is invalid. Expected a value of at least minCount (%d).", maxCount, minCount)
+	case maxCount > maxLaunch:
+		return nil, errorf(codeInvalidValue, "Value (%d) for parameter maxCount is invalid. The simulated EC2 launches at most %d instances per request.", maxCount, maxLaunch)
 	}
 	imageID := p.str("ImageId")
-	template, err := readTemplate(p, "LaunchTemplate")
+	template, err := h.readTemplate(p, "LaunchTemplate")
 	if err != nil {
 		return nil, err
 	}

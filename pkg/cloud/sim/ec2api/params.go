@@ -208,6 +208,11 @@ func (p *params) tags(key string) (map[string]string, error) {
 
 const maxTags = 50
 
+// maxLaunch bounds the instances one request may launch, so that no
+// request holds the endpoint in a launch loop (EC2's own bound is the
+// account's quota; the sim's quotas may be unlimited).
+const maxLaunch = 1000
+
 // instanceTags reads TagSpecification.N and returns the tags meant for
 // instances; specifications for the other resource types allowed are
 // accepted and have nothing to tag in the sim.
