@@ -22,6 +22,7 @@ func commands() []command {
 	return []command{
 		{"submit", "FILE", "start a TrainingRun from a YAML or JSON JobSpec", runSubmit},
 		{"status", "ID [--json] [--watch]", "show a run's status", runStatus},
+		{"logs", "ID [--follow] [--attempt N]", "print a run's trainer output, every attempt's in order", runLogs},
 		{"pause", "ID", "checkpoint, release the instance and wait", runPause},
 		{"resume", "ID", "reacquire and continue a paused run", runResume},
 		{"priority", "ID N", "set a run's or a service's priority (0..100)", runPriority},
