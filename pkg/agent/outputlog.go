@@ -194,13 +194,13 @@ func (l *outputLog) put(ctx context.Context, index int, data []byte) error {
 	return l.store.PutLogSegment(ctx, l.segment(index), data)
 }
 
-// loop uploads every UploadEvery until stop is closed.
-func (l *outputLog) loop(ctx context.Context, stop <-chan struct{}) {
+// loop uploads every UploadEvery until ctx ends.
+func (l *outputLog) loop(ctx context.Context) {
 	tick := time.NewTicker(l.opts.UploadEvery)
 	defer tick.Stop()
 	for {
 		select {
-		case <-stop:
+		case <-ctx.Done():
 			return
 		case <-tick.C:
 			_ = l.upload(ctx)

@@ -17,17 +17,23 @@ func (r *run) supervise(ctx context.Context) (Result, error) {
 		r.result.Outcome = Failed
 		r.result.ExitCode = -1
 		r.result.Stderr = err.Error()
-		r.result.LogsErr = r.log.upload(ctx)
+		// The reason is worth keeping even when the run is being stopped.
+		uploadCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.StopGrace)
+		defer cancel()
+		r.result.LogsErr = r.log.upload(uploadCtx)
 		return r.result, nil
 	}
 	notices, stopWatching := r.watchNotices(ctx)
 	final := make(chan context.Context)
 	synced := make(chan error, 1)
 	go func() { synced <- s.loop(ctx, final) }()
-	stopLogs, logsStopped := make(chan struct{}), make(chan struct{})
+	// Ending the periodic uploads also cancels one under way: the last
+	// upload after the trainer's exit sends the same output and more.
+	logsCtx, stopLogs := context.WithCancel(ctx)
+	logsStopped := make(chan struct{})
 	go func() {
 		defer close(logsStopped)
-		r.log.loop(ctx, stopLogs)
+		r.log.loop(logsCtx)
 	}()
 
 	end := r.await(ctx, t, notices)
@@ -39,11 +45,10 @@ func (r *run) supervise(ctx context.Context) (Result, error) {
 	// worth more than the output.
 	final <- end.uploadCtx
 	syncErr := <-synced
-	close(stopLogs)
+	stopLogs()
 	<-logsStopped
 
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.result.Killed = end.killed
 	r.result.ExitCode = t.exitCode()
 	r.result.Stderr = t.stderr.String()
@@ -55,12 +60,14 @@ func (r *run) supervise(ctx context.Context) (Result, error) {
 	default:
 		r.result.Outcome = Failed
 	}
-	r.say("trainer exited with code %d: %s", r.result.ExitCode, r.result.Outcome)
+	res := r.result
+	r.mu.Unlock()
+	r.say("trainer exited with code %d: %s", res.ExitCode, res.Outcome)
 	if n := r.log.droppedSegments(); n > 0 {
 		r.say("%d segments of output were dropped on the instance before the store took them", n)
 	}
-	r.result.LogsErr = r.log.upload(end.uploadCtx)
-	return r.result, syncErr
+	res.LogsErr = r.log.upload(end.uploadCtx)
+	return res, syncErr
 }
 
 // watchNotices starts watching the metadata service, if there is one. The
