@@ -205,7 +205,6 @@ func (c *Config) setDefaults() error {
 	if c.WorkdirBase == "" {
 		c.WorkdirBase = c.Dir
 	}
-	c.Logs.setDefaults()
 	return nil
 }
 

@@ -85,6 +85,7 @@ func newOutputLog(dir string, store *checkpoint.Store, attempt int, instance str
 	if err := makePrivateDir(dir); err != nil {
 		return nil, err
 	}
+	opts.setDefaults()
 	l := &outputLog{opts: opts, dir: dir, store: store, src: checkpoint.LogSegment{Attempt: attempt, Instance: instance}, index: 1}
 	l.openFile()
 	return l, nil

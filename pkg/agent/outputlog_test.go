@@ -183,3 +183,23 @@ func TestOutputUploadedWhileRunning(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkOutputLogAdd is the agent's cost per line of trainer output
+// kept (the local copy included; uploads are apart).
+func BenchmarkOutputLogAdd(b *testing.B) {
+	store, err := checkpoint.Open(context.Background(), "mem://", "job-1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	l, err := newOutputLog(b.TempDir(), store, 1, "i", LogOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.close()
+	text := strings.Repeat("x", 100)
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		l.add(checkpoint.Stdout, text, false)
+	}
+}
