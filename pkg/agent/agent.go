@@ -28,7 +28,7 @@ type Config struct {
 	// Dir/checkpoints and its output in Dir/logs.
 	Dir string
 	// Workdir is where the command runs: absolute, or relative to
-	// WorkdirBase; default Dir. It must exist.
+	// WorkdirBase (default Dir) without ..; default Dir. It must exist.
 	Workdir     string
 	WorkdirBase string
 	// Attempt numbers this run among the job's attempts: the trainer sees
@@ -173,6 +173,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	r := &run{cfg: cfg}
 	if err := r.prepare(ctx); err != nil {
+		if r.log != nil {
+			r.log.close()
+		}
 		return Result{}, err
 	}
 	return r.supervise(ctx)
