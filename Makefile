@@ -4,7 +4,7 @@ BIN     := bin
 DATA    ?= .refuel
 TRACES  ?= ../shared/traces
 
-.PHONY: build run test lint unit fuzz e2e bench bench-policy bench-autoscale clean
+.PHONY: build run test lint unit fuzz e2e python3-torch bench bench-policy bench-autoscale clean
 
 build:
 	@echo "building bin/worker and bin/starter (the first build compiles the Temporal server: a few minutes)"
@@ -46,9 +46,19 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzQuery$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./pkg/cloud/sim/ec2api
 
 # End-to-end tests on the embedded server, with real node-agent processes.
-e2e:
+e2e: python3-torch
 	@echo "== end-to-end tests (the first build links the Temporal server: a few minutes)"
 	$(GO) test -count=1 -timeout 20m ./tests/
+
+# The PyTorch drill's trainer runs on Debian's torch (/usr/bin/python3; a
+# pyenv python3 on PATH does not see it). Where it cannot be installed the
+# test says so and skips.
+python3-torch:
+	@/usr/bin/python3 -c 'import torch' 2>/dev/null || { \
+		echo "== installing python3-torch for the PyTorch drill (apt-get, as root)"; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y python3-torch || \
+		{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3-torch; } || \
+		echo "python3-torch could not be installed: TestPyTorchDrill will skip"; }
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./pkg/...

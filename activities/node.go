@@ -3,7 +3,9 @@ package activities
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -66,20 +68,28 @@ func (n *Node) RunTraining(ctx context.Context, in TrainingInput) (TrainingResul
 	defer stopHeartbeats()
 	go rep.heartbeat(hbCtx, ctx)
 
+	dir := filepath.Join(n.Dir, fmt.Sprintf("attempt-%d", in.Attempt))
 	res, err := agent.Run(ctx, agent.Config{
-		Command:          command,
-		Env:              []string{"REFUEL_CHECKPOINT_INTERVAL_SECONDS=" + strconv.Itoa(int(in.CheckpointInterval.Seconds()))},
-		Dir:              filepath.Join(n.Dir, fmt.Sprintf("attempt-%d", in.Attempt)),
-		Store:            store,
-		Keep:             in.Spec.Checkpoint.Keep,
-		InstanceID:       n.InstanceID,
-		JobID:            in.Spec.ID,
-		MetadataEndpoint: n.MetadataEndpoint,
-		StopGrace:        in.StopGrace,
-		OnEvent:          rep.onEvent,
+		Command:            command,
+		Env:                envList(in.Spec.Env),
+		Dir:                dir,
+		Workdir:            in.Spec.Workdir,
+		WorkdirBase:        n.Dir,
+		Attempt:            in.Attempt,
+		CheckpointInterval: in.CheckpointInterval,
+		Store:              store,
+		Keep:               in.Spec.Checkpoint.Keep,
+		InstanceID:         n.InstanceID,
+		JobID:              in.Spec.ID,
+		MetadataEndpoint:   n.MetadataEndpoint,
+		StopGrace:          in.StopGrace,
+		OnEvent:            rep.onEvent,
 	})
 	if err != nil {
 		return TrainingResult{}, err
+	}
+	if res.LogsErr != nil {
+		n.Logger.Warn("the trainer's output did not all reach the store", zap.String("job", in.Spec.ID), zap.Int("attempt", in.Attempt), zap.Error(res.LogsErr))
 	}
 	out := TrainingResult{
 		Outcome:      TrainingOutcome(res.Outcome),
@@ -88,17 +98,32 @@ func (n *Node) RunTraining(ctx context.Context, in TrainingInput) (TrainingResul
 		TotalSteps:   total,
 		ExitCode:     res.ExitCode,
 		NoticeAt:     res.NoticeAt,
+		LogsURL:      store.LogsURL(),
 	}
 	if res.LastCheckpoint != nil {
 		out.LastCheckpoint = refOf(store, *res.LastCheckpoint)
 		if res.Outcome == agent.Completed && len(in.Spec.Command) == 0 {
-			out.ModelDigest = n.finalDigest(ctx, store, *res.LastCheckpoint)
+			out.ModelDigest = n.finalDigest(ctx, store, *res.LastCheckpoint, filepath.Join(dir, "final"))
 		}
 	}
 	if res.Outcome == agent.Failed {
-		out.Message = fmt.Sprintf("trainer exited with code %d: %s", res.ExitCode, res.Stderr)
+		why := fmt.Sprintf("trainer exited with code %d", res.ExitCode)
+		if res.ExitCode < 0 {
+			why = "trainer could not start"
+		}
+		out.Message = fmt.Sprintf("%s: %s\n(whole output: starter logs %s --attempt %d)", why, res.Stderr, in.Spec.ID, in.Attempt)
 	}
 	return out, nil
+}
+
+// envList is a JobSpec's env as the agent takes it, sorted by name so
+// the trainer's environment is the same on every attempt.
+func envList(env map[string]string) []string {
+	out := make([]string, 0, len(env))
+	for _, name := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, name+"="+env[name])
+	}
+	return out
 }
 
 // command is the trainer to run: the spec's, or the demo trainer sized by
@@ -116,10 +141,9 @@ func (n *Node) command(in TrainingInput) ([]string, int64) {
 	return argv, steps
 }
 
-// finalDigest reads the demo trainer's final model back from the store,
-// so the run's result names exactly what was saved.
-func (n *Node) finalDigest(ctx context.Context, store *checkpoint.Store, m checkpoint.Manifest) string {
-	dir := filepath.Join(n.Dir, "final")
+// finalDigest reads the demo trainer's final model back from the store
+// into dir, so the run's result names exactly what was saved.
+func (n *Node) finalDigest(ctx context.Context, store *checkpoint.Store, m checkpoint.Manifest, dir string) string {
 	if err := store.Restore(ctx, m, dir); err != nil {
 		return ""
 	}

@@ -122,6 +122,9 @@ type TrainingResult struct {
 	ExitCode       int             `json:"exit_code,omitempty"`
 	Message        string          `json:"message,omitempty"`
 	ModelDigest    string          `json:"model_digest,omitempty"`
+	// LogsURL is where the job's trainer output is kept, every attempt's
+	// (read it with `starter logs`).
+	LogsURL string `json:"logs_url,omitempty"`
 }
 
 // ProgressKind says what a progress report is about.

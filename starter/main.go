@@ -34,6 +34,8 @@ func commands() []command {
 			[]string{"starter wait llama-ft-0427 && echo trained", "starter wait llama-ft-0427 --json --timeout 2h"}},
 		{"cancel", "ID [--timeout D]", "cancel a run or service: it checkpoints, releases everything and ends cancelled", runCancel,
 			[]string{"starter cancel llama-ft-0427"}},
+		{"logs", "ID [--follow] [--attempt N]", "print a run's trainer output, every attempt's in order", runLogs,
+			[]string{"starter logs llama-ft-0427 --follow", "starter logs llama-ft-0427 --attempt 2"}},
 		{"pause", "ID", "checkpoint, release the instance and wait", runPause,
 			[]string{"starter pause llama-ft-0427"}},
 		{"resume", "ID", "reacquire and continue a paused run", runResume,

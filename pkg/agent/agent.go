@@ -15,13 +15,31 @@ import (
 
 // Config is one run of a trainer on this instance.
 type Config struct {
-	// Command is the trainer's argv.
+	// Command is the trainer's argv. A program name with a slash is a
+	// path, relative to the workdir; a bare one is looked up on the
+	// trainer's PATH.
 	Command []string
-	// Env is added to the agent's own environment for the trainer.
+	// Env is the job's "NAME=value" variables. The trainer's environment
+	// is only these, the agent's PATH, HOME, TZ, TMPDIR and locale
+	// (LANG, LANGUAGE, LC_*), and the contract's variables, which Env
+	// cannot override.
 	Env []string
-	// Dir is the trainer's working directory; its checkpoints live in
-	// Dir/checkpoints.
+	// Dir is the attempt's own directory: its checkpoints live in
+	// Dir/checkpoints and its output in Dir/logs.
 	Dir string
+	// Workdir is where the command runs: absolute, or relative to
+	// WorkdirBase (default Dir) without ..; default Dir. It must exist.
+	Workdir     string
+	WorkdirBase string
+	// Attempt numbers this run among the job's attempts: the trainer sees
+	// it as REFUEL_ATTEMPT, and its output is kept under it.
+	Attempt int
+	// CheckpointInterval is how often the trainer should checkpoint, as
+	// REFUEL_CHECKPOINT_INTERVAL_SECONDS (whole seconds, at least 1); 0
+	// leaves the variable unset.
+	CheckpointInterval time.Duration
+	// Logs shape how the trainer's output is kept.
+	Logs LogOptions
 
 	Store *checkpoint.Store
 	// Keep is how many good checkpoints stay in the store; at least one.
@@ -128,8 +146,11 @@ type Result struct {
 	// its process group was killed.
 	Killed bool
 	// Stderr is the last 20 lines of the trainer's stderr, which explain
-	// a failure.
+	// a failure; the whole output is in the store.
 	Stderr string
+	// LogsErr is why the attempt's output did not all reach the store;
+	// nil when it did.
+	LogsErr error
 }
 
 const (
@@ -152,6 +173,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	r := &run{cfg: cfg}
 	if err := r.prepare(ctx); err != nil {
+		if r.log != nil {
+			r.log.close()
+		}
 		return Result{}, err
 	}
 	return r.supervise(ctx)
@@ -181,18 +205,27 @@ func (c *Config) setDefaults() error {
 	if c.StopGrace <= 0 {
 		c.StopGrace = defaultStopGrace
 	}
+	if c.WorkdirBase == "" {
+		c.WorkdirBase = c.Dir
+	}
 	return nil
 }
 
 // run is the state of one Run shared by its goroutines.
 type run struct {
 	cfg Config
+	log *outputLog
 
 	mu     sync.Mutex // guards result and serialises OnEvent
 	result Result
 }
 
 func (r *run) checkpointDir() string { return filepath.Join(r.cfg.Dir, "checkpoints") }
+
+// say adds a line of the agent's own to the attempt's output.
+func (r *run) say(format string, args ...any) {
+	r.log.add(checkpoint.AgentStream, fmt.Sprintf(format, args...), false)
+}
 
 // emit records what an event says in the result, then hands it to
 // OnEvent.
@@ -213,17 +246,26 @@ func (r *run) emit(e Event) {
 	}
 }
 
-// prepare empties the local checkpoint directory and restores the newest
-// checkpoint that downloads intact into it.
+// prepare starts the attempt's output log, empties the local checkpoint
+// directory and restores the newest checkpoint that downloads intact
+// into it.
 func (r *run) prepare(ctx context.Context) error {
+	if err := makePrivateDir(r.cfg.Dir); err != nil {
+		return err
+	}
+	log, err := newOutputLog(filepath.Join(r.cfg.Dir, "logs"), r.cfg.Store, r.cfg.Attempt, r.cfg.InstanceID, r.cfg.Logs)
+	if err != nil {
+		return err
+	}
+	r.log = log
 	dir := r.checkpointDir()
 	// Leftovers from an earlier run on this machine are not trusted: the
 	// store is the record.
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("agent: clear %s: %w", dir, err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("agent: %w", err)
+	if err := makePrivateDir(dir); err != nil {
+		return err
 	}
 	ms, err := r.cfg.Store.List(ctx)
 	if err != nil {
@@ -235,13 +277,16 @@ func (r *run) prepare(ctx context.Context) error {
 		err := r.cfg.Store.Restore(ctx, m, filepath.Join(dir, stepName(m.Step)))
 		var corrupt *checkpoint.CorruptError
 		if errors.As(err, &corrupt) {
+			r.say("skipping checkpoint step %d: %v", m.Step, corrupt)
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("agent: restore: %w", err)
 		}
 		r.emit(Event{Kind: EventRestored, Step: m.Step, Checkpoint: &m})
+		r.say("restored checkpoint step %d from %s", m.Step, r.cfg.Store.StepURL(m.Step))
 		return nil
 	}
+	r.say("no checkpoint in %s: the trainer starts from scratch", r.cfg.Store.URL())
 	return nil
 }

@@ -355,6 +355,15 @@ func TestRunPreemptedByNotice(t *testing.T) {
 	if diff := cmp.Diff([]int64{2, 1}, h.storedSteps()); diff != "" {
 		t.Errorf("store (-want +got):\n%s", diff)
 	}
+	// The output, up to the final checkpoint's upload, is kept too.
+	out := h.storedOutput(0)
+	notice := strings.Index(out, "refuel: interruption notice (terminate at "+terminateAt.Format(time.RFC3339)+"): sent SIGTERM")
+	saving := strings.Index(out, "stderr: got SIGTERM, saving")
+	final := strings.Index(out, "refuel: uploaded checkpoint step 2 in ")
+	exited := strings.Index(out, "refuel: trainer exited with code 0: preempted")
+	if notice < 0 || saving < notice || final < saving || exited < final {
+		t.Errorf("stored output:\n%s\nwant the notice, the trainer's last words, the final upload and the exit, in order", out)
+	}
 }
 
 func TestRunStoppedByCancel(t *testing.T) {
@@ -399,6 +408,13 @@ func TestRunTrainerFails(t *testing.T) {
 	}
 	if !strings.Contains(h.stderr.String(), "error line 0\n") {
 		t.Errorf("stderr copy lacks the first line:\n%s", h.stderr.String())
+	}
+	var all []string
+	for i := range 30 {
+		all = append(all, fmt.Sprintf("error line %d", i))
+	}
+	if diff := cmp.Diff(all, streamLines(h.storedOutput(0), checkpoint.Stderr)); diff != "" {
+		t.Errorf("stderr in the store, every line (-want +got):\n%s", diff)
 	}
 }
 
@@ -509,13 +525,18 @@ func TestParseProgress(t *testing.T) {
 func TestLineWriter(t *testing.T) {
 	var lines []string
 	var copied bytes.Buffer
-	w := &lineWriter{copy: &copied, line: func(l string) { lines = append(lines, l) }}
+	w := &lineWriter{copy: &copied, line: func(l string, partial bool) {
+		if partial {
+			l += " (partial)"
+		}
+		lines = append(lines, l)
+	}}
 	long := strings.Repeat("x", maxLine+1)
 	for _, chunk := range []string{"one\r\ntw", "o\n", long, "\nlast"} {
 		w.Write([]byte(chunk))
 	}
 	w.flush()
-	want := []string{"one", "two", long, "", "last"}
+	want := []string{"one", "two", long + " (partial)", "", "last"}
 	if diff := cmp.Diff(want, lines); diff != "" {
 		t.Errorf("lines (-want +got):\n%s", diff)
 	}

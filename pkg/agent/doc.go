@@ -7,11 +7,31 @@
 // # Trainer contract
 //
 // Any program in any language can be a trainer. The agent runs it with
-// these environment variables, in addition to its own and Config.Env:
+// these environment variables:
 //
 //   - REFUEL_CHECKPOINT_DIR: an absolute local directory the agent owns.
 //   - REFUEL_JOB_ID: the job's id.
 //   - REFUEL_INSTANCE_ID: the instance the trainer runs on.
+//   - REFUEL_ATTEMPT: the number of this attempt of the run; later
+//     attempts (after a preemption, a failure, a pause) have higher ones.
+//   - REFUEL_CHECKPOINT_INTERVAL_SECONDS: how often to checkpoint, in
+//     whole seconds, at least 1.
+//
+// Environment. Besides those, the trainer gets the job's own variables
+// (JobSpec env, Config.Env) and, of the agent's environment, only PATH,
+// HOME, TZ, TMPDIR and the locale (LANG, LANGUAGE, LC_*). Nothing else of
+// the agent's reaches it: its cloud credentials, Temporal API key and TLS
+// settings and codec keys are not the job's. The job's env may replace
+// PATH and the rest, but not the REFUEL_ variables above. Anything else
+// the trainer needs (CUDA_VISIBLE_DEVICES, PYTHONPATH, its own
+// credentials) goes in the job's env.
+//
+// Working directory. The command runs in the job's workdir (absolute, or
+// relative to the node agent's directory without ..; default the
+// attempt's scratch directory), which must exist: the job's code is on the
+// instance, in its image. A program named with a slash (./train.sh,
+// bin/train) is taken relative to the workdir; a bare name (python3) is
+// looked up on the trainer's PATH, skipping relative entries.
 //
 // Resuming. Before the command starts, the agent empties
 // $REFUEL_CHECKPOINT_DIR and downloads the job's latest good checkpoint
@@ -31,8 +51,17 @@
 // not.
 //
 // Progress. A line "REFUEL_PROGRESS step=<N>" or
-// "REFUEL_PROGRESS step=<N> total=<T>" on stdout reports progress. Other
-// output is passed through untouched.
+// "REFUEL_PROGRESS step=<N> total=<T>" on stdout reports progress.
+//
+// Output. Every line of stdout and stderr is kept, in the order the agent
+// reads them, with the agent's own lines (the command started, the
+// checkpoint restored, notices, uploads, the exit) beside them: on the
+// instance in Dir/logs (files 0600 in a 0700 directory, the newest
+// LogOptions.LocalSegments segments), and in the job's checkpoint store
+// under logs/attempt-<A>/<instance>/ (the newest StoreSegments), uploaded
+// every LogOptions.UploadEvery and once more when the trainer has exited
+// and its last checkpoint is up, a preemption's too. A line longer than
+// 64 KiB is kept in pieces. `starter logs` reads them.
 //
 // Stopping. On a spot interruption notice, or when the agent is asked to
 // stop, the trainer's process group gets SIGTERM. The trainer should then
@@ -46,6 +75,8 @@
 // Exit status. Exit 0 means the job's work is done; the agent uploads any
 // checkpoint not yet uploaded and reports "completed". Any other exit,
 // outside a stop, is reported as "failed" with the exit code and the last
-// 20 lines of stderr. When the trainer exits, anything left in its process
-// group is killed.
+// 20 lines of stderr (the whole output is in the store). A trainer that
+// cannot start (no such workdir or program, an env entry no environment
+// can hold) fails the same way, with exit code -1 and the reason. When the
+// trainer exits, anything left in its process group is killed.
 package agent

@@ -17,10 +17,11 @@ const (
 	progressPrefix = "REFUEL_PROGRESS"
 )
 
-// lineWriter passes output through to copy and hands each line to line.
+// lineWriter passes output through to copy and hands each line to line;
+// partial is true for a piece of a line cut at maxLine.
 type lineWriter struct {
 	copy io.Writer
-	line func(string)
+	line func(text string, partial bool)
 	buf  []byte
 }
 
@@ -35,11 +36,12 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 		if i < 0 {
 			break
 		}
-		w.line(string(bytes.TrimSuffix(w.buf[:i], []byte("\r"))))
+		w.line(string(bytes.TrimSuffix(w.buf[:i], []byte("\r"))), false)
 		w.buf = w.buf[i+1:]
 	}
 	if len(w.buf) > maxLine {
-		w.flush()
+		w.line(string(w.buf), true)
+		w.buf = nil
 	}
 	return len(p), nil
 }
@@ -47,7 +49,7 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 // flush hands over a last line that had no newline.
 func (w *lineWriter) flush() {
 	if len(w.buf) > 0 {
-		w.line(string(w.buf))
+		w.line(string(w.buf), false)
 	}
 	w.buf = nil
 }

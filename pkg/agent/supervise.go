@@ -9,29 +9,46 @@ import (
 // out is a natural exit, an interruption notice or a stop request, and each
 // ends with a last upload of what the trainer wrote.
 func (r *run) supervise(ctx context.Context) (Result, error) {
+	defer r.log.close()
 	s := newSyncer(r)
 	t, err := r.start()
 	if err != nil {
+		r.say("cannot start the trainer: %v", err)
 		r.result.Outcome = Failed
 		r.result.ExitCode = -1
 		r.result.Stderr = err.Error()
+		// The reason is worth keeping even when the run is being stopped.
+		uploadCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.StopGrace)
+		defer cancel()
+		r.result.LogsErr = r.log.upload(uploadCtx)
 		return r.result, nil
 	}
 	notices, stopWatching := r.watchNotices(ctx)
 	final := make(chan context.Context)
 	synced := make(chan error, 1)
 	go func() { synced <- s.loop(ctx, final) }()
+	// Ending the periodic uploads also cancels one under way: the last
+	// upload after the trainer's exit sends the same output and more.
+	logsCtx, stopLogs := context.WithCancel(ctx)
+	logsStopped := make(chan struct{})
+	go func() {
+		defer close(logsStopped)
+		r.log.loop(logsCtx)
+	}()
 
 	end := r.await(ctx, t, notices)
 	defer end.cancel()
 	stopWatching()
 	// Whatever the trainer left running in its group has no one to serve.
 	t.kill()
+	// The final checkpoint goes first: within a notice's window it is
+	// worth more than the output.
 	final <- end.uploadCtx
 	syncErr := <-synced
+	stopLogs()
+	<-logsStopped
 
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.result.Killed = end.killed
 	r.result.ExitCode = t.exitCode()
 	r.result.Stderr = t.stderr.String()
@@ -43,7 +60,14 @@ func (r *run) supervise(ctx context.Context) (Result, error) {
 	default:
 		r.result.Outcome = Failed
 	}
-	return r.result, syncErr
+	res := r.result
+	r.mu.Unlock()
+	r.say("trainer exited with code %d: %s", res.ExitCode, res.Outcome)
+	if n := r.log.droppedSegments(); n > 0 {
+		r.say("%d segments of output were dropped on the instance before the store took them", n)
+	}
+	res.LogsErr = r.log.upload(end.uploadCtx)
+	return res, syncErr
 }
 
 // watchNotices starts watching the metadata service, if there is one. The
@@ -59,7 +83,10 @@ func (r *run) watchNotices(ctx context.Context) (<-chan Notice, func()) {
 	w := newNoticeWatcher(r.cfg.MetadataEndpoint, r.cfg.NoticePoll)
 	go func() {
 		defer close(done)
-		w.watch(ctx, notices, func(n Notice) { r.emit(Event{Kind: EventRebalance, Notice: &n}) })
+		w.watch(ctx, notices, func(n Notice) {
+			r.say("rebalance recommendation: the provider may reclaim this instance soon")
+			r.emit(Event{Kind: EventRebalance, Notice: &n})
+		})
 	}()
 	return notices, func() {
 		cancel()
@@ -96,7 +123,11 @@ func (r *run) await(ctx context.Context, t *trainer, notices <-chan Notice) endi
 	// The last upload outlives a cancelled ctx, since the trainer's final
 	// checkpoint is the point of stopping gracefully, but not the instance.
 	if stopping {
+		r.say("stop requested: sent SIGTERM; the trainer has %s to save a final checkpoint and exit", r.cfg.StopGrace)
 		killed := t.stop(time.Now().Add(r.cfg.StopGrace))
+		if killed {
+			r.say("the trainer did not exit within %s: killed", r.cfg.StopGrace)
+		}
 		uploadCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.StopGrace)
 		return ending{outcome: Stopped, killed: killed, uploadCtx: uploadCtx, cancel: cancel}
 	}
@@ -112,7 +143,12 @@ func (r *run) await(ctx context.Context, t *trainer, notices <-chan Notice) endi
 	// Keep the upload margin from the window, but never most of it: a
 	// short notice still leaves the trainer time for its final checkpoint.
 	margin := min(r.cfg.UploadMargin, terminateAt.Sub(seen)/4)
+	r.say("interruption notice (%s at %s): sent SIGTERM; the trainer has until %s to save a final checkpoint and exit",
+		notice.Action, terminateAt.UTC().Format(time.RFC3339), terminateAt.Add(-margin).UTC().Format(time.RFC3339))
 	killed := t.stop(terminateAt.Add(-margin))
+	if killed {
+		r.say("the trainer did not exit in time: killed")
+	}
 	uploadCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), terminateAt)
 	return ending{outcome: Preempted, killed: killed, uploadCtx: uploadCtx, cancel: cancel}
 }

@@ -68,7 +68,9 @@ func (s *syncer) sweep(ctx context.Context) error {
 			return fmt.Errorf("agent: upload checkpoint %s: %w", l.name, err)
 		}
 		s.uploaded = l.step
-		s.r.emit(Event{Kind: EventCheckpoint, Step: l.step, Checkpoint: &m, WriteTime: time.Since(began)})
+		took := time.Since(began)
+		s.r.say("uploaded checkpoint step %d in %s", l.step, took.Round(time.Millisecond))
+		s.r.emit(Event{Kind: EventCheckpoint, Step: l.step, Checkpoint: &m, WriteTime: took})
 		// Pruning is housekeeping: a failure leaves extra checkpoints in
 		// the store, which the next prune removes.
 		_, _ = cfg.Store.Prune(ctx, cfg.Keep)

@@ -1,10 +1,14 @@
 package agent
 
 import (
+	"math"
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 	"time"
+
+	"refuel/pkg/checkpoint"
 )
 
 // outputDrain bounds how long the agent waits for the trainer's output
@@ -22,20 +26,25 @@ type trainer struct {
 // start launches the trainer in a process group of its own, so signals
 // reach everything it started.
 func (r *run) start() (*trainer, error) {
-	cmd := exec.Command(r.cfg.Command[0], r.cfg.Command[1:]...)
-	cmd.Dir = r.cfg.Dir
-	cmd.Env = append(os.Environ(), r.cfg.Env...)
-	cmd.Env = append(cmd.Env,
-		"REFUEL_CHECKPOINT_DIR="+r.checkpointDir(),
-		"REFUEL_JOB_ID="+r.cfg.JobID,
-		"REFUEL_INSTANCE_ID="+r.cfg.InstanceID,
-	)
+	cmd, err := r.command()
+	if err != nil {
+		return nil, err
+	}
 	cmd.SysProcAttr = sysProcAttr()
 	cmd.WaitDelay = outputDrain
-	stdout := &lineWriter{copy: r.cfg.Stdout, line: r.progressLine}
 	t := &trainer{cmd: cmd, stderr: newTail(stderrLines), done: make(chan struct{})}
-	stderr := &lineWriter{copy: r.cfg.Stderr, line: t.stderr.add}
+	stdout := &lineWriter{copy: r.cfg.Stdout, line: func(s string, partial bool) {
+		r.log.add(checkpoint.Stdout, s, partial)
+		if !partial {
+			r.progressLine(s)
+		}
+	}}
+	stderr := &lineWriter{copy: r.cfg.Stderr, line: func(s string, partial bool) {
+		r.log.add(checkpoint.Stderr, s, partial)
+		t.stderr.add(s)
+	}}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	r.say("attempt %d on %s: running %q in %s", r.cfg.Attempt, r.cfg.InstanceID, r.cfg.Command, cmd.Dir)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -48,6 +57,35 @@ func (r *run) start() (*trainer, error) {
 		stderr.flush()
 	}()
 	return t, nil
+}
+
+// command is the trainer's process as the contract has it: its own
+// environment, its workdir, its program found on its own PATH.
+func (r *run) command() (*exec.Cmd, error) {
+	contract := []string{
+		"REFUEL_CHECKPOINT_DIR=" + r.checkpointDir(),
+		"REFUEL_JOB_ID=" + r.cfg.JobID,
+		"REFUEL_INSTANCE_ID=" + r.cfg.InstanceID,
+		"REFUEL_ATTEMPT=" + strconv.Itoa(r.cfg.Attempt),
+	}
+	if d := r.cfg.CheckpointInterval; d > 0 {
+		contract = append(contract, "REFUEL_CHECKPOINT_INTERVAL_SECONDS="+strconv.FormatInt(int64(max(1, math.Round(d.Seconds()))), 10))
+	}
+	env, err := trainerEnv(os.Environ(), r.cfg.Env, contract)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := resolveWorkdir(r.cfg.Workdir, r.cfg.WorkdirBase, r.cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	path, err := resolveCommand(r.cfg.Command[0], env, dir)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(path, r.cfg.Command[1:]...)
+	cmd.Dir, cmd.Env = dir, env
+	return cmd, nil
 }
 
 // stop sends SIGTERM to the trainer's group and waits for it until

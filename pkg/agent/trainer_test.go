@@ -34,6 +34,8 @@ func TestMain(m *testing.M) {
 //	fail:     print 30 lines on stderr and exit 3
 //	stubborn: ignore SIGTERM, start a child that ignores it too, wait
 //	child:    the stubborn trainer's child
+//	env:      print its environment, one "ENVVAR name=value" line each, and its workdir
+//	chatty:   print FAKE_LINES numbered lines, alternately on stdout and stderr, exit 0
 func fakeTrainer(mode string) int {
 	dir := os.Getenv("REFUEL_CHECKPOINT_DIR")
 	step := resume(dir)
@@ -80,6 +82,23 @@ func fakeTrainer(mode string) int {
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Println("ready")
 		select {}
+	case "env":
+		for _, kv := range os.Environ() {
+			fmt.Printf("ENVVAR %s\n", kv)
+		}
+		wd, _ := os.Getwd()
+		fmt.Printf("WORKDIR %s\n", wd)
+		return 0
+	case "chatty":
+		n, _ := strconv.Atoi(os.Getenv("FAKE_LINES"))
+		for i := range n {
+			out := os.Stdout
+			if i%2 == 1 {
+				out = os.Stderr
+			}
+			fmt.Fprintf(out, "line %03d\n", i)
+		}
+		return 0
 	}
 	return 97
 }

@@ -170,6 +170,8 @@ func latest(dir string, log io.Writer) (m Model, st state, found bool, err error
 // writeCheckpoint makes dir/step-<N> appear whole or not at all: the files
 // are written and synced in a hidden temp directory, which is then renamed.
 func writeCheckpoint(dir string, cfg Config, m Model) (err error) {
+	// MkdirTemp makes it 0700 and the files are 0600: the weights are the
+	// job's alone, and the agent that uploads them runs as the trainer's user.
 	tmp, err := os.MkdirTemp(dir, tempPrefix+stepDirName(m.Step)+"-")
 	if err != nil {
 		return err
@@ -179,10 +181,6 @@ func writeCheckpoint(dir string, cfg Config, m Model) (err error) {
 			os.RemoveAll(tmp)
 		}
 	}()
-	// MkdirTemp makes it private; the agent may run as another user.
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return err
-	}
 	meta, err := json.Marshal(state{
 		Step:     m.Step,
 		Total:    cfg.Steps,
@@ -220,7 +218,7 @@ func writeCheckpoint(dir string, cfg Config, m Model) (err error) {
 }
 
 func writeSynced(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}

@@ -60,6 +60,12 @@ func TestCheckpointRoundTrip(t *testing.T) {
 			if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 				t.Errorf("dir holds %d entries, want only %s", len(entries), stepDirName(step))
 			}
+			ckpt := filepath.Join(dir, stepDirName(step))
+			for path, want := range map[string]os.FileMode{ckpt: 0o700, filepath.Join(ckpt, modelFile): 0o600, filepath.Join(ckpt, stateFile): 0o600} {
+				if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != want {
+					t.Errorf("%s: mode %v, %v; want %v", path, fi.Mode().Perm(), err, want)
+				}
+			}
 		})
 	}
 }

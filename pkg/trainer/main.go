@@ -39,7 +39,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "trainer: %s is not set\n", CheckpointDirEnv)
 		return exitUsage
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		fmt.Fprintf(stderr, "trainer: %v\n", err)
 		return exitFailed
 	}

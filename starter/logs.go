@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"refuel/internal/cluster"
+	"refuel/jobs"
+	"refuel/pkg/checkpoint"
+	"refuel/workflows"
+)
+
+// logsPoll is how often --follow looks for new output; the agent uploads
+// every few seconds.
+const logsPoll = time.Second
+
+func runLogs(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("logs", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	conn := addConnFlags(fs)
+	follow := fs.Bool("follow", false, "keep printing new output until the run ends")
+	attempt := fs.Int("attempt", 0, "print only attempt N (status shows a run's attempt)")
+	storeURL := fs.String("checkpoint-url", defaultStoreURL(),
+		"checkpoint store of runs whose spec names none: the worker's --checkpoint-url (default REFUEL_CHECKPOINT_URL, else the worker's default file://<data-dir>/checkpoints)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("give one run id: starter logs ID [--follow] [--attempt N]")
+	}
+	if *attempt < 0 {
+		return usagef("--attempt %d: attempts are numbered from 1; leave it out for every attempt", *attempt)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	c, err := conn.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	id := pos[0]
+	if _, err := requireType(ctx, c, id, workflows.TrainingRunName, "services have no trainer; only training runs have logs"); err != nil {
+		return err
+	}
+	url, err := runStoreURL(ctx, c, conn.dataConverter(), id, *storeURL)
+	if err != nil {
+		return err
+	}
+	store, err := checkpoint.Open(ctx, url, id)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	var attempts []int
+	if *attempt > 0 {
+		attempts = []int{*attempt}
+	}
+	var running func(context.Context) (bool, error)
+	if *follow {
+		running = func(ctx context.Context) (bool, error) {
+			w, err := jobs.Describe(ctx, c, id)
+			return w.Running, err
+		}
+	}
+	p := &logPrinter{w: stdout}
+	err = followLogs(ctx, store.NewLogReader(attempts...), p, logsPoll, running)
+	if ctx.Err() != nil {
+		return nil // Ctrl-C ends a follow
+	}
+	if err != nil || p.printed {
+		return err
+	}
+	return noOutput(ctx, store, id, *attempt, stderr)
+}
+
+// noOutput explains an empty answer: nothing stored yet, or not for the
+// attempt asked for (an error, naming the attempts that have output).
+func noOutput(ctx context.Context, store *checkpoint.Store, id string, attempt int, stderr io.Writer) error {
+	if attempt == 0 {
+		fmt.Fprintf(stderr, "no output of %s stored yet in %s\n", id, store.LogsURL())
+		return nil
+	}
+	segs, err := store.LogSegments(ctx)
+	if err != nil {
+		return err
+	}
+	var have []string
+	for _, g := range segs {
+		if a := fmt.Sprint(g.Attempt); !slices.Contains(have, a) {
+			have = append(have, a)
+		}
+	}
+	if len(have) == 0 {
+		return fmt.Errorf("%s has no output of attempt %d in %s, nor of any other yet", id, attempt, store.LogsURL())
+	}
+	return fmt.Errorf("%s has no output of attempt %d in %s; attempts with output: %s", id, attempt, store.LogsURL(), strings.Join(have, ", "))
+}
+
+// followLogs prints what r reads. With running set it goes on polling
+// until running says the run ended, then reads once more: a run's last
+// attempt uploads its output before the run can end.
+func followLogs(ctx context.Context, r *checkpoint.LogReader, p *logPrinter, poll time.Duration, running func(context.Context) (bool, error)) error {
+	for {
+		chunks, err := r.Next(ctx)
+		if err != nil {
+			return err
+		}
+		p.print(chunks)
+		if running == nil {
+			return nil
+		}
+		on, err := running(ctx)
+		if err != nil {
+			return err
+		}
+		if !on {
+			running = nil // one last read
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(poll):
+		}
+	}
+}
+
+// logPrinter prints output chunks, under a header whenever the attempt
+// or instance changes, as tail does for several files.
+type logPrinter struct {
+	w       io.Writer
+	last    *checkpoint.LogSource
+	printed bool
+	// partial is the stream whose last text printed was part of a line,
+	// so no newline was printed after it; "" when none.
+	partial checkpoint.LogStream
+}
+
+func (p *logPrinter) print(chunks []checkpoint.LogChunk) {
+	for _, c := range chunks {
+		if p.last == nil || *p.last != c.LogSource {
+			p.endLine()
+			if p.printed {
+				fmt.Fprintln(p.w)
+			}
+			fmt.Fprintf(p.w, "==> attempt %d on %s <==\n", c.Attempt, c.Instance)
+			src := c.LogSource
+			p.last = &src
+		}
+		if c.Missing > 0 {
+			p.endLine()
+			fmt.Fprintf(p.w, "[refuel] ... %d earlier segments of this output are no longer kept\n", c.Missing)
+		}
+		for _, l := range c.Lines {
+			if l.Stream != p.partial {
+				p.endLine()
+			}
+			if l.Stream == checkpoint.AgentStream {
+				fmt.Fprintf(p.w, "[refuel] %s\n", l.Text)
+				continue
+			}
+			fmt.Fprint(p.w, l.Text)
+			p.partial = ""
+			if l.Partial {
+				p.partial = l.Stream
+			} else {
+				fmt.Fprintln(p.w)
+			}
+		}
+		p.printed = true
+	}
+}
+
+func (p *logPrinter) endLine() {
+	if p.partial != "" {
+		fmt.Fprintln(p.w)
+		p.partial = ""
+	}
+}
+
+// runStoreURL is the bucket of a run's checkpoints and logs: its spec's
+// checkpoint.url, read from the start of its history, or fallback.
+func runStoreURL(ctx context.Context, c client.Client, dc converter.DataConverter, id, fallback string) (string, error) {
+	iter := c.GetWorkflowHistory(ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !iter.HasNext() {
+		return "", fmt.Errorf("%s has no history", id)
+	}
+	ev, err := iter.Next()
+	if err != nil {
+		return "", fmt.Errorf("read the history of %s: %w", id, err)
+	}
+	input := ev.GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()
+	if len(input) == 0 {
+		return "", fmt.Errorf("%s started with no JobSpec", id)
+	}
+	var js struct {
+		Checkpoint struct {
+			URL string `json:"url"`
+		} `json:"checkpoint"`
+	}
+	if err := dc.FromPayload(input[0], &js); err != nil {
+		return "", fmt.Errorf("read the JobSpec of %s: %w; are the same codec keys set as the worker's?", id, err)
+	}
+	if js.Checkpoint.URL != "" {
+		return js.Checkpoint.URL, nil
+	}
+	if fallback == "" {
+		return "", errors.New("the run's spec names no checkpoint.url: pass the worker's store as --checkpoint-url")
+	}
+	return fallback, nil
+}
+
+// defaultStoreURL is the worker's default store as this shell would
+// start it: REFUEL_CHECKPOINT_URL, else <data-dir>/checkpoints.
+func defaultStoreURL() string {
+	if u := os.Getenv("REFUEL_CHECKPOINT_URL"); u != "" {
+		return u
+	}
+	dir := os.Getenv("REFUEL_DATA_DIR")
+	if dir == "" {
+		dir = ".refuel"
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	return "file://" + filepath.Join(abs, "checkpoints")
+}
+
+// dataConverter decodes payloads as this binary's client does.
+func (f connFlags) dataConverter() converter.DataConverter {
+	opts, err := cluster.Options(cluster.Target{Address: *f.address, Namespace: *f.namespace})
+	if err != nil || opts.DataConverter == nil {
+		return converter.GetDefaultDataConverter()
+	}
+	return opts.DataConverter
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"refuel/pkg/checkpoint"
+)
+
+func line(stream checkpoint.LogStream, text string) checkpoint.LogLine {
+	return checkpoint.LogLine{Time: time.Now(), Stream: stream, Text: text}
+}
+
+func TestLogPrinter(t *testing.T) {
+	a1 := checkpoint.LogSource{Attempt: 1, Instance: "i-a"}
+	a3 := checkpoint.LogSource{Attempt: 3, Instance: "i-b"}
+	part := line(checkpoint.Stdout, "progress 10%...")
+	part.Partial = true
+	var b bytes.Buffer
+	p := &logPrinter{w: &b}
+	p.print([]checkpoint.LogChunk{
+		{LogSource: a1, Lines: []checkpoint.LogLine{line(checkpoint.AgentStream, "attempt 1 on i-a: running"), line(checkpoint.Stdout, "epoch 1"), part}},
+	})
+	// A follow's next read continues the same source without a header.
+	p.print([]checkpoint.LogChunk{
+		{LogSource: a1, Lines: []checkpoint.LogLine{line(checkpoint.Stdout, " 20%"), part, line(checkpoint.Stderr, "Traceback")}},
+		{LogSource: a3, Missing: 2, Lines: []checkpoint.LogLine{line(checkpoint.Stderr, "late line")}},
+	})
+	want := `==> attempt 1 on i-a <==
+[refuel] attempt 1 on i-a: running
+epoch 1
+progress 10%... 20%
+progress 10%...
+Traceback
+
+==> attempt 3 on i-b <==
+[refuel] ... 2 earlier segments of this output are no longer kept
+late line
+`
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if !p.printed {
+		t.Error("printed not set")
+	}
+}
+
+func TestFollowLogsUntilTheRunEnds(t *testing.T) {
+	ctx := context.Background()
+	bucket := (&url.URL{Scheme: "file", Path: filepath.ToSlash(t.TempDir())}).String()
+	store, err := checkpoint.Open(ctx, bucket, "job-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var seg []byte
+	put := func(attempt, index int, text string) {
+		t.Helper()
+		seg = line(checkpoint.Stdout, text).Append(seg)
+		if err := store.PutLogSegment(ctx, checkpoint.LogSegment{Attempt: attempt, Instance: "i", Index: index}, seg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(1, 1, "one")
+	polls := 0
+	running := func(context.Context) (bool, error) {
+		polls++
+		switch polls {
+		case 1:
+			put(1, 1, "two")
+			return true, nil
+		default:
+			// The run's last output lands as it ends.
+			seg = nil
+			put(2, 1, "three")
+			return false, nil
+		}
+	}
+	var b bytes.Buffer
+	if err := followLogs(ctx, store.NewLogReader(), &logPrinter{w: &b}, time.Millisecond, running); err != nil {
+		t.Fatal(err)
+	}
+	want := "==> attempt 1 on i <==\none\ntwo\n\n==> attempt 2 on i <==\nthree\n"
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if polls != 2 {
+		t.Errorf("asked whether the run runs %d times; want 2", polls)
+	}
+}
+
+// historyClient serves a run's first history event.
+type historyClient struct {
+	client.Client
+	input *commonpb.Payloads
+}
+
+func (h historyClient) GetWorkflowHistory(context.Context, string, string, bool, enums.HistoryEventFilterType) client.HistoryEventIterator {
+	return &oneEvent{ev: &historypb.HistoryEvent{
+		EventType: enums.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED,
+		Attributes: &historypb.HistoryEvent_WorkflowExecutionStartedEventAttributes{
+			WorkflowExecutionStartedEventAttributes: &historypb.WorkflowExecutionStartedEventAttributes{Input: h.input},
+		},
+	}}
+}
+
+type oneEvent struct{ ev *historypb.HistoryEvent }
+
+func (o *oneEvent) HasNext() bool { return o.ev != nil }
+func (o *oneEvent) Next() (*historypb.HistoryEvent, error) {
+	ev := o.ev
+	o.ev = nil
+	return ev, nil
+}
+
+func TestRunStoreURL(t *testing.T) {
+	dc := converter.GetDefaultDataConverter()
+	payloads := func(v ...any) *commonpb.Payloads {
+		p, err := dc.ToPayloads(v...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cases := map[string]struct {
+		input    *commonpb.Payloads
+		fallback string
+		want     string
+		wantErr  string
+	}{
+		"the spec's store": {
+			input: payloads(map[string]any{"id": "j", "checkpoint": map[string]any{"url": "s3://bucket/ckpt"}}, nil), fallback: "file:///x",
+			want: "s3://bucket/ckpt",
+		},
+		"the worker's default": {input: payloads(map[string]any{"id": "j"}), fallback: "file:///data/checkpoints", want: "file:///data/checkpoints"},
+		"no default":           {input: payloads(map[string]any{"id": "j"}), wantErr: "pass the worker's store as --checkpoint-url"},
+		"no input":             {input: nil, wantErr: "started with no JobSpec"},
+		"undecodable (encrypted)": {
+			input:   &commonpb.Payloads{Payloads: []*commonpb.Payload{{Metadata: map[string][]byte{"encoding": []byte("binary/encrypted")}, Data: []byte{1, 2}}}},
+			wantErr: "are the same codec keys set as the worker's?",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := runStoreURL(context.Background(), historyClient{input: tc.input}, dc, "j", tc.fallback)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want it to contain %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestDefaultStoreURL(t *testing.T) {
+	t.Setenv("REFUEL_CHECKPOINT_URL", "")
+	t.Setenv("REFUEL_DATA_DIR", "/srv/refuel")
+	if got := defaultStoreURL(); got != "file:///srv/refuel/checkpoints" {
+		t.Errorf("with REFUEL_DATA_DIR: %s", got)
+	}
+	t.Setenv("REFUEL_CHECKPOINT_URL", "s3://b/c")
+	if got := defaultStoreURL(); got != "s3://b/c" {
+		t.Errorf("with REFUEL_CHECKPOINT_URL: %s", got)
+	}
+}
