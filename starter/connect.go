@@ -27,12 +27,27 @@ func addConnFlags(fs *flag.FlagSet) connFlags {
 }
 
 func (f connFlags) dial(ctx context.Context) (client.Client, error) {
-	opts, err := cluster.Options(cluster.Target{Address: *f.address, Namespace: *f.namespace})
+	opts, err := f.options()
 	if err != nil {
 		return nil, err
 	}
-	opts.Logger = telemetry.SDKLogger(zap.NewNop())
 	return cluster.Dial(ctx, opts)
+}
+
+// dialToCreate connects for `starter setup`, whose namespace may not
+// exist yet.
+func (f connFlags) dialToCreate(ctx context.Context) (client.Client, error) {
+	opts, err := f.options()
+	if err != nil {
+		return nil, err
+	}
+	return cluster.DialToCreate(ctx, opts)
+}
+
+func (f connFlags) options() (client.Options, error) {
+	opts, err := cluster.Options(cluster.Target{Address: *f.address, Namespace: *f.namespace})
+	opts.Logger = telemetry.SDKLogger(zap.NewNop())
+	return opts, err
 }
 
 // parse parses flags that may come before or after positional args, as

@@ -43,7 +43,7 @@ func runSetup(args []string, stdout, stderr io.Writer) error {
 // just created takes a few seconds to be known to every service, which the
 // caller's retries cover.
 func setup(ctx context.Context, conn connFlags, ns string, retention time.Duration, stdout io.Writer) error {
-	c, err := conn.dial(ctx)
+	c, err := conn.dialToCreate(ctx)
 	if err != nil {
 		return err
 	}

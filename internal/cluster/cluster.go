@@ -174,6 +174,17 @@ func (m mapLookup) LookupEnv(key string) (string, bool) {
 // Dial connects and checks the connection, with an error that says what
 // to fix when nothing answers or the cluster refuses the credentials.
 func Dial(ctx context.Context, opts client.Options) (client.Client, error) {
+	return dial(ctx, opts, false)
+}
+
+// DialToCreate connects like Dial to a cluster where the namespace may
+// not exist yet, for whoever is about to create it: a namespace the
+// cluster does not know is no error (the credentials were accepted).
+func DialToCreate(ctx context.Context, opts client.Options) (client.Client, error) {
+	return dial(ctx, opts, true)
+}
+
+func dial(ctx context.Context, opts client.Options, mayBeMissing bool) (client.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	c, err := client.DialContext(ctx, opts)
@@ -192,7 +203,7 @@ func Dial(ctx context.Context, opts client.Options) (client.Client, error) {
 		var nsNotFound *serviceerror.NamespaceNotFound
 		var notFound *serviceerror.NotFound
 		switch {
-		case err == nil:
+		case err == nil, mayBeMissing && (errors.As(err, &nsNotFound) || errors.As(err, &notFound)):
 			return c, nil
 		case errors.As(err, &denied):
 			c.Close()
