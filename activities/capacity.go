@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -36,6 +37,9 @@ type Capacity struct {
 	// Stock keeps what runs saw of each spot offering's stock; nil keeps
 	// none.
 	Stock *StockLogs
+	// InProcessInstances is set when the clouds run instances inside this
+	// worker's process, where a mem:// checkpoint store is shared.
+	InProcessInstances bool
 	// Deployment is tagged on every instance acquired (TagDeployment);
 	// empty means DefaultDeployment.
 	Deployment string
@@ -43,6 +47,12 @@ type Capacity struct {
 
 // ListOfferings asks each allowed provider what it sells for the resources.
 func (a *Capacity) ListOfferings(ctx context.Context, in OfferingsInput) ([]capacity.Offering, error) {
+	if strings.HasPrefix(in.CheckpointURL, "mem://") && !a.InProcessInstances {
+		return nil, temporal.NewNonRetryableApplicationError(
+			"checkpoint.url: mem:// keeps checkpoints in one process's memory, and this worker's instances are processes of their own, "+
+				"so a replacement would find none: use file:///… or s3://…, or leave checkpoint.url out for the worker's store",
+			"InvalidJobSpec", nil)
+	}
 	providers := a.allowed(in.Resources.Providers)
 	if len(providers) == 0 {
 		return nil, temporal.NewNonRetryableApplicationError(

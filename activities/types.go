@@ -28,6 +28,9 @@ const (
 // OfferingsInput asks every allowed provider what it sells for a job.
 type OfferingsInput struct {
 	Resources spec.Resources `json:"resources"`
+	// CheckpointURL is the job's checkpoint store, checked against where
+	// its instances run (a mem:// store lives in one process).
+	CheckpointURL string `json:"checkpoint_url,omitempty"`
 }
 
 // ReleaseReason says why an instance is given back; it labels metrics.

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"refuel/activities"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -120,7 +121,10 @@ func controlOptions(ctx workflow.Context) workflow.Context {
 func acquireOptions(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           TaskQueue,
-		StartToCloseTimeout: 3 * time.Minute,
+		StartToCloseTimeout: activities.AcquireAttemptTimeout,
+		// With its retries an acquisition ends within the time the janitor
+		// leaves a new instance alone.
+		ScheduleToCloseTimeout: activities.MaxAcquireTime,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 8,
 		},

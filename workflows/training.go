@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -131,6 +132,7 @@ func (w *Workflows) startRun(ctx workflow.Context, input json.RawMessage, carrie
 	if err := r.registerHandlers(ctx); err != nil {
 		return nil, err
 	}
+	r.showDetails(ctx)
 	err = workflow.UpsertTypedSearchAttributes(ctx,
 		AttrTeam.ValueSet(js.Team), AttrTier.ValueSet(string(js.Tier)),
 		AttrPriority.ValueSet(int64(js.Priority)), AttrState.ValueSet(string(StatePending)))
@@ -170,8 +172,9 @@ func (r *run) marketOfState() market {
 
 func (r *run) listOfferings(ctx workflow.Context) error {
 	var offerings []capacity.Offering
-	in := activities.OfferingsInput{Resources: r.spec.Resources}
-	if err := workflow.ExecuteActivity(controlOptions(ctx), activities.ListOfferingsName, in).Get(ctx, &offerings); err != nil {
+	in := activities.OfferingsInput{Resources: r.spec.Resources, CheckpointURL: r.spec.Checkpoint.URL}
+	actx := titled(controlOptions(ctx), "list what can be acquired for "+strconv.Itoa(r.spec.Resources.GPUs)+" GPU(s)")
+	if err := workflow.ExecuteActivity(actx, activities.ListOfferingsName, in).Get(ctx, &offerings); err != nil {
 		return err
 	}
 	if len(offerings) == 0 {
@@ -233,6 +236,7 @@ func (r *run) use(ctx workflow.Context, lease *Lease) {
 		r.Status.LastRecovery = &RecoveryInfo{ReplacementAt: lease.Since, InstanceID: lease.Instance.ID}
 	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrMarket.ValueSet(string(lease.Offering().Market)))
+	r.showDetails(ctx)
 }
 
 // backOff waits before the next try after no offering could be had,
@@ -255,7 +259,8 @@ func (r *run) backOff(ctx workflow.Context, details []activities.FailureDetail, 
 	// Operators filter on why a run waits: RefuelState names the class.
 	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrState.ValueSet(string(StateWaiting)+":"+string(waitingOn(details))))
 	wait := jittered(*backoff, r.identity, r.Attempts)
-	if _, err := workflow.AwaitWithTimeout(ctx, wait, func() bool { return r.Paused || r.yieldAsked() }); err != nil {
+	summary := "wait " + wait.Round(time.Second).String() + " for capacity (" + string(waitingOn(details)) + ")"
+	if _, err := waitFor(ctx, wait, summary, func() bool { return r.Paused || r.yieldAsked() }); err != nil {
 		return false, err
 	}
 	*backoff = min(2**backoff, r.opts.MaxCapacityBackoff)
@@ -272,6 +277,7 @@ func (r *run) release(ctx workflow.Context, reason activities.ReleaseReason) {
 	r.lease = nil
 	r.Status.CostUSD = r.Ledger.CostUSD(workflow.Now(ctx))
 	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrCostUSD.ValueSet(r.Status.CostUSD), AttrMarket.ValueUnset())
+	r.showDetails(ctx)
 }
 
 // releaseAll runs however the workflow ends: nothing acquired is kept.
@@ -340,6 +346,7 @@ func (r *run) enter(ctx workflow.Context, s State) {
 	}
 	r.Status.State = s
 	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrState.ValueSet(string(s)))
+	r.showDetails(ctx)
 }
 
 // recordFailures adds each classified failure of an acquisition to
