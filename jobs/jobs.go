@@ -46,6 +46,8 @@ func Submit(ctx context.Context, c client.Client, js spec.JobSpec) (client.Workf
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		// Without this the SDK hands back the running run as if it were new.
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		StaticSummary:                            jobSummary(js),
+		StaticDetails:                            jobDetails(js),
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.AttrTeam.ValueSet(js.Team), workflows.AttrTier.ValueSet(string(js.Tier)),
 			workflows.AttrPriority.ValueSet(int64(js.Priority)), workflows.AttrState.ValueSet(string(workflows.StatePending))),

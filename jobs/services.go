@@ -28,6 +28,7 @@ func StartService(ctx context.Context, c client.Client, ss spec.ServiceSpec) (cl
 		TaskQueue:                                workflows.TaskQueue,
 		WorkflowIDConflictPolicy:                 enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		StaticSummary:                            serviceSummary(ss),
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.AttrTeam.ValueSet(ss.Team), workflows.AttrTier.ValueSet(string(ss.Placement.Tier())),
 			workflows.AttrPriority.ValueSet(int64(ss.Priority)), workflows.AttrState.ValueSet("running")),

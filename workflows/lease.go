@@ -84,7 +84,8 @@ func (b *Leases) acquire(ctx workflow.Context, who owner, ask leaseAsk) (*Lease,
 		RunID: who.id, Identity: who.identity, Attempt: b.Attempts, Offerings: ask.offerings, Tags: ask.tags(), MaxPricePerHour: ask.maxPrice,
 	}
 	var inst capacity.Instance
-	if err := workflow.ExecuteActivity(acquireOptions(ctx), activities.AcquireName, req).Get(ctx, &inst); err != nil {
+	actx := titled(acquireOptions(ctx), acquireSummary(req.Attempt, req.Offerings))
+	if err := workflow.ExecuteActivity(actx, activities.AcquireName, req).Get(ctx, &inst); err != nil {
 		return nil, err
 	}
 	l := &Lease{Instance: inst, Attempt: req.Attempt, Since: workflow.Now(ctx), Team: ask.team}
@@ -112,7 +113,8 @@ func (b *Leases) release(ctx workflow.Context, l *Lease, reason activities.Relea
 		log := l.Log
 		in.Log = &log
 	}
-	if err := workflow.ExecuteActivity(releaseOptions(dctx), activities.ReleaseName, in).Get(dctx, nil); err != nil {
+	rctx := titled(releaseOptions(dctx), "release "+l.Instance.ID+" ("+string(reason)+")")
+	if err := workflow.ExecuteActivity(rctx, activities.ReleaseName, in).Get(dctx, nil); err != nil {
 		workflow.GetLogger(ctx).Error("release failed; the janitor will reclaim the instance", "instance", l.Instance.ID, "error", err)
 	}
 	now := workflow.Now(ctx)

@@ -16,7 +16,10 @@ const (
 	SignalPause     = "pause"
 	SignalResume    = "resume"
 	UpdatePriority  = "set-priority"
-	QueryStatus     = "status"
+	// UpdateBudget is the set-budget update: a run's budget in USD, 0 for
+	// none.
+	UpdateBudget = "set-budget"
+	QueryStatus  = "status"
 	// SignalProgress carries activities.Progress from a run's node agent.
 	SignalProgress = "progress"
 
@@ -27,6 +30,29 @@ const (
 	InjectInterruptionName = "InjectInterruption"
 	JanitorName            = "Janitor"
 )
+
+// handlerDescriptions say what each signal, update and query does, for
+// the Web UI and `temporal workflow metadata`.
+var handlerDescriptions = map[string]string{
+	SignalPause:    "checkpoint, give the instance back and wait, spending nothing",
+	SignalResume:   "acquire again and go on from the latest checkpoint",
+	SignalProgress: "a node agent's report: restored, checkpoint, interruption notice",
+	SignalMetrics:  "observed load of a service: QPS, queue length, GPU utilisation",
+	UpdatePriority: "change the priority (0..100): a queued run moves at once",
+	UpdateBudget:   "change a run's budget in USD (0 for none): a run waiting over budget goes on",
+	QueryStatus:    "state, progress, instance, cost, failures",
+
+	SignalCapacityGranted: "the capacity pool granted a base machine or a burst pool",
+	SignalYield:           "the capacity pool asks for its capacity back: checkpoint, release, requeue",
+	SignalPoolConfigure:   "the pools file in force",
+	SignalPoolRequest:     "queue a request for one instance",
+	SignalPoolBind:        "which offering an allocation's instance was acquired on",
+	SignalPoolRelease:     "capacity given back for good",
+	SignalPoolYielded:     "a yielding holder stopped: queue it again",
+	SignalPoolPriority:    "a queued request's priority changed",
+	SignalPoolPause:       "hold a queued request",
+	SignalPoolResume:      "let a held request be admitted again",
+}
 
 // Search attributes operators filter runs by in the Web UI and CLI.
 var (

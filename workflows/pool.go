@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -52,18 +53,19 @@ func CapacityPool(ctx workflow.Context, in PoolInput) error {
 	if err != nil {
 		return err
 	}
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (PoolStatus, error) { return p.status(ctx), nil }); err != nil {
+	if err := workflow.SetQueryHandlerWithOptions(ctx, QueryStatus, func() (PoolStatus, error) { return p.status(ctx), nil },
+		workflow.QueryHandlerOptions{Description: "base and burst in use, the queue in admission order, allocations"}); err != nil {
 		return err
 	}
 	signals := p.channels(ctx)
 	p.schedule(ctx)
-	check := workflow.NewTimer(ctx, ownersCheckEvery)
+	check := timer(ctx, ownersCheckEvery, "look for holders that ended")
 	for ctx.Err() == nil && !p.tooLong(ctx) {
 		sel := workflow.NewSelector(ctx)
 		addSignals(ctx, sel, signals)
 		sel.AddFuture(check, func(workflow.Future) {
 			p.releaseAbandoned(ctx)
-			check = workflow.NewTimer(ctx, ownersCheckEvery)
+			check = timer(ctx, ownersCheckEvery, "look for holders that ended")
 		})
 		sel.Select(ctx)
 		p.schedule(ctx)
@@ -251,7 +253,8 @@ func (p *capacityPool) releaseAbandoned(ctx workflow.Context) {
 		return
 	}
 	var gone []string
-	err := workflow.ExecuteActivity(controlOptions(ctx), activities.EndedWorkflowsName, owners).Get(ctx, &gone)
+	actx := titled(controlOptions(ctx), "which of "+strconv.Itoa(len(owners))+" holders ended?")
+	err := workflow.ExecuteActivity(actx, activities.EndedWorkflowsName, owners).Get(ctx, &gone)
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("cannot check the pool's holders", "error", err)
 		return

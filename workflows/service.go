@@ -117,13 +117,13 @@ func invalidServiceSpecError(err error) error {
 // registerHandlers wires the status query and the set-priority update;
 // the signals are taken in serve's loop.
 func (s *service) registerHandlers(ctx workflow.Context) error {
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (ServiceStatus, error) {
+	if err := workflow.SetQueryHandlerWithOptions(ctx, QueryStatus, func() (ServiceStatus, error) {
 		return s.snapshot(ctx), nil
-	}); err != nil {
+	}, workflow.QueryHandlerOptions{Description: "replicas, decisions, cost, failures"}); err != nil {
 		return err
 	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, UpdatePriority, s.setPriority,
-		workflow.UpdateHandlerOptions{Validator: validatePriority})
+		workflow.UpdateHandlerOptions{Validator: validatePriority, Description: handlerDescriptions[UpdatePriority]})
 }
 
 // setPriority applies to replicas requested from now on; replicas still
@@ -181,10 +181,10 @@ func (s *service) signals(ctx workflow.Context) []signalHandler {
 func (s *service) serve(ctx workflow.Context) error {
 	signals := s.signals(ctx)
 	s.decide(ctx)
-	tick := workflow.NewTimer(ctx, s.opts.DecisionInterval)
+	tick := timer(ctx, s.opts.DecisionInterval, "decide the fleet again")
 	var check workflow.Future
 	if s.watchesForLoss(ctx) {
-		check = workflow.NewTimer(ctx, s.opts.LossCheckInterval)
+		check = timer(ctx, s.opts.LossCheckInterval, "check the replicas' instances")
 	}
 	for !s.historyLong(ctx) {
 		sel := workflow.NewSelector(ctx)
@@ -192,7 +192,7 @@ func (s *service) serve(ctx workflow.Context) error {
 			if f.Get(ctx, nil) != nil {
 				return // cancelled
 			}
-			tick = workflow.NewTimer(ctx, s.opts.DecisionInterval)
+			tick = timer(ctx, s.opts.DecisionInterval, "decide the fleet again")
 			s.decide(ctx)
 		})
 		if check != nil {
@@ -200,7 +200,7 @@ func (s *service) serve(ctx workflow.Context) error {
 				if f.Get(ctx, nil) != nil {
 					return // cancelled
 				}
-				check = workflow.NewTimer(ctx, s.opts.LossCheckInterval)
+				check = timer(ctx, s.opts.LossCheckInterval, "check the replicas' instances")
 				s.goCheckForLoss(ctx)
 			})
 		}

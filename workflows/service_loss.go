@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"strconv"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -44,7 +45,8 @@ func (s *service) goCheckForLoss(ctx workflow.Context) {
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		defer func() { s.checking, s.inFlight = false, s.inFlight-1 }()
 		var lost []activities.LostInstance
-		if err := workflow.ExecuteActivity(controlOptions(ctx), activities.LostInstancesName, insts).Get(ctx, &lost); err != nil {
+		actx := titled(controlOptions(ctx), "did the clouds take back any of "+strconv.Itoa(len(insts))+" replicas' instances?")
+		if err := workflow.ExecuteActivity(actx, activities.LostInstancesName, insts).Get(ctx, &lost); err != nil {
 			workflow.GetLogger(ctx).Warn("could not check the replicas' instances; the next check tries again", "error", err)
 			return
 		}

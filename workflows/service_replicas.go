@@ -44,7 +44,7 @@ func (s *service) bringUp(ctx workflow.Context, r *ServiceReplica) {
 				return
 			}
 		case workflow.Now(ctx).Before(s.HoldUntil):
-			if _, err := workflow.AwaitWithTimeout(ctx, s.HoldUntil.Sub(workflow.Now(ctx)), func() bool { return !s.live(ctx, r) }); err != nil {
+			if _, err := waitFor(ctx, s.HoldUntil.Sub(workflow.Now(ctx)), "acquisitions held after failures", func() bool { return !s.live(ctx, r) }); err != nil {
 				return
 			}
 		default:
@@ -165,7 +165,7 @@ func (s *service) listOfferings(ctx workflow.Context, r *ServiceReplica) error {
 	var offerings []capacity.Offering
 	in := activities.OfferingsInput{Resources: s.spec.Resources}
 	err := s.call(ctx, r, func(ctx workflow.Context) error {
-		return workflow.ExecuteActivity(controlOptions(ctx), activities.ListOfferingsName, in).Get(ctx, &offerings)
+		return workflow.ExecuteActivity(titled(controlOptions(ctx), "list the public offerings"), activities.ListOfferingsName, in).Get(ctx, &offerings)
 	})
 	if err != nil {
 		return err
@@ -231,7 +231,7 @@ func (s *service) loadModel(ctx workflow.Context, r *ServiceReplica) {
 		r.LoadingSince = workflow.Now(ctx)
 	}
 	if left := s.spec.ModelLoad.D() - workflow.Now(ctx).Sub(r.LoadingSince); left > 0 {
-		if _, err := workflow.AwaitWithTimeout(ctx, left, func() bool { return !s.live(ctx, r) }); err != nil {
+		if _, err := waitFor(ctx, left, r.ID+" loads its model", func() bool { return !s.live(ctx, r) }); err != nil {
 			return
 		}
 	}
@@ -240,6 +240,7 @@ func (s *service) loadModel(ctx workflow.Context, r *ServiceReplica) {
 	}
 	now := workflow.Now(ctx)
 	r.State, r.ReadyAt = ReplicaReady, now
+	s.showDetails(ctx)
 	startup := autoscale.Startup{Load: now.Sub(r.LoadingSince), Warm: r.FromWarm}
 	if !r.FromWarm {
 		startup.Provision = r.Since.Sub(r.RequestedAt)
@@ -282,6 +283,7 @@ func (s *service) giveBack(ctx workflow.Context, r *ServiceReplica) {
 		s.tellPool(ctx, SignalPoolRelease, PoolRef{ID: r.ID})
 	}
 	s.Replicas = slices.DeleteFunc(s.Replicas, func(x *ServiceReplica) bool { return x == r })
+	s.showDetails(ctx)
 }
 
 // call runs f for the replica in a disconnected context, marked busy: a

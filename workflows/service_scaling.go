@@ -38,6 +38,7 @@ func (s *service) decide(ctx workflow.Context) {
 	}
 	s.Desired = d
 	s.converge(ctx)
+	s.showDetails(ctx)
 }
 
 // converge requests and releases until the replicas and the warm pool

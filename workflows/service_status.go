@@ -1,7 +1,11 @@
 package workflows
 
 import (
+	"strconv"
+	"strings"
 	"time"
+
+	"go.temporal.io/sdk/workflow"
 
 	"refuel/pkg/admission"
 	"refuel/pkg/autoscale"
@@ -93,3 +97,30 @@ func (r *ServiceReplica) status() ReplicaStatus {
 }
 
 // fleet is the replicas as the autoscaler counts them: warm counts only
+
+// showDetails keeps what the Web UI shows as the service's current
+// details up to date: its fleet, the latest decision and its cost.
+func (s *service) showDetails(ctx workflow.Context) {
+	now := workflow.Now(ctx)
+	f := s.fleet()
+	head := "**" + string(s.state) + "** · " + strconv.Itoa(f.Ready) + " ready, " + strconv.Itoa(f.Starting) + " starting, " +
+		strconv.Itoa(f.Warm) + " warm · " + dollars(s.EarlierCostUSD+s.Ledger.CostUSD(now)) + " spent"
+	lines := []string{head,
+		"team " + s.spec.Team + " · placement " + string(s.spec.Placement) + " · priority " + strconv.Itoa(s.spec.Priority) +
+			" · " + strconv.Itoa(s.spec.MinReplicas) + ".." + strconv.Itoa(s.spec.MaxReplicas) + " replicas"}
+	if d := s.Desired; d.Reason != "" {
+		lines = append(lines, "wants "+strconv.Itoa(d.Replicas)+" replicas and "+strconv.Itoa(d.Warm)+" warm: "+d.Reason)
+	}
+	for _, r := range s.Replicas {
+		line := r.ID + ": " + string(r.State)
+		if r.Lease != nil {
+			line += " on " + offeringName(r.Offering()) + " (" + r.Instance.ID + ", " + string(r.Layer) + ")"
+		}
+		lines = append(lines, line)
+	}
+	if n := len(s.Failures); n > 0 {
+		f := s.Failures[n-1]
+		lines = append(lines, "last failure: "+f.Class+" on "+f.Offering+": "+f.Message)
+	}
+	workflow.SetCurrentDetails(ctx, strings.Join(lines, "  \n"))
+}

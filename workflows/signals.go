@@ -10,9 +10,11 @@ type signalHandler struct {
 	take func(workflow.Context, workflow.ReceiveChannel)
 }
 
-// onSignal is the handler of the named signal.
+// onSignal is the handler of the named signal; the Web UI shows the
+// signal with its description (see handlerDescriptions).
 func onSignal(ctx workflow.Context, name string, take func(workflow.Context, workflow.ReceiveChannel)) signalHandler {
-	return signalHandler{ch: workflow.GetSignalChannel(ctx, name), take: take}
+	ch := workflow.GetSignalChannelWithOptions(ctx, name, workflow.SignalChannelOptions{Description: handlerDescriptions[name]})
+	return signalHandler{ch: ch, take: take}
 }
 
 // onSignalOf is the handler of the named signal carrying one T.

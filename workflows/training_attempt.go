@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -80,7 +81,8 @@ func (r *run) startAttempt(ctx workflow.Context) {
 		Spec: r.spec, Attempt: l.Attempt, InstanceID: l.Instance.ID, CheckpointURL: r.spec.Checkpoint.URL,
 		CheckpointInterval: r.checkpointInterval(ctx), StopGrace: r.opts.StopGrace,
 	}
-	actx, cancel := workflow.WithCancel(trainingOptions(ctx, l.Instance.TaskQueue, r.spec.Work.D(), r.opts))
+	summary := "train attempt " + strconv.Itoa(l.Attempt) + " on " + l.Instance.ID + " (" + offeringName(l.Offering()) + ") from the latest checkpoint"
+	actx, cancel := workflow.WithCancel(titled(trainingOptions(ctx, l.Instance.TaskQueue, r.spec.Work.D(), r.opts), summary))
 	r.attempt = &attempt{lease: l, started: started, cancel: cancel,
 		result: workflow.ExecuteActivity(actx, activities.RunTrainingName, in)}
 	r.watchBudget(ctx, r.attempt)
@@ -300,7 +302,8 @@ func (r *run) checkpointInterval(ctx workflow.Context) time.Duration {
 	c := r.spec.Checkpoint
 	var log policy.CheckpointLog
 	if workflow.GetVersion(ctx, autoCheckpointVersion, workflow.DefaultVersion, 1) >= 1 {
-		err := workflow.ExecuteActivity(controlOptions(ctx), activities.PoolCheckpointLogName, r.lease.Offering()).Get(ctx, &log)
+		actx := titled(controlOptions(ctx), "what runs measured on "+offeringName(r.lease.Offering())+" (interval: auto)")
+		err := workflow.ExecuteActivity(actx, activities.PoolCheckpointLogName, r.lease.Offering()).Get(ctx, &log)
 		if err != nil {
 			workflow.GetLogger(ctx).Warn("pool's checkpoint log unavailable; checkpointing at the lower bound", "error", err)
 		}

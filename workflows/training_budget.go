@@ -15,10 +15,6 @@ import (
 // budgetVersion marks runs that watch their budget while they train.
 const budgetVersion = "budget"
 
-// UpdateBudget is the set-budget update: the run's budget in USD, 0 for
-// none.
-const UpdateBudget = "set-budget"
-
 // overBudget reports whether the run has spent its budget.
 func (r *run) overBudget(now time.Time) bool {
 	return r.spec.BudgetUSD > 0 && r.Ledger.CostUSD(now) >= r.spec.BudgetUSD
@@ -45,6 +41,7 @@ func validateBudget(_ workflow.Context, usd float64) error {
 func (r *run) setBudget(ctx workflow.Context, usd float64) (float64, error) {
 	r.spec.BudgetUSD = usd
 	r.Status.BudgetUSD = usd
+	r.showDetails(ctx)
 	return usd, nil
 }
 
@@ -75,7 +72,7 @@ func (r *run) watchBudget(ctx workflow.Context, a *attempt) {
 				}
 				continue
 			}
-			if _, err := workflow.AwaitWithTimeout(ctx, max(wait, time.Second), changed); err != nil {
+			if _, err := waitFor(ctx, max(wait, time.Second), "budget of "+dollars(budget)+" spent by then", changed); err != nil {
 				return
 			}
 		}

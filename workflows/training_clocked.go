@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -108,7 +109,8 @@ func openClockedMarket(ctx workflow.Context, r *run) (*clockedMarket, error) {
 	}
 	var view activities.MarketView
 	in := activities.MarketInput{Provider: m.provider, Pools: m.pools}
-	if err := workflow.ExecuteActivity(controlOptions(ctx), activities.OpenMarketName, in).Get(ctx, &view); err != nil || !view.Clocked {
+	actx := titled(controlOptions(ctx), "does "+m.provider+"'s market keep a clock?")
+	if err := workflow.ExecuteActivity(actx, activities.OpenMarketName, in).Get(ctx, &view); err != nil || !view.Clocked {
 		return nil, err
 	}
 	m.job = m.jobFor(r.spec, r.Status.StartedAt, view.RestartOverhead)
@@ -272,7 +274,7 @@ func (m *clockedMarket) see(ctx workflow.Context, r *run) (preempted bool, err e
 	}
 	if m.view == nil {
 		in := activities.MarketInput{Provider: m.provider, Pools: m.pools, Tick: m.tick}
-		m.view = workflow.ExecuteActivity(marketOptions(ctx), activities.MarketAtName, in)
+		m.view = workflow.ExecuteActivity(titled(marketOptions(ctx), "the market at tick "+strconv.Itoa(m.tick)), activities.MarketAtName, in)
 	}
 	sel := workflow.NewSelector(ctx)
 	sel.AddFuture(m.view, func(workflow.Future) {})

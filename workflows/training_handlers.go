@@ -16,18 +16,18 @@ import (
 // signals, the set-priority update, the status query, and the signals
 // its node agent and the capacity pool send.
 func (r *run) registerHandlers(ctx workflow.Context) error {
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) {
+	if err := workflow.SetQueryHandlerWithOptions(ctx, QueryStatus, func() (Status, error) {
 		return r.snapshot(ctx), nil
-	}); err != nil {
+	}, workflow.QueryHandlerOptions{Description: handlerDescriptions[QueryStatus]}); err != nil {
 		return err
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdatePriority, r.setPriority,
-		workflow.UpdateHandlerOptions{Validator: validatePriority},
+		workflow.UpdateHandlerOptions{Validator: validatePriority, Description: handlerDescriptions[UpdatePriority]},
 	); err != nil {
 		return err
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateBudget, r.setBudget,
-		workflow.UpdateHandlerOptions{Validator: validateBudget},
+		workflow.UpdateHandlerOptions{Validator: validateBudget, Description: handlerDescriptions[UpdateBudget]},
 	); err != nil {
 		return err
 	}
@@ -55,6 +55,7 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 			sel := workflow.NewSelector(ctx)
 			addSignals(ctx, sel, r.signals)
 			sel.Select(ctx)
+			r.showDetails(ctx)
 		}
 	})
 	return nil
@@ -73,6 +74,7 @@ func validatePriority(_ workflow.Context, p int) error {
 // changes what may preempt a running one.
 func (r *run) setPriority(ctx workflow.Context, p int) (int, error) {
 	r.Status.Priority = p
+	r.showDetails(ctx)
 	if r.Pool != nil && r.Pool.Place != PlaceLeft {
 		r.tellPool(ctx, SignalPoolPriority, PoolPriority{ID: r.id, Priority: p})
 	}

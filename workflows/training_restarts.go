@@ -79,7 +79,7 @@ func (r *run) restart(ctx workflow.Context, cause, msg string) error {
 	wait := jittered(r.opts.RestartBackoff<<min(c.Total()-1, 10), r.identity, r.Attempts)
 	wait = min(wait, r.opts.MaxRestartBackoff)
 	workflow.GetLogger(ctx).Warn("restarting after a fault", "cause", cause, "restarts", c.Total(), "wait", wait, "error", msg)
-	_, err := workflow.AwaitWithTimeout(ctx, wait, func() bool { return r.Paused })
+	_, err := waitFor(ctx, wait, "wait "+wait.Round(time.Second).String()+" before restarting ("+cause+")", func() bool { return r.Paused })
 	return err
 }
 

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"strconv"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
@@ -162,7 +163,8 @@ func (r *run) stockHistory(ctx workflow.Context, offerings []capacity.Offering) 
 		keys[i] = o.Key()
 	}
 	var h []policy.Availability
-	err := workflow.ExecuteActivity(controlOptions(ctx), activities.StockHistoryName, keys).Get(ctx, &h)
+	actx := titled(controlOptions(ctx), "what runs saw of "+strconv.Itoa(len(keys))+" spot offerings' stock")
+	err := workflow.ExecuteActivity(actx, activities.StockHistoryName, keys).Get(ctx, &h)
 	if err != nil || len(h) != len(keys) {
 		workflow.GetLogger(ctx).Warn("stock logs unavailable; planning with refuel's priors", "error", err)
 		return nil
@@ -209,10 +211,10 @@ func (r *run) awaitSpot(ctx workflow.Context) *Lease {
 	wait := w.Every
 	for {
 		tctx, cancelTimer := workflow.WithCancel(ctx)
-		timer := workflow.NewTimer(tctx, wait)
+		t := timer(tctx, wait, "ask refuel whether to try spot again")
 		sel := workflow.NewSelector(ctx)
 		sel.AddFuture(r.attempt.result, func(workflow.Future) {})
-		sel.AddFuture(timer, func(workflow.Future) {})
+		sel.AddFuture(t, func(workflow.Future) {})
 		sel.Select(ctx)
 		if r.attempt.result.IsReady() || ctx.Err() != nil {
 			cancelTimer()

@@ -1,0 +1,57 @@
+package workflows
+
+import (
+	"strconv"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"refuel/pkg/capacity"
+)
+
+// The Web UI shows a one-line summary beside each activity and timer of
+// a workflow's history: these make a run's history read as its story.
+
+// titled gives the activities scheduled on ctx a summary.
+func titled(ctx workflow.Context, summary string) workflow.Context {
+	o := workflow.GetActivityOptions(ctx)
+	o.Summary = summary
+	return workflow.WithActivityOptions(ctx, o)
+}
+
+// waitFor waits up to d for cond, its timer summarised.
+func waitFor(ctx workflow.Context, d time.Duration, summary string, cond func() bool) (bool, error) {
+	return workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{Timeout: d, TimerOptions: workflow.TimerOptions{Summary: summary}}, cond)
+}
+
+// timer is a summarised timer.
+func timer(ctx workflow.Context, d time.Duration, summary string) workflow.Future {
+	return workflow.NewTimerWithOptions(ctx, d, workflow.TimerOptions{Summary: summary})
+}
+
+// offeringName is an offering as a person reads it: spot gpu.1x in local-a.
+func offeringName(o capacity.Offering) string {
+	return string(o.Market) + " " + o.InstanceType + " in " + o.Zone
+}
+
+// acquireSummary is an acquisition's: the first offering, and how many
+// follow it.
+func acquireSummary(attempt int, offerings []capacity.Offering) string {
+	s := "acquire (attempt " + strconv.Itoa(attempt) + ")"
+	if len(offerings) > 0 {
+		s += ": " + offeringName(offerings[0])
+	}
+	if n := len(offerings) - 1; n > 0 {
+		s += ", then " + strconv.Itoa(n) + " more"
+	}
+	return s
+}
+
+// dollars is an amount of USD to the cent, or to the tenth of a cent
+// below a dollar.
+func dollars(usd float64) string {
+	if usd < 1 {
+		return "$" + strconv.FormatFloat(usd, 'f', 3, 64)
+	}
+	return "$" + strconv.FormatFloat(usd, 'f', 2, 64)
+}

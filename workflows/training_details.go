@@ -1,0 +1,74 @@
+package workflows
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+)
+
+// showDetails keeps what the Web UI shows as the run's current details
+// up to date: its phase, progress, instance, cost, and what it met.
+func (r *run) showDetails(ctx workflow.Context) {
+	workflow.SetCurrentDetails(ctx, r.details(workflow.Now(ctx)))
+}
+
+// details is the run now, as markdown a person reads at a glance.
+func (r *run) details(now time.Time) string {
+	st := r.Status
+	var lines []string
+	head := "**" + string(st.State) + "**"
+	if r.Paused {
+		head += " (paused)"
+	}
+	if st.TotalSteps > 0 {
+		head += " · step " + strconv.FormatInt(st.Step, 10) + " of " + strconv.FormatInt(st.TotalSteps, 10) +
+			" (" + strconv.FormatInt(100*st.Step/max(1, st.TotalSteps), 10) + "%)"
+	} else if st.Step > 0 {
+		head += " · step " + strconv.FormatInt(st.Step, 10)
+	}
+	spent := dollars(r.Ledger.CostUSD(now)) + " spent"
+	if r.spec.BudgetUSD > 0 {
+		spent += " of " + dollars(r.spec.BudgetUSD)
+	}
+	lines = append(lines, head+" · "+spent)
+	lines = append(lines, "team "+r.spec.Team+" · tier "+string(r.spec.Tier)+" · priority "+strconv.Itoa(st.Priority)+
+		" · "+r.spec.Work.String()+" of work"+deadline(r))
+	if l := r.lease; l != nil {
+		lines = append(lines, "on "+offeringName(l.Offering())+" ("+l.Instance.ID+", "+dollars(l.Offering().PricePerHour)+"/h) since "+
+			l.Since.UTC().Format("15:04:05")+" UTC · attempt "+strconv.Itoa(l.Attempt))
+	}
+	if p := r.Pool; p != nil && p.Grant != nil {
+		where := "burst pool " + p.Grant.Pool
+		if p.Grant.Node != "" {
+			where = "base machine " + p.Grant.Node
+		}
+		lines = append(lines, "granted "+where+" by the capacity pool")
+	}
+	lines = append(lines, "preemptions "+strconv.Itoa(st.Preemptions)+" · recoveries "+strconv.Itoa(st.Recoveries)+
+		" · restarts "+strconv.Itoa(st.Restarts.Total())+" · lost work "+time.Duration(st.LostWorkSecs*float64(time.Second)).Round(time.Second).String())
+	if n := len(st.Failures); n > 0 {
+		f := st.Failures[n-1]
+		lines = append(lines, "last failure: "+f.Class+" on "+f.Offering+": "+f.Message)
+	}
+	if n := len(r.Offerings); n > 0 {
+		names := make([]string, 0, min(n, 4))
+		for _, o := range r.Offerings[:min(n, 4)] {
+			names = append(names, offeringName(o)+" "+dollars(o.PricePerHour)+"/h")
+		}
+		more := ""
+		if n > 4 {
+			more = ", and " + strconv.Itoa(n-4) + " more"
+		}
+		lines = append(lines, "may acquire: "+strings.Join(names, ", ")+more)
+	}
+	return strings.Join(lines, "  \n")
+}
+
+func deadline(r *run) string {
+	if r.spec.Deadline == nil {
+		return ""
+	}
+	return " by " + r.spec.Deadline.UTC().Format("2006-01-02 15:04 UTC")
+}
