@@ -42,6 +42,9 @@ type Node struct {
 	Logger       *zap.Logger
 	// ProgressSignal is the signal name that carries Progress to the run.
 	ProgressSignal string
+
+	mu       sync.Mutex
+	attempts map[attemptKey]*trainerRun
 }
 
 // RunTraining runs one attempt of a job under the node agent: restore the
@@ -49,25 +52,152 @@ type Node struct {
 // progress, and on an interruption notice or a stop request save a final
 // checkpoint before returning. It returns normally in every such case;
 // only agent-side failures (storage unreachable) are errors.
+//
+// With push control (TrainingInput.Control) the trainer is the agent's,
+// not the activity's: StopTraining stops it, and a RunTraining the run
+// lets go of (it continued as new) leaves it training, for the next
+// RunTraining of the same attempt to attach to.
 func (n *Node) RunTraining(ctx context.Context, in TrainingInput) (TrainingResult, error) {
-	info := activity.GetInfo(ctx)
-	store, err := checkpoint.Open(ctx, StoreURL(in.CheckpointURL, n.DefaultStoreURL), in.Spec.ID)
+	t, err := n.attach(ctx, in, activity.GetInfo(ctx).WorkflowExecution.ID)
 	if err != nil {
 		return TrainingResult{}, err
-	}
-	defer store.Close()
-
-	command, total := n.command(in)
-	rep := &reporter{
-		node: n, store: store, workflowID: info.WorkflowExecution.ID,
-		progress: Progress{Attempt: in.Attempt, InstanceID: n.InstanceID, TotalSteps: total},
 	}
 	// Heartbeats go on after a stop request, while the trainer saves its
 	// final checkpoint: the run waits for it and must not time it out.
 	hbCtx, stopHeartbeats := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHeartbeats()
-	go rep.heartbeat(hbCtx, ctx)
+	go t.rep.heartbeat(hbCtx, ctx, heartbeatEvery(in))
+	select {
+	case <-t.done:
+		return t.result, t.err
+	case <-ctx.Done():
+		if in.Control != ControlPush {
+			// Runs recorded before push control stop an attempt by
+			// cancelling this activity.
+			t.stop()
+			<-t.done
+			return t.result, t.err
+		}
+		n.letGo(t)
+		return TrainingResult{}, ctx.Err()
+	}
+}
 
+// StopTraining asks the trainer of an attempt to stop at a checkpoint;
+// the attempt's RunTraining then returns how it ended. An attempt that
+// already ended, or that this agent never ran, is left as it is.
+func (n *Node) StopTraining(_ context.Context, in StopInput) error {
+	n.mu.Lock()
+	t := n.attempts[attemptKey{in.JobID, in.Attempt}]
+	n.mu.Unlock()
+	if t != nil {
+		t.stop()
+	}
+	return nil
+}
+
+// attemptKey names one attempt of one job.
+type attemptKey struct {
+	job     string
+	attempt int
+}
+
+// trainerRun is one attempt's trainer under the agent.
+type trainerRun struct {
+	rep    *reporter
+	stop   context.CancelFunc // stops the trainer at a checkpoint
+	done   chan struct{}      // closed once result and err are set
+	result TrainingResult
+	err    error
+
+	mu     sync.Mutex
+	orphan *time.Timer // stops a trainer no run attaches to again
+}
+
+// lettingGoGrace is how long a trainer the run let go of trains on,
+// waiting for the run's next RunTraining to attach, before the agent
+// stops it at a checkpoint: a run that continued as new attaches within
+// moments; one that was terminated never will.
+const lettingGoGrace = 5 * time.Minute
+
+// keepResult is how long the agent remembers how an attempt ended, for a
+// run that continued as new while it ended to attach and read it.
+const keepResult = 10 * time.Minute
+
+// attach returns the attempt's trainer, starting it the first time.
+func (n *Node) attach(ctx context.Context, in TrainingInput, workflowID string) (*trainerRun, error) {
+	key := attemptKey{in.Spec.ID, in.Attempt}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if t := n.attempts[key]; t != nil {
+		t.mu.Lock()
+		if t.orphan != nil {
+			t.orphan.Stop()
+			t.orphan = nil
+		}
+		t.mu.Unlock()
+		return t, nil
+	}
+	store, err := checkpoint.Open(ctx, StoreURL(in.CheckpointURL, n.DefaultStoreURL), in.Spec.ID)
+	if err != nil {
+		return nil, err
+	}
+	_, total := n.command(in)
+	trainCtx, stop := context.WithCancel(context.Background())
+	t := &trainerRun{
+		rep: &reporter{
+			node: n, store: store, workflowID: workflowID, signalEvery: in.SignalEvery,
+			progress: Progress{Attempt: in.Attempt, InstanceID: n.InstanceID, TotalSteps: total},
+		},
+		stop: stop,
+		done: make(chan struct{}),
+	}
+	if n.attempts == nil {
+		n.attempts = map[attemptKey]*trainerRun{}
+	}
+	n.attempts[key] = t
+	go func() {
+		defer store.Close()
+		t.result, t.err = n.train(trainCtx, in, store, t.rep)
+		t.rep.flush()
+		stop()
+		close(t.done)
+		time.AfterFunc(keepResult, func() {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			if n.attempts[key] == t {
+				delete(n.attempts, key)
+			}
+		})
+	}()
+	return t, nil
+}
+
+// letGo leaves a trainer training for its run's next RunTraining, and
+// stops it if none comes.
+func (n *Node) letGo(t *trainerRun) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.orphan == nil {
+		t.orphan = time.AfterFunc(lettingGoGrace, func() {
+			n.Logger.Warn("no run attached to the trainer again: stopping it at a checkpoint")
+			t.stop()
+		})
+	}
+}
+
+// heartbeatEvery is how often RunTraining heartbeats for the input.
+func heartbeatEvery(in TrainingInput) time.Duration {
+	if in.HeartbeatEvery > 0 {
+		return in.HeartbeatEvery
+	}
+	return time.Second
+}
+
+// train runs the attempt's trainer until it ends or ctx is done (a stop
+// at a checkpoint) and says how it ended.
+func (n *Node) train(ctx context.Context, in TrainingInput, store *checkpoint.Store, rep *reporter) (TrainingResult, error) {
+	command, total := n.command(in)
 	dir := filepath.Join(n.Dir, fmt.Sprintf("attempt-%d", in.Attempt))
 	res, err := agent.Run(ctx, agent.Config{
 		Command:            command,
@@ -103,7 +233,7 @@ func (n *Node) RunTraining(ctx context.Context, in TrainingInput) (TrainingResul
 	if res.LastCheckpoint != nil {
 		out.LastCheckpoint = refOf(store, *res.LastCheckpoint)
 		if res.Outcome == agent.Completed && len(in.Spec.Command) == 0 {
-			out.ModelDigest = n.finalDigest(ctx, store, *res.LastCheckpoint, filepath.Join(dir, "final"))
+			out.ModelDigest = n.finalDigest(context.WithoutCancel(ctx), store, *res.LastCheckpoint, filepath.Join(dir, "final"))
 		}
 	}
 	if res.Outcome == agent.Failed {
@@ -155,14 +285,18 @@ func (n *Node) finalDigest(ctx context.Context, store *checkpoint.Store, m check
 }
 
 // reporter turns agent events into heartbeats (always) and progress
-// signals (only the few events the run acts on, to keep its history short).
+// signals (only the few events the run acts on, to keep its history
+// short: checkpoints closer together than signalEvery are told together).
 type reporter struct {
-	node       *Node
-	store      *checkpoint.Store
-	workflowID string
+	node        *Node
+	store       *checkpoint.Store
+	workflowID  string
+	signalEvery time.Duration
 
 	mu       sync.Mutex
 	progress Progress
+	sentAt   time.Time // the last checkpoint signal
+	pending  *Progress // checkpoints not signalled yet
 }
 
 func (r *reporter) onEvent(e agent.Event) {
@@ -172,24 +306,52 @@ func (r *reporter) onEvent(e agent.Event) {
 		r.progress.TotalSteps = e.Total
 	}
 	p := r.progress
-	r.mu.Unlock()
 	p.Time = e.Time
 	switch e.Kind {
 	case agent.EventRestored:
 		p.Kind, p.Step = ProgressRestored, e.Step
 	case agent.EventCheckpoint:
-		p.Kind = ProgressCheckpoint
+		p.Kind, p.Checkpoints = ProgressCheckpoint, 1
 		if e.Checkpoint != nil {
 			p.Checkpoint = refOf(r.store, *e.Checkpoint)
 			p.Checkpoint.WriteSeconds = e.WriteTime.Seconds()
 		}
+		if q := r.pending; q != nil {
+			p.Checkpoints += q.Checkpoints
+			if p.Checkpoint != nil && q.Checkpoint != nil {
+				p.Checkpoint.WriteSeconds += q.Checkpoint.WriteSeconds
+			}
+		}
+		if r.signalEvery > 0 && e.Time.Sub(r.sentAt) < r.signalEvery {
+			r.pending = &p
+			r.mu.Unlock()
+			return
+		}
+		r.pending, r.sentAt = nil, e.Time
 	case agent.EventNotice:
 		p.Kind = ProgressNotice
 	case agent.EventRebalance:
 		p.Kind = ProgressRebalance
 	default:
+		r.mu.Unlock()
 		return
 	}
+	r.mu.Unlock()
+	r.send(p)
+}
+
+// flush signals the checkpoints not told yet.
+func (r *reporter) flush() {
+	r.mu.Lock()
+	p := r.pending
+	r.pending = nil
+	r.mu.Unlock()
+	if p != nil {
+		r.send(*p)
+	}
+}
+
+func (r *reporter) send(p Progress) {
 	// A signal that cannot be sent is not fatal: the activity's result
 	// carries the same facts when it returns.
 	if err := r.node.Signaler.SignalWorkflow(context.Background(), r.workflowID, "", r.node.ProgressSignal, p); err != nil {
@@ -197,10 +359,11 @@ func (r *reporter) onEvent(e agent.Event) {
 	}
 }
 
-// heartbeat reports progress every second; heartbeats are also how a
-// stop request (pause, cancel) reaches the activity.
-func (r *reporter) heartbeat(ctx, actx context.Context) {
-	t := time.NewTicker(time.Second)
+// heartbeat reports progress every so often: liveness, and for runs
+// recorded before push control, the way a stop request reaches the
+// activity.
+func (r *reporter) heartbeat(ctx, actx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		r.mu.Lock()

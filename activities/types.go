@@ -15,6 +15,7 @@ const (
 	ReleaseName           = "Release"
 	InterruptName         = "Interrupt"
 	RunTrainingName       = "RunTraining"
+	StopTrainingName      = "StopTraining"
 	ListManagedName       = "ListManagedInstances"
 	RunOwnsInstanceName   = "RunOwnsInstance"
 	OpenMarketName        = "OpenMarket"
@@ -102,6 +103,30 @@ type TrainingInput struct {
 	// StopGrace bounds how long a stop (pause, cancel) waits for the
 	// trainer's final checkpoint.
 	StopGrace time.Duration `json:"stop_grace"`
+	// Control is how the run stops the attempt. Empty (runs recorded
+	// before push control): by cancelling this activity, which reaches
+	// the agent with a heartbeat. ControlPush: by StopTraining on the
+	// instance's own queue; a RunTraining cancelled then only lets go of
+	// the attempt (its run continued as new, or ended), and a later
+	// RunTraining of the same attempt attaches to the trainer still
+	// running.
+	Control string `json:"control,omitempty"`
+	// HeartbeatEvery is how often the agent heartbeats: liveness, and the
+	// progress a run reads between signals; 0 is every second.
+	HeartbeatEvery time.Duration `json:"heartbeat_every,omitempty"`
+	// SignalEvery is the least time between two checkpoint progress
+	// signals: checkpoints in between are reported together. 0 reports
+	// each one.
+	SignalEvery time.Duration `json:"signal_every,omitempty"`
+}
+
+// ControlPush marks a TrainingInput stopped by StopTraining.
+const ControlPush = "push"
+
+// StopInput asks the agent to stop one attempt's trainer at a checkpoint.
+type StopInput struct {
+	JobID   string `json:"job_id"`
+	Attempt int    `json:"attempt"`
 }
 
 // TrainingOutcome is how an attempt ended.
@@ -150,7 +175,11 @@ type Progress struct {
 	Step       int64          `json:"step"`
 	TotalSteps int64          `json:"total_steps"`
 	Checkpoint *CheckpointRef `json:"checkpoint,omitempty"`
-	Time       time.Time      `json:"time"`
+	// Checkpoints is how many checkpoints a checkpoint report covers (0
+	// means 1); its Checkpoint is the latest and its WriteSeconds their
+	// total.
+	Checkpoints int       `json:"checkpoints,omitempty"`
+	Time        time.Time `json:"time"`
 }
 
 // ManagedInstance is an instance refuel launched, as the janitor sees it.

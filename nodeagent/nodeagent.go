@@ -74,6 +74,25 @@ func Main(args []string, stderr io.Writer) int {
 	return 0
 }
 
+// workerOptions are a node agent's: one job at a time (the instance is
+// the job's), though a second RunTraining may attach to its attempt and
+// StopTraining come in beside them; one poller, since tasks are few.
+// RunTraining heartbeats at the cadence its run asks for (every second
+// for runs that stop attempts by cancelling them), so the SDK's
+// throttle must not hold heartbeats back longer than that.
+func workerOptions() worker.Options {
+	return worker.Options{
+		MaxConcurrentActivityExecutionSize: 4, MaxConcurrentActivityTaskPollers: 1, DisableWorkflowWorker: true,
+		MaxHeartbeatThrottleInterval: time.Second, DefaultHeartbeatThrottleInterval: time.Second,
+	}
+}
+
+// register puts the node's activities on its worker.
+func register(w worker.Registry, node *activities.Node) {
+	w.RegisterActivityWithOptions(node.RunTraining, activity.RegisterOptions{Name: activities.RunTrainingName})
+	w.RegisterActivityWithOptions(node.StopTraining, activity.RegisterOptions{Name: activities.StopTrainingName})
+}
+
 type agentConfig struct {
 	target    cluster.Target
 	taskQueue string
@@ -93,13 +112,8 @@ func run(ctx context.Context, log *zap.Logger, cfg agentConfig) error {
 	}
 	defer c.Close()
 	cfg.node.Signaler = c
-	// One job at a time: the instance is the job's. Heartbeats go out at
-	// least every second, since they carry pause and cancel requests in.
-	w := worker.New(c, cfg.taskQueue, worker.Options{
-		MaxConcurrentActivityExecutionSize: 1, DisableWorkflowWorker: true,
-		MaxHeartbeatThrottleInterval: time.Second, DefaultHeartbeatThrottleInterval: time.Second,
-	})
-	w.RegisterActivityWithOptions(cfg.node.RunTraining, activity.RegisterOptions{Name: activities.RunTrainingName})
+	w := worker.New(c, cfg.taskQueue, workerOptions())
+	register(w, cfg.node)
 	if err := w.Start(); err != nil {
 		return err
 	}

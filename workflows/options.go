@@ -26,6 +26,12 @@ type RunOptions struct {
 	// MaxWaits bounds a run's history while it waits for capacity: after
 	// this many waits it continues as new (sooner if the server suggests).
 	MaxWaits int
+	// MaxHistory bounds a run's history while it trains: past this many
+	// events it continues as new, the trainer going on.
+	MaxHistory int
+	// SignalEvery is the least time between two checkpoint progress
+	// signals of a node agent: checkpoints in between are told together.
+	SignalEvery time.Duration
 	// A deadline run on on-demand asks refuel whether to try spot again
 	// every SpotRetryInterval, backing off to MaxSpotRetryInterval while
 	// tries find no stock (0 turns it off); RestartOverhead is what refuel
@@ -44,14 +50,18 @@ func DefaultRunOptions() RunOptions {
 	return RunOptions{
 		CapacityBackoff:    5 * time.Second,
 		MaxCapacityBackoff: 2 * time.Minute,
-		HeartbeatTimeout:   20 * time.Second,
-		StopGrace:          2 * time.Minute,
-		RestartBackoff:     10 * time.Second,
-		MaxRestartBackoff:  5 * time.Minute,
-		MaxUnknownWaits:    20,
+		// The agent heartbeats every third of it: rare, and a dead agent
+		// is found within a minute.
+		HeartbeatTimeout:  time.Minute,
+		StopGrace:         2 * time.Minute,
+		RestartBackoff:    10 * time.Second,
+		MaxRestartBackoff: 5 * time.Minute,
+		MaxUnknownWaits:   20,
 		// A wait adds about eight events: a thousand stays far inside the
 		// history limits.
 		MaxWaits:             1000,
+		MaxHistory:           10000,
+		SignalEvery:          30 * time.Second,
 		SpotRetryInterval:    10 * time.Minute,
 		MaxSpotRetryInterval: time.Hour,
 		RestartOverhead:      12 * time.Minute,
@@ -71,6 +81,9 @@ func (o RunOptions) filled() RunOptions {
 	}
 	if o.MaxUnknownWaits == 0 {
 		o.MaxUnknownWaits = d.MaxUnknownWaits
+	}
+	if o.MaxHistory == 0 {
+		o.MaxHistory = d.MaxHistory
 	}
 	return o
 }

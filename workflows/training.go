@@ -36,6 +36,16 @@ func (w *Workflows) TrainingRun(ctx workflow.Context, input json.RawMessage, car
 			return r.end(ctx, err)
 		}
 	}
+	if r.Training != nil {
+		// The previous run handed on an attempt under way: attach to it.
+		end, err := r.resumeTraining(ctx)
+		if err != nil {
+			return r.end(ctx, err)
+		}
+		if err := r.settle(ctx, end); err != nil {
+			return r.end(ctx, err)
+		}
+	}
 	for !r.finished {
 		if err := r.admit(ctx); err != nil {
 			return r.end(ctx, err)
@@ -74,8 +84,6 @@ type run struct {
 
 	// market is how the run finds capacity, chosen when it first starts.
 	market market
-	// lease is the instance the run trains on, if it holds one.
-	lease *Lease
 	// standby is an instance acquired to change over to, not yet in use.
 	standby *Lease
 	// attempt is the training attempt under way on lease, if any.
@@ -84,7 +92,10 @@ type run struct {
 	// the market's account says so. The run then ends.
 	finished bool
 	signals  []signalHandler // drained before the run continues as new
-	waits    int             // waits for capacity in this run of the workflow
+	// handOn is set when the history grew long while an attempt trains:
+	// the run continues as new, handing the attempt on.
+	handOn bool
+	waits  int // waits for capacity in this run of the workflow
 }
 
 // startRun takes up a carried state, or validates the spec, records the
@@ -231,7 +242,7 @@ func (r *run) acquire(ctx workflow.Context) (*Lease, error) {
 // on its market, and a recovery under way has its replacement.
 func (r *run) use(ctx workflow.Context, lease *Lease) {
 	lease.Teaches = true
-	r.lease = lease
+	r.Lease = lease
 	if r.Recovery != nil {
 		r.Status.LastRecovery = &RecoveryInfo{ReplacementAt: lease.Since, InstanceID: lease.Instance.ID}
 	}
@@ -270,18 +281,22 @@ func (r *run) backOff(ctx workflow.Context, details []activities.FailureDetail, 
 // release gives the run's instance back: it stops paying for it, status
 // and the search attributes stop naming it.
 func (r *run) release(ctx workflow.Context, reason activities.ReleaseReason) {
-	if r.lease == nil {
+	if r.Lease == nil {
 		return
 	}
-	r.Leases.release(ctx, r.lease, reason)
-	r.lease = nil
+	r.Leases.release(ctx, r.Lease, reason)
+	r.Lease = nil
 	r.Status.CostUSD = r.Ledger.CostUSD(workflow.Now(ctx))
 	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrCostUSD.ValueSet(r.Status.CostUSD), AttrMarket.ValueUnset())
 	r.showDetails(ctx)
 }
 
-// releaseAll runs however the workflow ends: nothing acquired is kept.
+// releaseAll runs however the workflow ends: nothing acquired is kept,
+// but for an instance handed on, training, to the run that continues.
 func (r *run) releaseAll(ctx workflow.Context) {
+	if r.Training != nil {
+		return
+	}
 	if r.standby != nil {
 		r.Leases.release(ctx, r.standby, activities.ReleaseCleanup)
 		r.standby = nil

@@ -19,15 +19,35 @@ import (
 // checkpoint, until it completes or is stopped.
 type attempt struct {
 	lease   *Lease
+	in      activities.TrainingInput
 	started time.Time
 	result  workflow.Future
+	// A run stops an attempt by push (StopTraining on the instance's own
+	// queue, once: push holds the context it goes out on), or, recorded
+	// before push control, by cancelling its activity.
+	push    workflow.Context
+	stopped bool
 	cancel  workflow.CancelFunc
+	// mayContinue is set when the run may continue as new while the
+	// attempt trains (push control, and not on a clocked market).
+	mayContinue bool
 	// cause is why the run stopped the attempt, when the market did.
 	cause stopCause
 }
 
 // stop asks the trainer to stop at a checkpoint; the attempt then ends.
-func (a *attempt) stop() { a.cancel() }
+func (a *attempt) stop() {
+	if a.push == nil {
+		a.cancel()
+		return
+	}
+	if a.stopped {
+		return
+	}
+	a.stopped = true
+	in := activities.StopInput{JobID: a.in.Spec.ID, Attempt: a.in.Attempt}
+	workflow.ExecuteActivity(stopOptions(a.push, a.lease.Instance.TaskQueue, a.in.Attempt), activities.StopTrainingName, in)
+}
 
 // stopCause says why a market stopped a training attempt.
 type stopCause string
@@ -58,6 +78,11 @@ func (r *run) train(ctx workflow.Context) (attemptEnd, error) {
 		return attemptEnd{res: activities.TrainingResult{Outcome: activities.OutcomeStopped}, started: workflow.Now(ctx)}, nil
 	}
 	r.startAttempt(ctx)
+	return r.trainOn(ctx)
+}
+
+// trainOn follows the attempt under way until it ends.
+func (r *run) trainOn(ctx workflow.Context) (attemptEnd, error) {
 	for {
 		m := r.market.watch(ctx, r)
 		if m.spot == nil {
@@ -75,17 +100,39 @@ func (r *run) train(ctx workflow.Context) (attemptEnd, error) {
 // restores the latest checkpoint first.
 func (r *run) startAttempt(ctx workflow.Context) {
 	r.enter(ctx, StateRunning)
-	l := r.lease
+	l := r.Lease
 	started := workflow.Now(ctx)
 	in := activities.TrainingInput{
 		Spec: r.spec, Attempt: l.Attempt, InstanceID: l.Instance.ID, CheckpointURL: r.spec.Checkpoint.URL,
 		CheckpointInterval: r.checkpointInterval(ctx), StopGrace: r.opts.StopGrace,
 	}
-	summary := "train attempt " + strconv.Itoa(l.Attempt) + " on " + l.Instance.ID + " (" + offeringName(l.Offering()) + ") from the latest checkpoint"
-	actx, cancel := workflow.WithCancel(titled(trainingOptions(ctx, l.Instance.TaskQueue, r.spec.Work.D(), r.opts), summary))
-	r.attempt = &attempt{lease: l, started: started, cancel: cancel,
-		result: workflow.ExecuteActivity(actx, activities.RunTrainingName, in)}
-	r.watchBudget(ctx, r.attempt)
+	r.launchAttempt(ctx, in, started)
+}
+
+// launchAttempt schedules RunTraining for the attempt: to start its
+// trainer, or, for a run that continued as new while it trained, to
+// attach to the trainer still running.
+func (r *run) launchAttempt(ctx workflow.Context, in activities.TrainingInput, started time.Time) {
+	l := r.Lease
+	a := &attempt{lease: l, in: in, started: started}
+	actx := titled(trainingOptions(ctx, l.Instance.TaskQueue, r.spec.Work.D(), r.opts),
+		"train attempt "+strconv.Itoa(l.Attempt)+" on "+l.Instance.ID+" ("+offeringName(l.Offering())+") from the latest checkpoint")
+	if workflow.GetVersion(ctx, pushControlVersion, workflow.DefaultVersion, 1) >= 1 {
+		// The activity goes on when the run is cancelled: the run stops
+		// the trainer by push and waits for its final checkpoint.
+		a.in.Control = activities.ControlPush
+		a.in.HeartbeatEvery = r.opts.HeartbeatTimeout / 3
+		a.in.SignalEvery = r.opts.SignalEvery
+		a.push, _ = workflow.NewDisconnectedContext(ctx)
+		actx, _ = workflow.NewDisconnectedContext(actx)
+		_, isClocked := r.market.(*clockedMarket)
+		a.mayContinue = !isClocked && workflow.GetVersion(ctx, continueWhileTrainingVersion, workflow.DefaultVersion, 1) >= 1
+	} else {
+		actx, a.cancel = workflow.WithCancel(actx)
+	}
+	a.result = workflow.ExecuteActivity(actx, activities.RunTrainingName, a.in)
+	r.attempt = a
+	r.watchBudget(ctx, a)
 }
 
 // attemptResult waits for the training attempt to end.
@@ -95,6 +142,22 @@ func (r *run) attemptResult(ctx workflow.Context) attemptEnd {
 	err := a.result.Get(ctx, &res)
 	r.attempt = nil
 	return attemptEnd{res: res, err: err, started: a.started, cause: a.cause}
+}
+
+// awaitAttempt waits for the training attempt to end. A run whose
+// history grew long meanwhile continues as new instead, handing the
+// attempt on: the trainer goes on, and the next run attaches to it.
+func (r *run) awaitAttempt(ctx workflow.Context) (attemptEnd, error) {
+	a := r.attempt
+	if a.mayContinue {
+		if err := workflow.Await(ctx, func() bool { return a.result.IsReady() || r.handOn }); err != nil {
+			return attemptEnd{}, err
+		}
+		if !a.result.IsReady() && r.standby == nil {
+			return attemptEnd{}, r.continueTraining(ctx)
+		}
+	}
+	return r.attemptResult(ctx), nil
 }
 
 // stopAttempt stops the trainer at a checkpoint and waits for the
@@ -136,7 +199,7 @@ func (r *run) settle(ctx workflow.Context, e attemptEnd) error {
 	case e.err == nil && res.Outcome == activities.OutcomePreempted:
 		r.preempted(ctx, e, res.LastStep, true)
 	case e.err == nil && res.Outcome == activities.OutcomeFailed:
-		r.addFailure(ctx, causeTrainer, r.lease.Offering().Key(), res.Message)
+		r.addFailure(ctx, causeTrainer, r.Lease.Offering().Key(), res.Message)
 		r.release(ctx, activities.ReleaseFailed)
 		return r.restart(ctx, causeTrainer, res.Message)
 	case e.err == nil && res.Outcome == activities.OutcomeStopped, errors.As(e.err, &canceled):
@@ -151,7 +214,7 @@ func (r *run) settle(ctx workflow.Context, e attemptEnd) error {
 	case failedOn(e.err, classCheckpoint):
 		// No checkpoint verifies: training again from step 0 would throw
 		// the work away silently.
-		r.addFailure(ctx, classCheckpoint, r.lease.Offering().Key(), e.err.Error())
+		r.addFailure(ctx, classCheckpoint, r.Lease.Offering().Key(), e.err.Error())
 		r.release(ctx, activities.ReleaseFailed)
 		return temporal.NewNonRetryableApplicationError(e.err.Error(), classCheckpoint, nil)
 	default:
@@ -163,7 +226,7 @@ func (r *run) settle(ctx workflow.Context, e attemptEnd) error {
 			msg = e.err.Error()
 		}
 		cause := lossCause(e.err)
-		r.addFailure(ctx, cause, r.lease.Offering().Key(), msg)
+		r.addFailure(ctx, cause, r.Lease.Offering().Key(), msg)
 		r.preempted(ctx, e, r.Status.Step, false)
 		return r.restart(ctx, cause, msg)
 	}
@@ -203,7 +266,7 @@ func (r *run) observeResult(ctx workflow.Context, e attemptEnd) {
 // this zone last, and resumes from the latest checkpoint.
 func (r *run) preempted(ctx workflow.Context, e attemptEnd, atStep int64, withNotice bool) {
 	now := workflow.Now(ctx)
-	l := r.lease
+	l := r.Lease
 	ckptStep := int64(0)
 	if r.Status.LastCheckpoint != nil {
 		ckptStep = r.Status.LastCheckpoint.Step
@@ -246,7 +309,7 @@ func (r *run) lostWorkSeconds(now, started time.Time, atStep, ckptStep int64, wi
 
 // resumedFrom is the step training resumed from on the current lease.
 func (r *run) resumedFrom() int64 {
-	if lr := r.Status.LastRecovery; lr != nil && lr.InstanceID == r.lease.Instance.ID {
+	if lr := r.Status.LastRecovery; lr != nil && lr.InstanceID == r.Lease.Instance.ID {
 		return lr.ResumedFromStep
 	}
 	return 0
@@ -256,8 +319,8 @@ func (r *run) resumedFrom() int64 {
 // and books the recovery's overhead: the replacement was paid for from
 // its launch, and trained only from now.
 func (r *run) recovered(ctx workflow.Context, fromStep int64, at time.Time) {
-	if since := r.Recovery.Since; !since.IsZero() && r.lease != nil {
-		telemetry.ObserveRecovery(workflow.GetMetricsHandler(ctx), r.lease.Offering(), at.Sub(since))
+	if since := r.Recovery.Since; !since.IsZero() && r.Lease != nil {
+		telemetry.ObserveRecovery(workflow.GetMetricsHandler(ctx), r.Lease.Offering(), at.Sub(since))
 	}
 	r.Recovery = nil
 	lr := r.Status.LastRecovery
@@ -302,8 +365,8 @@ func (r *run) checkpointInterval(ctx workflow.Context) time.Duration {
 	c := r.spec.Checkpoint
 	var log policy.CheckpointLog
 	if workflow.GetVersion(ctx, autoCheckpointVersion, workflow.DefaultVersion, 1) >= 1 {
-		actx := titled(controlOptions(ctx), "what runs measured on "+offeringName(r.lease.Offering())+" (interval: auto)")
-		err := workflow.ExecuteActivity(actx, activities.PoolCheckpointLogName, r.lease.Offering()).Get(ctx, &log)
+		actx := titled(controlOptions(ctx), "what runs measured on "+offeringName(r.Lease.Offering())+" (interval: auto)")
+		err := workflow.ExecuteActivity(actx, activities.PoolCheckpointLogName, r.Lease.Offering()).Get(ctx, &log)
 		if err != nil {
 			workflow.GetLogger(ctx).Warn("pool's checkpoint log unavailable; checkpointing at the lower bound", "error", err)
 		}

@@ -299,7 +299,7 @@ func (m *clockedMarket) see(ctx workflow.Context, r *run) (preempted bool, err e
 		return false, err
 	}
 	m.seen = &seenTick{state: s, market: market}
-	return preempted && r.lease != nil, nil
+	return preempted && r.Lease != nil, nil
 }
 
 // decide is the policy's choice at the tick just seen, held on the

@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,11 +24,43 @@ import (
 	"refuel/pkg/trace"
 )
 
-// trainUntilStopped trains until it is stopped: on a clocked market the
-// market's account says when the work is done.
-func trainUntilStopped(ctx context.Context, _ activities.TrainingInput) (activities.TrainingResult, error) {
-	<-ctx.Done()
+// trainer trains until it is stopped: on a clocked market the market's
+// account says when the work is done.
+type trainer struct {
+	mu    sync.Mutex
+	stops map[int]chan struct{}
+}
+
+func (tr *trainer) stop(attempt int) chan struct{} {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.stops == nil {
+		tr.stops = map[int]chan struct{}{}
+	}
+	if tr.stops[attempt] == nil {
+		tr.stops[attempt] = make(chan struct{})
+	}
+	return tr.stops[attempt]
+}
+
+func (tr *trainer) RunTraining(ctx context.Context, in activities.TrainingInput) (activities.TrainingResult, error) {
+	select {
+	case <-ctx.Done():
+	case <-tr.stop(in.Attempt):
+	}
 	return activities.TrainingResult{Outcome: activities.OutcomeStopped}, nil
+}
+
+func (tr *trainer) StopTraining(_ context.Context, in activities.StopInput) error {
+	ch := tr.stop(in.Attempt)
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+	return nil
 }
 
 // A deadline or flexible run on the simulated cloud decides at every tick
@@ -80,11 +113,12 @@ func TestClockedRunDecidesAsTheSimulator(t *testing.T) {
 			env.SetStartTime(startedAt)
 			env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: js.ID})
 			env.RegisterWorkflowWithOptions(New().TrainingRun, workflow.RegisterOptions{Name: TrainingRunName})
+			tr := &trainer{}
 			caps := &activities.Capacity{Providers: []capacity.Provider{cloud}, Clocks: map[string]capacity.MarketClock{cloud.Name(): cloud}}
 			for name, fn := range map[string]any{
 				activities.ListOfferingsName: caps.ListOfferings, activities.AcquireName: caps.Acquire,
 				activities.OpenMarketName: caps.OpenMarket, activities.MarketAtName: caps.MarketAt,
-				activities.ReleaseName: caps.Release, activities.RunTrainingName: trainUntilStopped,
+				activities.ReleaseName: caps.Release, activities.RunTrainingName: tr.RunTraining, activities.StopTrainingName: tr.StopTraining,
 				activities.PoolCheckpointLogName: caps.PoolCheckpointLog,
 			} {
 				env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})

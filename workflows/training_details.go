@@ -35,7 +35,7 @@ func (r *run) details(now time.Time) string {
 	lines = append(lines, head+" · "+spent)
 	lines = append(lines, "team "+r.spec.Team+" · tier "+string(r.spec.Tier)+" · priority "+strconv.Itoa(st.Priority)+
 		" · "+r.spec.Work.String()+" of work"+deadline(r))
-	if l := r.lease; l != nil {
+	if l := r.Lease; l != nil {
 		lines = append(lines, "on "+offeringName(l.Offering())+" ("+l.Instance.ID+", "+dollars(l.Offering().PricePerHour)+"/h) since "+
 			l.Since.UTC().Format("15:04:05")+" UTC · attempt "+strconv.Itoa(l.Attempt))
 	}

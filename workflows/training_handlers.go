@@ -9,6 +9,7 @@ import (
 	"refuel/activities"
 	"refuel/internal/telemetry"
 	"refuel/pkg/admission"
+	"refuel/pkg/policy"
 	"refuel/pkg/spec"
 )
 
@@ -55,6 +56,11 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 			sel := workflow.NewSelector(ctx)
 			addSignals(ctx, sel, r.signals)
 			sel.Select(ctx)
+			// What grows a training run's history is what it is told: the
+			// signal just taken is in the state the run would hand on.
+			if a := r.attempt; a != nil && a.mayContinue && r.historyFull(ctx) {
+				r.handOn = true
+			}
 			r.showDetails(ctx)
 		}
 	})
@@ -109,13 +115,17 @@ func (r *run) onProgress(ctx workflow.Context, p activities.Progress) {
 		if c := p.Checkpoint; c != nil && (r.Status.LastCheckpoint == nil || c.Step >= r.Status.LastCheckpoint.Step) {
 			r.Status.LastCheckpoint = c
 		}
-		h := workflow.GetMetricsHandler(ctx)
+		// A report may tell several checkpoints together: the latest, and
+		// what their uploads took in all.
+		h, n := workflow.GetMetricsHandler(ctx), max(1, p.Checkpoints)
 		if c := p.Checkpoint; c != nil && c.WriteSeconds > 0 {
 			took := time.Duration(c.WriteSeconds * float64(time.Second))
-			a.lease.Log.Wrote(took)
-			telemetry.ObserveCheckpointUpload(h, a.lease.Offering(), took)
+			a.lease.Log = a.lease.Log.Add(policy.CheckpointLog{Writes: n, WriteTime: took})
+			for range n {
+				telemetry.ObserveCheckpointUpload(h, a.lease.Offering(), took/time.Duration(n))
+			}
 		}
-		h.Counter(telemetry.CheckpointsTotal).Inc(1)
+		h.Counter(telemetry.CheckpointsTotal).Inc(int64(n))
 	case activities.ProgressRestored:
 		if r.Recovery != nil && r.Status.LastRecovery != nil {
 			r.recovered(ctx, p.Step, workflow.Now(ctx))
@@ -131,8 +141,8 @@ func (r *run) snapshot(ctx workflow.Context) Status {
 	s.Paused = r.Paused
 	s.Attempt = r.Attempts
 	s.Instance = nil
-	if r.lease != nil {
-		s.Instance = r.lease.Ref()
+	if r.Lease != nil {
+		s.Instance = r.Lease.Ref()
 	}
 	now := workflow.Now(ctx)
 	s.CostUSD = r.Ledger.CostUSD(now)

@@ -151,7 +151,8 @@ func (poolGrant) failed(ctx workflow.Context, r *run, _ ask, details []activitie
 
 // watch: the pool moves its runs by asking them to yield.
 func (poolGrant) watch(ctx workflow.Context, r *run) move {
-	return move{end: r.attemptResult(ctx)}
+	end, err := r.awaitAttempt(ctx)
+	return move{end: end, err: err}
 }
 
 // onGranted records what the pool granted. A grant for a request the

@@ -15,8 +15,9 @@ import (
 // RunState is a training run's whole state: what its steps read and
 // write, and what it hands on, as it is, when it continues as new.
 // Besides it a run keeps only what is under way in this run of the
-// workflow (its instance, the training attempt, its signal channels),
-// and it continues as new only when none is.
+// workflow (the training attempt's activity, an instance acquired to
+// change over to, its signal channels), which the next run takes up
+// again from Lease and Training.
 type RunState struct {
 	// Status is what the status query answers; its State is the run's
 	// phase (see transitions). What can be derived (cost, the instance
@@ -27,6 +28,12 @@ type RunState struct {
 	Options *RunOptions `json:"options,omitempty"`
 	// Leases number the run's attempts and book its instances' time.
 	Leases
+	// Lease is the instance the run holds, if any.
+	Lease *Lease `json:"lease,omitempty"`
+	// Training is the attempt under way on Lease when the run continued
+	// as new while it trained: the trainer goes on, and the next run
+	// attaches to it.
+	Training *CarriedAttempt `json:"training,omitempty"`
 	// Offerings are what the run may acquire, listed once at its start.
 	Offerings []capacity.Offering `json:"offerings"`
 	// AvoidZone is the zone that just preempted the run: tried last.
@@ -47,6 +54,12 @@ type RunState struct {
 	// Spot is what a deadline run that chooses between spot and
 	// on-demand itself has learnt about spot.
 	Spot SpotChoice `json:"spot,omitzero"`
+}
+
+// CarriedAttempt is a training attempt a run handed on to its next run.
+type CarriedAttempt struct {
+	Started  time.Time     `json:"started"`
+	Interval time.Duration `json:"interval"` // how often it checkpoints
 }
 
 // Recovery is a run getting back to training after losing its

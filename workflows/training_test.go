@@ -57,6 +57,7 @@ type fakeCloud struct {
 	// "bad-checkpoints" finds no checkpoint that verifies.
 	trainings []activities.TrainingOutcome
 
+	stops    map[int]bool // attempts StopTraining asked to stop
 	requests []capacity.Request
 	acquired []capacity.Instance
 	released []activities.ReleaseInput
@@ -115,6 +116,22 @@ func (f *fakeCloud) Acquire(_ context.Context, req capacity.Request) (capacity.I
 		temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{details}})
 }
 
+func (f *fakeCloud) StopTraining(_ context.Context, in activities.StopInput) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stops == nil {
+		f.stops = map[int]bool{}
+	}
+	f.stops[in.Attempt] = true
+	return nil
+}
+
+func (f *fakeCloud) stopped(attempt int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stops[attempt]
+}
+
 func (f *fakeCloud) Release(_ context.Context, in activities.ReleaseInput) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -136,8 +153,8 @@ func (f *fakeCloud) RunTraining(ctx context.Context, in activities.TrainingInput
 	case "slow":
 		time.Sleep(slowTraining)
 		outcome = activities.OutcomeCompleted
-	case "block":
-		for ctx.Err() == nil {
+	case "block": // until StopTraining, or a cancel for runs recorded before push control
+		for ctx.Err() == nil && !f.stopped(in.Attempt) {
 			activity.RecordHeartbeat(ctx, activities.Progress{Step: restored})
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -202,6 +219,7 @@ func newEnvWithoutPool(t *testing.T, f *fakeCloud, opts ...option) *testsuite.Te
 		activities.OpenMarketName: f.OpenMarket, activities.PoolCheckpointLogName: f.PoolCheckpointLog,
 		activities.ReleaseName:     f.Release,
 		activities.RunTrainingName: f.RunTraining, activities.StockHistoryName: f.StockHistory,
+		activities.StopTrainingName: f.StopTraining,
 	} {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

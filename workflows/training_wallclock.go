@@ -67,11 +67,13 @@ func (wallClock) failed(ctx workflow.Context, r *run, a ask, details []activitie
 // it trains.
 func (wallClock) watch(ctx workflow.Context, r *run) move {
 	if r.watchesForSpot(ctx) {
-		if spot := r.awaitSpot(ctx); spot != nil {
-			return move{spot: spot}
+		spot, err := r.awaitSpot(ctx)
+		if spot != nil || err != nil {
+			return move{spot: spot, err: err}
 		}
 	}
-	return move{end: r.attemptResult(ctx)}
+	end, err := r.awaitAttempt(ctx)
+	return move{end: end, err: err}
 }
 
 // spotWatch is how a deadline run weighs spot against on-demand. A run
@@ -185,7 +187,7 @@ func (r *run) policyState(now time.Time, w *spotWatch, c policy.Choice) policy.S
 // watchesForSpot reports whether the run, training now on on-demand,
 // should look for a way back to spot meanwhile.
 func (r *run) watchesForSpot(ctx workflow.Context) bool {
-	if !r.decidesMarket() || r.lease.Offering().Market != capacity.OnDemand {
+	if !r.decidesMarket() || r.Lease.Offering().Market != capacity.OnDemand {
 		return false
 	}
 	if workflow.GetVersion(ctx, backToSpotVersion, workflow.DefaultVersion, 1) < 1 {
@@ -205,8 +207,9 @@ func (r *run) spotOfferings() []capacity.Offering {
 // while the on-demand instance keeps training, so a try that finds no
 // stock costs nothing. It returns the spot instance it got, or nil once
 // the attempt ends (by itself, or stopped for a pause or a cancel). Tries
-// that find no stock back off up to the watch's AtMost.
-func (r *run) awaitSpot(ctx workflow.Context) *Lease {
+// that find no stock back off up to the watch's AtMost. A run whose
+// history grew long continues as new instead (the error).
+func (r *run) awaitSpot(ctx workflow.Context) (*Lease, error) {
 	w := r.watch(ctx)
 	wait := w.Every
 	for {
@@ -218,7 +221,10 @@ func (r *run) awaitSpot(ctx workflow.Context) *Lease {
 		sel.Select(ctx)
 		if r.attempt.result.IsReady() || ctx.Err() != nil {
 			cancelTimer()
-			return nil
+			return nil, nil
+		}
+		if r.attempt.mayContinue && r.historyFull(ctx) {
+			return nil, r.continueTraining(ctx)
 		}
 		if r.Paused || r.yieldAsked() {
 			continue // the trainer is stopping; the attempt ends soon
@@ -229,7 +235,7 @@ func (r *run) awaitSpot(ctx workflow.Context) *Lease {
 			continue
 		}
 		if spot := r.trySpot(ctx, first); spot != nil {
-			return spot
+			return spot, nil
 		}
 		wait = min(2*wait, max(w.AtMost, w.Every))
 	}
@@ -239,7 +245,7 @@ func (r *run) awaitSpot(ctx workflow.Context) *Lease {
 // (its slack, the work left) on its spot offerings (see spotMarket); it
 // returns the offering to try first.
 func (r *run) spotToTry(ctx workflow.Context, w *spotWatch) (capacity.Offering, bool) {
-	o := r.lease.Offering()
+	o := r.Lease.Offering()
 	m := r.spotMarket(ctx, w.Every, o.PricePerHour)
 	s := r.policyState(workflow.Now(ctx), w, policy.Choice{Market: capacity.OnDemand, Zone: o.Key()})
 	c, ok := policy.BackToSpot(s, m)
