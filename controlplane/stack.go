@@ -69,6 +69,9 @@ type Config struct {
 	// PoolMaxHistory is the pool workflow's history length per
 	// generation; 0 means workflows.DefaultPoolMaxHistory.
 	PoolMaxHistory int
+	// OnFrontendRequest, when set, is told the gRPC method of every request
+	// the embedded frontend serves (benchmarks count them).
+	OnFrontendRequest func(method string)
 	// Workflows are the workflows with the options they run under; nil
 	// means workflows.New(), the defaults.
 	Workflows *workflows.Workflows
@@ -242,6 +245,7 @@ func (s *Stack) connectOptions(ctx context.Context) (client.Options, error) {
 			DataDir: dataDir, FrontendAddr: cfg.FrontendAddr, UIAddr: uiAddr,
 			Namespace: opts.Namespace, SearchAttributes: workflows.SearchAttributeTypes, Logger: cfg.Logger.Named("temporal"),
 			TLS: guard.tls, APIKeys: guard.apiKeys, Client: guard.client, UICodec: guard.uiCodec,
+			OnRequest: cfg.OnFrontendRequest,
 		})
 		if err != nil {
 			return opts, err

@@ -1,6 +1,7 @@
 package devserver
 
 import (
+	"context"
 	"net"
 	"strconv"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"go.temporal.io/server/common/membership/static"
 	"go.temporal.io/server/common/primitives"
 	"go.temporal.io/server/temporal"
+	"google.golang.org/grpc"
 )
 
 // storeName names the one SQLite store, used for both executions and
@@ -148,4 +150,17 @@ func dynamicConfig() dynamicconfig.StaticClient {
 		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  1,
 		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key(): 1,
 	}
+}
+
+// counting is the server option that tells onRequest of each frontend
+// request; none when onRequest is nil.
+func counting(onRequest func(method string)) []temporal.ServerOption {
+	if onRequest == nil {
+		return nil
+	}
+	return []temporal.ServerOption{temporal.WithChainedFrontendGrpcInterceptors(
+		func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+			onRequest(info.FullMethod)
+			return handler(ctx, req)
+		})}
 }

@@ -63,6 +63,10 @@ type Options struct {
 	// UICodec is the remote codec server the Web UI decodes payloads
 	// with, so encrypted runs stay readable there.
 	UICodec UICodec
+	// OnRequest, when set, is told the gRPC method of every request the
+	// public frontend serves, before it is handled: what clients cost the
+	// server. It must be quick and safe for concurrent use.
+	OnRequest func(method string)
 }
 
 // Defaults of Options, exported so flags can show them.
@@ -143,7 +147,7 @@ func launch(ctx context.Context, o Options, level zapcore.Level) (*Server, error
 	settling.Store(true)
 	logger := newServerLogger(o.Logger, level, settling)
 	sec := security{tls: o.TLS, apiKeys: o.APIKeys}
-	ts, err := temporal.NewServer(serverOptions(p, db, logger, sec)...)
+	ts, err := temporal.NewServer(append(serverOptions(p, db, logger, sec), counting(o.OnRequest)...)...)
 	if err != nil {
 		return nil, fmt.Errorf("devserver: configure temporal: %w", err)
 	}
