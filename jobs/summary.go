@@ -35,7 +35,7 @@ func jobDetails(js spec.JobSpec) string {
 		lines = append(lines, "- **deadline** "+js.Deadline.UTC().Format("2006-01-02 15:04 UTC"))
 	}
 	if js.BudgetUSD > 0 {
-		lines = append(lines, fmt.Sprintf("- **budget** $%.2f", js.BudgetUSD))
+		lines = append(lines, fmt.Sprintf("- **budget** %.2f USD", js.BudgetUSD))
 	}
 	cmd := "the built-in demo trainer"
 	if len(js.Command) > 0 {
@@ -67,7 +67,7 @@ func price(p float64) string {
 	if p <= 0 {
 		return "none"
 	}
-	return fmt.Sprintf("$%.2f/h", p)
+	return fmt.Sprintf("%.2f USD/h", p)
 }
 
 func orNone(s string) string { return orDefault(s, "none") }

@@ -48,10 +48,12 @@ func acquireSummary(attempt int, offerings []capacity.Offering) string {
 }
 
 // dollars is an amount of USD to the cent, or to the tenth of a cent
-// below a dollar.
+// below a dollar. (Not "$": the Web UI's markdown takes a pair of them
+// for a formula.)
 func dollars(usd float64) string {
+	digits := 2
 	if usd < 1 {
-		return "$" + strconv.FormatFloat(usd, 'f', 3, 64)
+		digits = 3
 	}
-	return "$" + strconv.FormatFloat(usd, 'f', 2, 64)
+	return strconv.FormatFloat(usd, 'f', digits, 64) + " USD"
 }
