@@ -62,6 +62,8 @@ func commands() []command {
 			[]string{`starter cost --query 'RefuelTeam="nlp"' --json`}},
 		{"setup", "[--retention D]", "create the namespace if missing and register refuel's search attributes on a cluster", runSetup,
 			[]string{"TEMPORAL_ADDRESS=temporal.example.com:7233 starter setup"}},
+		{"scale-bench", "[--runs N] [--storm FRACTION] [--json]", "a thousand runs on one worker: raw rate, steady-state cost, a storm of preemptions (make bench-scale)", runScaleBench,
+			[]string{"starter scale-bench --runs 1000 --storm 0.3 --json"}},
 		{"sim", "--trace FILE ... --policy NAME", "replay spot traces against market policies", runSim,
 			[]string{"starter sim --trace us-west-2a_v100_1.json --work 48h --deadline 52h --policy refuel,greedy,optimal --starts 10 --json"}},
 		{"sim-bench", "[--traces DIR]", "compare the market policies over every trace (make bench-policy)", runSimBench,
