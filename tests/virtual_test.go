@@ -145,6 +145,10 @@ func TestManyRunsOnVirtualInstances(t *testing.T) {
 	for i := range n {
 		js := quickJob(fmt.Sprintf("many-%02d", i), spec.TierFlexible)
 		js.Work = spec.Duration(3 * time.Second)
+		if i < preempted {
+			// Long enough to be still training when its instance is taken.
+			js.Work = spec.Duration(15 * time.Second)
+		}
 		if i%2 == 0 {
 			js.Checkpoint.URL = "mem://many"
 		}
