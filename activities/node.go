@@ -369,6 +369,9 @@ func (r *reporter) flush() {
 }
 
 func (r *reporter) send(p Progress) {
+	if r.node.Machine.Lost() {
+		return // a machine that is gone tells nothing, checkpoints held back included
+	}
 	// A signal that cannot be sent is not fatal: the activity's result
 	// carries the same facts when it returns.
 	if err := r.node.Signaler.SignalWorkflow(context.Background(), r.workflowID, "", r.node.ProgressSignal, p); err != nil {

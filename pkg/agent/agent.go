@@ -198,7 +198,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if r.log != nil {
 			r.log.close()
 		}
-		if cfg.Machine.lost() {
+		if cfg.Machine.Lost() {
 			return Result{}, ErrMachineGone
 		}
 		return Result{}, err
@@ -258,7 +258,7 @@ func (r *run) emit(e Event) {
 	e.Time = time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.cfg.Machine.lost() {
+	if r.cfg.Machine.Lost() {
 		return
 	}
 	switch e.Kind {

@@ -70,8 +70,8 @@ func (m *Machine) gone() <-chan struct{} {
 	return m.ctx.Done()
 }
 
-// lost reports whether the machine was killed.
-func (m *Machine) lost() bool {
+// Lost reports whether the machine was killed.
+func (m *Machine) Lost() bool {
 	return m != nil && m.ctx.Err() != nil
 }
 

@@ -23,7 +23,7 @@ func (r *run) supervise(ctx context.Context) (Result, error) {
 		uploadCtx, cancel := r.detached(ctx, time.Now().Add(r.cfg.StopGrace))
 		defer cancel()
 		r.result.LogsErr = r.log.upload(uploadCtx)
-		if r.cfg.Machine.lost() {
+		if r.cfg.Machine.Lost() {
 			return Result{}, ErrMachineGone
 		}
 		return r.result, nil
@@ -55,7 +55,7 @@ func (r *run) supervise(ctx context.Context) (Result, error) {
 	syncErr := <-synced
 	stopLogs()
 	<-logsStopped
-	if r.cfg.Machine.lost() {
+	if r.cfg.Machine.Lost() {
 		return Result{}, ErrMachineGone
 	}
 
@@ -145,7 +145,7 @@ func (r *run) await(ctx context.Context, t running, notices <-chan Notice) endin
 		stopping = true
 	case <-r.cfg.Machine.gone():
 	}
-	if r.cfg.Machine.lost() {
+	if r.cfg.Machine.Lost() {
 		// Whatever else happened, the power went off: no grace, no upload.
 		t.kill()
 		<-t.done()
