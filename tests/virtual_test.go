@@ -191,3 +191,56 @@ func TestManyRunsOnVirtualInstances(t *testing.T) {
 		t.Errorf("after every run ended: %d instances, %d virtual agents still running", len(left), s.Virtual.Running())
 	}
 }
+
+// TestVirtualInstanceTakenWithoutNotice takes a virtual instance away
+// under its run with no notice, as a machine that loses its power: its
+// agent reports nothing more, the run finds it silent within the
+// heartbeat timeout, restarts on another instance from the checkpoint the
+// lost one had uploaded, and ends with the uninterrupted model.
+func TestVirtualInstanceTakenWithoutNotice(t *testing.T) {
+	t.Parallel()
+	wf := workflows.New()
+	wf.Run.HeartbeatTimeout, wf.Run.RestartBackoff = 3*time.Second, time.Second
+	s := virtualStack(t, func(c *controlplane.Config) { c.Workflows = wf })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	js := quickJob("virtual-lost", spec.TierFlexible)
+	js.Work = spec.Duration(8 * time.Second)
+	run, err := jobs.Submit(ctx, s.Client, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := jobs.WaitFor(ctx, s.Client, js.ID, func(st workflows.Status) bool {
+		return st.LastCheckpoint != nil && st.Instance != nil && st.State == workflows.StateRunning
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := st.Instance.ID
+	if err := s.Cloud.Release(ctx, lost); err != nil {
+		t.Fatal(err)
+	}
+	// What the run knew when the instance went is all it may ever hear
+	// from it: no progress comes from a machine that is gone.
+	atLoss, err := jobs.Status(ctx, s.Client, js.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var final workflows.Status
+	if err := run.Get(ctx, &final); err != nil {
+		t.Fatal(err)
+	}
+	want := trainer.Train(trainer.Config{Steps: final.TotalSteps, Seed: trainer.DefaultSeed}).Digest()
+	if final.State != workflows.StateCompleted || final.ModelDigest != want {
+		t.Fatalf("final %s, model %s; want completed with %s", final.State, final.ModelDigest, want)
+	}
+	if final.Restarts.InstanceLost != 1 || final.Instance != nil {
+		t.Errorf("restarts %+v; want the one lost instance", final.Restarts)
+	}
+	if atLoss.LastCheckpoint == nil || atLoss.LastCheckpoint.Step < st.LastCheckpoint.Step {
+		t.Errorf("checkpoint known at the loss %v, before it %v", atLoss.LastCheckpoint, st.LastCheckpoint)
+	}
+	if left, _ := s.Cloud.List(ctx, nil); len(left) != 0 || s.Virtual.Running() != 0 {
+		t.Errorf("after the run: %d instances, %d virtual agents still running", len(left), s.Virtual.Running())
+	}
+}
