@@ -244,3 +244,47 @@ func TestVirtualInstanceTakenWithoutNotice(t *testing.T) {
 		t.Errorf("after the run: %d instances, %d virtual agents still running", len(left), s.Virtual.Running())
 	}
 }
+
+// TestOwnCommandOnVirtualInstanceIsAProcess runs a job with a command of
+// its own on a virtual instance: the instance is virtual, the user's
+// program is a real process under it.
+func TestOwnCommandOnVirtualInstanceIsAProcess(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	s := virtualStack(t, func(c *controlplane.Config) { c.DataDir = dataDir })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	self, _ := os.Executable()
+	js := quickJob("virtual-own-command", spec.TierFlexible)
+	js.Command = []string{self, "trainer", "--steps", "150", "--checkpoint-every", "50", "--step-time", "20ms"}
+	run, err := jobs.Submit(ctx, s.Client, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	done := make(chan error, 1)
+	go func() { done <- run.Get(ctx, nil) }()
+	for waiting := true; waiting; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			waiting = false
+		case <-time.After(20 * time.Millisecond):
+			if len(seen) == 0 {
+				seen = agentProcesses(self, dataDir)
+			}
+		}
+	}
+	if len(seen) != 1 || !strings.Contains(seen[0], " trainer --steps 150") {
+		t.Errorf("processes seen under the virtual instance: %v; want the job's own trainer, and no agent", seen)
+	}
+	st, err := jobs.Status(ctx, s.Client, js.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != workflows.StateCompleted || st.Step != 150 {
+		t.Errorf("final %s at step %d; want completed at 150", st.State, st.Step)
+	}
+}
