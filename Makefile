@@ -62,6 +62,7 @@ python3-torch:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./pkg/...
+	$(GO) test -run '^$$' -bench IdleVirtualInstance -benchtime 200x ./tests/
 
 # Market policies over every availability trace: 48h of work, 52h and 70h
 # deadlines, 10 start offsets per trace (issue 4's table), with refuel's

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -42,6 +43,14 @@ type Node struct {
 	Logger       *zap.Logger
 	// ProgressSignal is the signal name that carries Progress to the run.
 	ProgressSignal string
+	// DemoTrainer, when set, is the demo trainer run in the agent's own
+	// process (a virtual instance's, whose SelfCommand is empty) instead
+	// of SelfCommand's; a job's own command runs as a process either way.
+	DemoTrainer agent.Func
+	// Notices and Machine are a virtual instance's: its notices read
+	// in-process, and its life (see agent.Config).
+	Notices agent.NoticeSource
+	Machine *agent.Machine
 
 	mu       sync.Mutex
 	attempts map[attemptKey]*trainerRun
@@ -214,7 +223,15 @@ func (n *Node) train(ctx context.Context, in TrainingInput, store *checkpoint.St
 		MetadataEndpoint:   n.MetadataEndpoint,
 		StopGrace:          in.StopGrace,
 		OnEvent:            rep.onEvent,
+		Func:               n.demoFunc(in),
+		Notices:            n.Notices,
+		Machine:            n.Machine,
 	})
+	if errors.Is(err, agent.ErrMachineGone) {
+		// The instance is gone: like a machine without power, it answers
+		// nothing, and the run learns it from the missing heartbeats.
+		return TrainingResult{}, activity.ErrResultPending
+	}
 	if err != nil {
 		return TrainingResult{}, err
 	}
@@ -352,6 +369,9 @@ func (r *reporter) flush() {
 }
 
 func (r *reporter) send(p Progress) {
+	if r.node.Machine.Lost() {
+		return // a machine that is gone tells nothing, checkpoints held back included
+	}
 	// A signal that cannot be sent is not fatal: the activity's result
 	// carries the same facts when it returns.
 	if err := r.node.Signaler.SignalWorkflow(context.Background(), r.workflowID, "", r.node.ProgressSignal, p); err != nil {

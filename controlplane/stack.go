@@ -19,6 +19,7 @@ import (
 	"refuel/activities"
 	"refuel/internal/cluster"
 	"refuel/internal/telemetry"
+	"refuel/nodeagent"
 	"refuel/pkg/capacity"
 	awscloud "refuel/pkg/cloud/aws"
 	"refuel/pkg/cloud/local"
@@ -86,7 +87,18 @@ type Config struct {
 	// (tag refuel:deployment); its janitor releases only those. Default
 	// activities.DefaultDeployment.
 	Deployment string
+	// Instances is how the sim and local clouds (and the base group) host
+	// their instances: InstancesProcess (default), a node-agent process
+	// each, or InstancesVirtual, the same node agent inside this process
+	// on this stack's client connection, with the demo trainer in-process.
+	Instances string
 }
+
+// How instances are hosted (Config.Instances, worker --instances).
+const (
+	InstancesProcess = "process"
+	InstancesVirtual = "virtual"
+)
 
 // Stack is a running control plane.
 type Stack struct {
@@ -101,6 +113,9 @@ type Stack struct {
 	// deadline runs plan with on clouds without a market clock.
 	StockLogs *activities.StockLogs
 	Sim       *sim.Cloud // set when the simulated cloud runs here
+	// Virtual starts the node agents of virtual instances; nil unless
+	// Config.Instances is InstancesVirtual.
+	Virtual *nodeagent.Virtual
 	// EC2Endpoint is where the in-process sim serves EC2's API, if it does.
 	EC2Endpoint string
 	// CodecURL is where the codec server answers, "" when none runs.
@@ -150,6 +165,10 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if launcher.Env, err = cluster.ConnectEnv(cfg.Target); err != nil {
 		return nil, err
 	}
+	if cfg.Instances == InstancesVirtual {
+		s.Virtual = &nodeagent.Virtual{Client: s.Client, DefaultStoreURL: cfg.CheckpointURL, DemoStepTime: cfg.DemoStepTime, Logger: cfg.Logger.Named("agent")}
+		launcher.StartVirtual = s.Virtual.Start
+	}
 	set, err := s.startProviders(ctx, launcher)
 	s.closers = set.closers
 	if err != nil {
@@ -182,6 +201,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	s.StockLogs = stock
 	caps := &activities.Capacity{Providers: providers, Interrupters: set.interrupters, Unavailable: capacity.NewUnavailableCache(0, nil), Clocks: set.clocks, Logs: logs, Stock: stock}
 	caps.Deployment = cfg.Deployment
+	caps.InProcessInstances = s.Virtual != nil
 	jan := &activities.Janitor{Providers: providers, Client: s.Client, Deployment: cfg.Deployment}
 
 	s.worker = worker.New(s.Client, workflows.TaskQueue, worker.Options{})
@@ -359,6 +379,17 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if err := activities.CheckDeployment(cfg.Deployment); err != nil {
 		return cfg, fmt.Errorf("--deployment: %w", err)
+	}
+	switch cfg.Instances {
+	case "":
+		cfg.Instances = InstancesProcess
+	case InstancesProcess:
+	case InstancesVirtual:
+		if cfg.Provider == ProviderAWS && cfg.Sim.ServeEC2 == "" {
+			return cfg, fmt.Errorf("--instances virtual hosts the sim and local clouds' instances in this process, and --provider aws launches real machines: leave --instances out, or add --ec2-sim")
+		}
+	default:
+		return cfg, fmt.Errorf("--instances %q: use process (a node-agent process per instance) or virtual (every instance inside this worker)", cfg.Instances)
 	}
 	return cfg, nil
 }

@@ -48,6 +48,7 @@ func serve(args []string) int {
 		spotRetry  = fs.Duration("spot-retry", wf.Run.SpotRetryInterval, "how often a deadline run on on-demand asks refuel whether to try spot again, backing off to an hour while tries find no stock; 0 keeps such runs on on-demand")
 		waitSpot   = fs.Bool("deadline-waits-for-spot", wf.Run.WaitForSpot, "a deadline run that finds no spot waits for it while refuel says its slack allows; false takes on-demand at the first stock-out")
 		changeover = fs.Duration("changeover-overhead", wf.Run.RestartOverhead, "what refuel counts a move from on-demand to spot to cost a run (boot, setup, restoring the checkpoint)")
+		instances  = fs.String("instances", envOr("REFUEL_INSTANCES", controlplane.InstancesProcess), "how the sim and local clouds host instances: process (a node-agent process each, as on a real cloud) or virtual (the same node agent inside this worker, the demo trainer in-process: a thousand instances cost little more than their runs) (env REFUEL_INSTANCES)")
 		deployment = fs.String("deployment", envOr("REFUEL_DEPLOYMENT", activities.DefaultDeployment), "this control plane's name, tagged refuel:deployment on every instance it launches; its janitor releases only those, so deployments can share a cloud account (env REFUEL_DEPLOYMENT)")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
 		logJSON    = fs.Bool("log-json", false, "log JSON lines instead of console text")
@@ -75,6 +76,10 @@ func serve(args []string) int {
 	}
 	if err := activities.CheckDeployment(*deployment); err != nil {
 		log.Error("--deployment: " + err.Error())
+		return 2
+	}
+	if *instances != controlplane.InstancesProcess && *instances != controlplane.InstancesVirtual {
+		log.Error(fmt.Sprintf("--instances %q: use process (a node-agent process per instance) or virtual (every instance inside this worker)", *instances))
 		return 2
 	}
 	wf.Run.SpotRetryInterval, wf.Run.RestartOverhead, wf.Run.WaitForSpot = *spotRetry, *changeover, *waitSpot
@@ -106,6 +111,7 @@ func serve(args []string) int {
 			APIKeyFile: *apiKeyFile, CodecServer: *codecAddr, CodecTokenFile: *codecToken,
 		},
 		Deployment: *deployment,
+		Instances:  *instances,
 	})
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))

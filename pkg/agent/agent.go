@@ -19,6 +19,11 @@ type Config struct {
 	// path, relative to the workdir; a bare one is looked up on the
 	// trainer's PATH.
 	Command []string
+	// Func, when set, is the trainer instead of Command's program: a
+	// function run in the agent's own process with Command[1:] as its
+	// arguments (Command[0] names it in the output). The workdir must
+	// still exist, but the function does not run in it.
+	Func Func
 	// Env is the job's "NAME=value" variables. The trainer's environment
 	// is only these, the agent's PATH, HOME, TZ, TMPDIR and locale
 	// (LANG, LANGUAGE, LC_*), and the contract's variables, which Env
@@ -50,6 +55,15 @@ type Config struct {
 	// MetadataEndpoint is the instance metadata service, such as
 	// http://169.254.169.254; "" watches for no notices.
 	MetadataEndpoint string
+	// Notices, when set, are the instance's notices read in-process
+	// instead of polled from MetadataEndpoint: a virtual instance's.
+	Notices NoticeSource
+	// Machine, when set, is the instance's own life, for an agent that
+	// runs inside another process (a virtual instance's): once it is
+	// killed, Run kills the trainer and returns ErrMachineGone, reporting
+	// nothing more. An agent process leaves it nil and dies with its
+	// machine.
+	Machine *Machine
 	// NoticePoll is how often the metadata service is asked; default 1s.
 	NoticePoll time.Duration
 	// UploadMargin is kept back from an interruption notice's window to
@@ -166,15 +180,26 @@ const (
 // preempted or ctx is cancelled, and uploads its checkpoints along the way.
 // A trainer's own failure is Outcome Failed with a nil error; the error is
 // for the agent's failures, such as a store it cannot read or write. When a
-// final upload fails, Run returns the Result so far with the error.
+// final upload fails, Run returns the Result so far with the error. On a
+// Machine that is killed, Run returns ErrMachineGone and no Result.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return Result{}, err
 	}
+	if !cfg.Machine.enter() {
+		return Result{}, ErrMachineGone
+	}
+	defer cfg.Machine.leave()
 	r := &run{cfg: cfg}
-	if err := r.prepare(ctx); err != nil {
+	prepareCtx, cancel := cfg.Machine.bound(ctx)
+	err := r.prepare(prepareCtx)
+	cancel()
+	if err != nil {
 		if r.log != nil {
 			r.log.close()
+		}
+		if cfg.Machine.Lost() {
+			return Result{}, ErrMachineGone
 		}
 		return Result{}, err
 	}
@@ -228,11 +253,14 @@ func (r *run) say(format string, args ...any) {
 }
 
 // emit records what an event says in the result, then hands it to
-// OnEvent.
+// OnEvent; a machine that is gone reports nothing.
 func (r *run) emit(e Event) {
 	e.Time = time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.cfg.Machine.Lost() {
+		return
+	}
 	switch e.Kind {
 	case EventRestored:
 		r.result.RestoredStep = e.Step

@@ -72,6 +72,20 @@
 // whole process group is killed with SIGKILL. The trainer is also killed
 // if the agent itself dies.
 //
+// In-process trainers. A trainer may also be a Func run inside the
+// agent's process (Config.Func), as the demo trainer is on a virtual
+// instance: it gets the same environment as a list, writes its
+// checkpoints, progress lines and logs the same way, and its stop is the
+// cancellation of its context with the same grace; when the grace runs
+// out its kill channel closes, as SIGKILL would end a process.
+//
+// Virtual instances. An agent that runs inside its cloud's process hears
+// its notices from a NoticeSource the moment they are published, instead
+// of polling the metadata service, and runs on a Machine: when the cloud
+// takes the instance, the Machine is killed, the trainer with it, and
+// nothing more is uploaded or reported, as when a real machine loses its
+// power.
+//
 // Exit status. Exit 0 means the job's work is done; the agent uploads any
 // checkpoint not yet uploaded and reports "completed". Any other exit,
 // outside a stop, is reported as "failed" with the exit code and the last

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 const (
@@ -18,14 +19,19 @@ const (
 )
 
 // lineWriter passes output through to copy and hands each line to line;
-// partial is true for a piece of a line cut at maxLine.
+// partial is true for a piece of a line cut at maxLine. It is safe for
+// concurrent use, as an in-process trainer's stdout must be.
 type lineWriter struct {
 	copy io.Writer
 	line func(text string, partial bool)
-	buf  []byte
+
+	mu  sync.Mutex
+	buf []byte
 }
 
 func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.copy != nil {
 		// A broken copy must not stall or kill the trainer.
 		_, _ = w.copy.Write(p)
@@ -48,6 +54,8 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 
 // flush hands over a last line that had no newline.
 func (w *lineWriter) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if len(w.buf) > 0 {
 		w.line(string(w.buf), false)
 	}

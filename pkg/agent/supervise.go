@@ -7,29 +7,36 @@ import (
 
 // supervise runs the trainer to its end and settles the result: the way
 // out is a natural exit, an interruption notice or a stop request, and each
-// ends with a last upload of what the trainer wrote.
+// ends with a last upload of what the trainer wrote. A machine killed
+// under it ends it at once, with nothing more uploaded.
 func (r *run) supervise(ctx context.Context) (Result, error) {
 	defer r.log.close()
 	s := newSyncer(r)
-	t, err := r.start()
+	stderr := newTail(stderrLines)
+	t, err := r.start(stderr)
 	if err != nil {
 		r.say("cannot start the trainer: %v", err)
 		r.result.Outcome = Failed
 		r.result.ExitCode = -1
 		r.result.Stderr = err.Error()
 		// The reason is worth keeping even when the run is being stopped.
-		uploadCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.StopGrace)
+		uploadCtx, cancel := r.detached(ctx, time.Now().Add(r.cfg.StopGrace))
 		defer cancel()
 		r.result.LogsErr = r.log.upload(uploadCtx)
+		if r.cfg.Machine.Lost() {
+			return Result{}, ErrMachineGone
+		}
 		return r.result, nil
 	}
 	notices, stopWatching := r.watchNotices(ctx)
 	final := make(chan context.Context)
 	synced := make(chan error, 1)
-	go func() { synced <- s.loop(ctx, final) }()
+	syncCtx, stopSync := r.cfg.Machine.bound(ctx)
+	defer stopSync()
+	go func() { synced <- s.loop(syncCtx, final) }()
 	// Ending the periodic uploads also cancels one under way: the last
 	// upload after the trainer's exit sends the same output and more.
-	logsCtx, stopLogs := context.WithCancel(ctx)
+	logsCtx, stopLogs := r.cfg.Machine.bound(ctx)
 	logsStopped := make(chan struct{})
 	go func() {
 		defer close(logsStopped)
@@ -42,16 +49,20 @@ func (r *run) supervise(ctx context.Context) (Result, error) {
 	// Whatever the trainer left running in its group has no one to serve.
 	t.kill()
 	// The final checkpoint goes first: within a notice's window it is
-	// worth more than the output.
+	// worth more than the output. On a machine that is gone, its context
+	// is too, and nothing more reaches the store.
 	final <- end.uploadCtx
 	syncErr := <-synced
 	stopLogs()
 	<-logsStopped
+	if r.cfg.Machine.Lost() {
+		return Result{}, ErrMachineGone
+	}
 
 	r.mu.Lock()
 	r.result.Killed = end.killed
 	r.result.ExitCode = t.exitCode()
-	r.result.Stderr = t.stderr.String()
+	r.result.Stderr = stderr.String()
 	switch {
 	case end.outcome != "":
 		r.result.Outcome = end.outcome
@@ -70,20 +81,37 @@ func (r *run) supervise(ctx context.Context) (Result, error) {
 	return res, syncErr
 }
 
-// watchNotices starts watching the metadata service, if there is one. The
-// returned func stops the watch and returns once no more events can come
-// from it.
+// detached is a context for the last uploads: it outlives ctx, since the
+// trainer's final checkpoint is the point of stopping gracefully, but not
+// deadline, nor the machine.
+func (r *run) detached(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+	dctx, cancelDeadline := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	mctx, cancelMachine := r.cfg.Machine.bound(dctx)
+	return mctx, func() {
+		cancelMachine()
+		cancelDeadline()
+	}
+}
+
+// watchNotices starts watching the instance's notices, in-process or on
+// its metadata service, if it has either. The returned func stops the
+// watch and returns once no more events can come from it.
 func (r *run) watchNotices(ctx context.Context) (<-chan Notice, func()) {
 	notices := make(chan Notice, 1)
-	if r.cfg.MetadataEndpoint == "" {
+	var feed noticeFeed
+	switch {
+	case r.cfg.Notices != nil:
+		feed = &sourceFeed{src: r.cfg.Notices}
+	case r.cfg.MetadataEndpoint != "":
+		feed = newNoticeWatcher(r.cfg.MetadataEndpoint, r.cfg.NoticePoll)
+	default:
 		return notices, func() {}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	w := newNoticeWatcher(r.cfg.MetadataEndpoint, r.cfg.NoticePoll)
 	go func() {
 		defer close(done)
-		w.watch(ctx, notices, func(n Notice) {
+		watch(ctx, feed, notices, func(n Notice) {
 			r.say("rebalance recommendation: the provider may reclaim this instance soon")
 			r.emit(Event{Kind: EventRebalance, Notice: &n})
 		})
@@ -105,30 +133,37 @@ type ending struct {
 }
 
 // await waits for the trainer to exit, stopping it first on a notice or
-// when ctx is cancelled.
-func (r *run) await(ctx context.Context, t *trainer, notices <-chan Notice) ending {
+// when ctx is cancelled, and killing it when the machine is gone.
+func (r *run) await(ctx context.Context, t running, notices <-chan Notice) ending {
 	var notice *Notice
 	stopping := false
 	select {
-	case <-t.done:
+	case <-t.done():
 	case n := <-notices:
 		notice = &n
 	case <-ctx.Done():
 		stopping = true
+	case <-r.cfg.Machine.gone():
+	}
+	if r.cfg.Machine.Lost() {
+		// Whatever else happened, the power went off: no grace, no upload.
+		t.kill()
+		<-t.done()
+		lost, cancel := context.WithCancel(ctx)
+		cancel()
+		return ending{killed: true, uploadCtx: lost, cancel: cancel}
 	}
 	if exited(t) {
 		// An exit that raced the request is the trainer's own outcome.
 		return ending{uploadCtx: ctx, cancel: func() {}}
 	}
-	// The last upload outlives a cancelled ctx, since the trainer's final
-	// checkpoint is the point of stopping gracefully, but not the instance.
 	if stopping {
 		r.say("stop requested: sent SIGTERM; the trainer has %s to save a final checkpoint and exit", r.cfg.StopGrace)
-		killed := t.stop(time.Now().Add(r.cfg.StopGrace))
+		killed := stopTrainer(t, time.Now().Add(r.cfg.StopGrace), r.cfg.Machine.gone())
 		if killed {
 			r.say("the trainer did not exit within %s: killed", r.cfg.StopGrace)
 		}
-		uploadCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.StopGrace)
+		uploadCtx, cancel := r.detached(ctx, time.Now().Add(r.cfg.StopGrace))
 		return ending{outcome: Stopped, killed: killed, uploadCtx: uploadCtx, cancel: cancel}
 	}
 	seen := time.Now()
@@ -145,19 +180,10 @@ func (r *run) await(ctx context.Context, t *trainer, notices <-chan Notice) endi
 	margin := min(r.cfg.UploadMargin, terminateAt.Sub(seen)/4)
 	r.say("interruption notice (%s at %s): sent SIGTERM; the trainer has until %s to save a final checkpoint and exit",
 		notice.Action, terminateAt.UTC().Format(time.RFC3339), terminateAt.Add(-margin).UTC().Format(time.RFC3339))
-	killed := t.stop(terminateAt.Add(-margin))
+	killed := stopTrainer(t, terminateAt.Add(-margin), r.cfg.Machine.gone())
 	if killed {
 		r.say("the trainer did not exit in time: killed")
 	}
-	uploadCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), terminateAt)
+	uploadCtx, cancel := r.detached(ctx, terminateAt)
 	return ending{outcome: Preempted, killed: killed, uploadCtx: uploadCtx, cancel: cancel}
-}
-
-func exited(t *trainer) bool {
-	select {
-	case <-t.done:
-		return true
-	default:
-		return false
-	}
 }

@@ -1,5 +1,8 @@
 // Package checkpoint keeps a job's checkpoints in object storage through
 // gocloud.dev/blob, so the same code serves file://, mem://, s3:// and gs://.
+// A mem:// bucket is this process's, one per URL (mem://, mem://name):
+// every store opened on it sees the same checkpoints until the process
+// ends, which is what instances hosted in the process need.
 //
 // Layout under the bucket, one prefix per job and step:
 //

@@ -27,6 +27,8 @@ type Store struct {
 	bucket *blob.Bucket
 	jobID  string
 	url    string
+	// shared is set for a mem:// bucket, which outlives the Store.
+	shared bool
 
 	mu sync.Mutex
 	// trusted maps a step to the hash of the manifest this Store wrote or
@@ -59,6 +61,13 @@ func Open(ctx context.Context, bucketURL, jobID string) (*Store, error) {
 		v.RawQuery = q.Encode()
 		openURL = v.String()
 	}
+	if u.Scheme == "mem" {
+		b, err := memBucket(ctx, u, jobID)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint: open bucket %s: %w", bucketURL, err)
+		}
+		return newStore(b, u, jobID, true), nil
+	}
 	b, err := blob.OpenBucket(ctx, openURL)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: open bucket %s: %w", bucketURL, err)
@@ -75,17 +84,53 @@ func Open(ctx context.Context, bucketURL, jobID string) (*Store, error) {
 		b.Close()
 		return nil, fmt.Errorf("checkpoint: open bucket %s: %w", bucketURL, err)
 	}
+	return newStore(b, u, jobID, false), nil
+}
+
+func newStore(b *blob.Bucket, u *url.URL, jobID string, shared bool) *Store {
 	u.Path = strings.TrimSuffix(u.Path, "/") + "/" + jobID + "/"
 	return &Store{
 		bucket:  b,
 		jobID:   jobID,
 		url:     u.String(),
+		shared:  shared,
 		trusted: map[int64][sha256.Size]byte{},
-	}, nil
+	}
 }
 
-// Close releases the bucket.
-func (s *Store) Close() error { return s.bucket.Close() }
+// memBuckets are this process's mem:// buckets, one per URL and job, so
+// that every Open of the same URL sees the same checkpoints, as for any
+// other scheme: the agent of an instance hosted in this process, its
+// replacement's, the control plane's checks. They live as long as the
+// process.
+var memBuckets = struct {
+	sync.Mutex
+	m map[string]*blob.Bucket
+}{m: map[string]*blob.Bucket{}}
+
+func memBucket(ctx context.Context, u *url.URL, jobID string) (*blob.Bucket, error) {
+	key := u.Host + u.Path + "?" + u.RawQuery + "#" + jobID
+	memBuckets.Lock()
+	defer memBuckets.Unlock()
+	if b, ok := memBuckets.m[key]; ok {
+		return b, nil
+	}
+	b, err := blob.OpenBucket(ctx, (&url.URL{Scheme: "mem", RawQuery: u.RawQuery}).String())
+	if err != nil {
+		return nil, err
+	}
+	b = blob.PrefixedBucket(b, jobID+"/")
+	memBuckets.m[key] = b
+	return b, nil
+}
+
+// Close releases the bucket; a mem:// one stays for the next Open.
+func (s *Store) Close() error {
+	if s.shared {
+		return nil
+	}
+	return s.bucket.Close()
+}
 
 // URL is where this job's checkpoints live, for status and logs.
 func (s *Store) URL() string { return s.url }

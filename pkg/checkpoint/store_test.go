@@ -8,11 +8,16 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 )
+
+// memTests numbers the tests' mem:// buckets.
+var memTests atomic.Int64
 
 // schemes are the buckets every test runs against.
 var schemes = []string{"mem", "file"}
@@ -20,7 +25,8 @@ var schemes = []string{"mem", "file"}
 // openStore opens an empty store for job "job-1" on the given scheme.
 func openStore(t *testing.T, scheme string) *Store {
 	t.Helper()
-	bucketURL := "mem://"
+	// mem:// buckets are the process's, by URL: each test takes its own.
+	bucketURL := "mem://" + strconv.FormatInt(memTests.Add(1), 10)
 	if scheme == "file" {
 		bucketURL = (&url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Join(t.TempDir(), "bucket"))}).String()
 	}
@@ -515,5 +521,38 @@ func TestFileStoreIsPrivate(t *testing.T) {
 	want := []string{"/job-1/step-000000000007/data/model.bin", "/job-1/step-000000000007/data/opt/state.json", "/job-1/step-000000000007/manifest.json", "/model.bin", "/opt/state.json"}
 	if !slices.Equal(files, want) {
 		t.Errorf("files %v, want %v", files, want)
+	}
+}
+
+// TestMemIsOneBucketPerURL checks that mem:// stores of one URL share
+// their checkpoints within the process, as a virtual instance's agent and
+// its replacement's must, and outlive a Close; other URLs are apart.
+func TestMemIsOneBucketPerURL(t *testing.T) {
+	ctx := context.Background()
+	first, err := Open(ctx, "mem://shared", "job-m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Save(ctx, 7, writeTree(t, map[string]string{"w": "seven"}), "i-1"); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	for url, want := range map[string][]int64{"mem://shared": {7}, "mem://other": nil} {
+		s, err := Open(ctx, url, "job-m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms, err := s.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int64
+		for _, m := range ms {
+			got = append(got, m.Step)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s after another store's Close (-want +got):\n%s", url, diff)
+		}
+		s.Close()
 	}
 }

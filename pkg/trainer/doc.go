@@ -60,4 +60,12 @@
 // on disk (the job is finished exactly when step-<T> exists); 1 when it
 // failed (I/O error, unusable checkpoint directory, mismatched checkpoint);
 // 2 for bad flags or a missing REFUEL_CHECKPOINT_DIR.
+//
+// # In-process
+//
+// Embedded is the same trainer as a function, for a node agent that runs
+// it inside its own process (a virtual instance's): the same code from the
+// flags on, so its checkpoints, protocol lines and final model are those
+// of the process. Its environment is passed in, its SIGTERM is a
+// cancelled context and its SIGKILL a closed channel (exit code 137).
 package trainer

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -20,6 +21,9 @@ const (
 	exitOK     = 0
 	exitFailed = 1
 	exitUsage  = 2
+	// exitKilled is an Embedded trainer's when killed, as a shell reports
+	// a process killed by SIGKILL.
+	exitKilled = 128 + 9
 )
 
 // Main is the `trainer` subcommand of the worker binary. args are the
@@ -27,6 +31,33 @@ const (
 // $REFUEL_CHECKPOINT_DIR. SIGTERM and SIGINT stop the run at the end of the
 // current step with a checkpoint. It returns the process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
+	// Registered before the first protocol line, so an agent that signals as
+	// soon as it sees progress never hits the default action (death).
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return start(ctx, nil, args, os.Getenv(CheckpointDirEnv), stdout, stderr)
+}
+
+// Embedded is Main run inside the caller's process, as a node agent hosts
+// the demo trainer on a virtual instance: the same flags, checkpoints,
+// protocol lines and exit codes, and so the same model. env is its whole
+// environment, where $REFUEL_CHECKPOINT_DIR is read. Cancelling ctx is
+// SIGTERM: the step under way is finished and checkpointed, and it returns
+// 0. Closing kill is SIGKILL: it returns at once, 137, leaving at most a
+// checkpoint it was writing (whole, or only as a temp directory).
+func Embedded(ctx context.Context, kill <-chan struct{}, args, env []string, stdout, stderr io.Writer) int {
+	dir := ""
+	for _, kv := range env {
+		if name, value, _ := strings.Cut(kv, "="); name == CheckpointDirEnv {
+			dir = value
+		}
+	}
+	return start(ctx, kill, args, dir, stdout, stderr)
+}
+
+// start is one life of the trainer, in a process of its own or not:
+// ctx is its SIGTERM and kill, nil for a process, its SIGKILL.
+func start(ctx context.Context, kill <-chan struct{}, args []string, dir string, stdout, stderr io.Writer) int {
 	cfg, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
@@ -34,7 +65,6 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return exitUsage
 	}
-	dir := os.Getenv(CheckpointDirEnv)
 	if dir == "" {
 		fmt.Fprintf(stderr, "trainer: %s is not set\n", CheckpointDirEnv)
 		return exitUsage
@@ -43,12 +73,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "trainer: %v\n", err)
 		return exitFailed
 	}
-	// Registered before the first protocol line, so an agent that signals as
-	// soon as it sees progress never hits the default action (death).
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	s := session{cfg: cfg, dir: dir, out: stdout, log: stderr}
-	if _, err := s.run(ctx); err != nil {
+	s := session{cfg: cfg, dir: dir, out: stdout, log: stderr, kill: kill}
+	_, err = s.run(ctx)
+	switch {
+	case errors.Is(err, errKilled):
+		return exitKilled
+	case err != nil:
 		fmt.Fprintf(stderr, "trainer: %v\n", err)
 		return exitFailed
 	}

@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -18,10 +19,18 @@ type session struct {
 	dir string
 	out io.Writer // protocol lines for the agent
 	log io.Writer // for people
+	// kill, when closed, ends the run at once without a checkpoint, as
+	// SIGKILL ends a process; nil for a process, which SIGKILL ends itself.
+	kill <-chan struct{}
+	// pace is the timer steps are paced with.
+	pace *time.Timer
 	// afterStep, when set, is called after every step and before the stop
 	// check; tests use it to stop a run after an exact step.
 	afterStep func(step int64)
 }
+
+// errKilled ends a session whose kill channel closed.
+var errKilled = errors.New("killed")
 
 // run trains until the last step or until ctx is cancelled, and returns
 // the model it left on disk. A step under way when ctx is cancelled is
@@ -34,12 +43,16 @@ func (s *session) run(ctx context.Context) (Model, error) {
 	}
 	s.progress(m.Step)
 	printed := time.Now()
+	defer s.stopPacing()
 	for m.Step < s.cfg.Steps && ctx.Err() == nil {
+		if s.killed() {
+			return m, errKilled
+		}
 		began := time.Now()
 		p.step(m.Weights, m.Step)
 		m.Step++
-		if rest := s.cfg.StepTime - time.Since(began); rest > 0 {
-			time.Sleep(rest)
+		if rest := s.cfg.StepTime - time.Since(began); rest > 0 && !s.sleep(rest) {
+			return m, errKilled
 		}
 		switch {
 		case s.cfg.checkpointDue(m.Step):
@@ -69,6 +82,36 @@ func (s *session) run(ctx context.Context) (Model, error) {
 		fmt.Fprintf(s.out, "REFUEL_STOPPED step=%d total=%d\n", m.Step, s.cfg.Steps)
 	}
 	return m, nil
+}
+
+// sleep paces a step; false when the session was killed meanwhile.
+func (s *session) sleep(d time.Duration) bool {
+	if s.pace == nil {
+		s.pace = time.NewTimer(d)
+	} else {
+		s.pace.Reset(d)
+	}
+	select {
+	case <-s.pace.C:
+		return true
+	case <-s.kill:
+		return false
+	}
+}
+
+func (s *session) stopPacing() {
+	if s.pace != nil {
+		s.pace.Stop()
+	}
+}
+
+func (s *session) killed() bool {
+	select {
+	case <-s.kill:
+		return true
+	default:
+		return false
+	}
 }
 
 // resume returns the model to continue from and the step already on disk

@@ -22,15 +22,38 @@ import (
 type AgentLaunch struct {
 	InstanceID       string
 	TaskQueue        string
-	MetadataEndpoint string
+	MetadataEndpoint string // "" for a virtual instance, which reads Metadata
 	Dir              string // the instance's own scratch directory
 	ReadyFile        string // the agent creates it once it serves its task queue
+	// Metadata is the instance's metadata service itself, which a virtual
+	// instance's agent reads in-process (Watch); an agent process polls
+	// it at MetadataEndpoint.
+	Metadata *metadata.Service
+}
+
+// VirtualAgent is the node agent of a virtual instance, running in this
+// process.
+type VirtualAgent interface {
+	// Kill ends the agent and its trainer at once, as a machine that loses
+	// its power ends its processes: nothing more is checkpointed, uploaded
+	// or reported. It returns once they have ended, and may be called more
+	// than once.
+	Kill()
+	// Done is closed once the agent has ended, killed or on its own.
+	Done() <-chan struct{}
 }
 
 // LauncherConfig configures a Launcher. Zero values mean the defaults noted.
 type LauncherConfig struct {
-	// AgentCommand returns the argv that starts a node agent (required).
+	// AgentCommand returns the argv that starts a node agent (required,
+	// unless StartVirtual is set).
 	AgentCommand func(AgentLaunch) []string
+	// StartVirtual, when set, makes every instance virtual: its node agent
+	// runs inside this process, started by this hook, instead of as a
+	// process of AgentCommand. It returns once the agent serves its task
+	// queue. The instance's notices reach the agent through
+	// AgentLaunch.Metadata, and no endpoint is served.
+	StartVirtual func(context.Context, AgentLaunch) (VirtualAgent, error)
 	// Dir holds the instances' scratch directories; default a temp dir
 	// removed by Close.
 	Dir string
@@ -44,31 +67,36 @@ type LauncherConfig struct {
 	Logger *zap.Logger
 }
 
-// Launcher runs node agents as local processes, one per instance, each
-// with its own metadata endpoint. Simulated clouds (this package's and
-// pkg/cloud/sim) use it for the machine side of an instance and decide
-// stock, prices and failures themselves. Safe for concurrent use.
+// Launcher runs node agents, one per instance, each with its own metadata
+// service: as local processes with an endpoint each, or virtual, inside
+// this process. Simulated clouds (this package's and pkg/cloud/sim) use it
+// for the machine side of an instance and decide stock, prices and
+// failures themselves. Safe for concurrent use.
 type Launcher struct {
 	cfg    LauncherConfig
 	ownDir bool
 	log    *zap.Logger
 
-	mu    sync.Mutex
-	procs map[string]*process
+	mu       sync.Mutex
+	machines map[string]*machine
 }
 
-type process struct {
-	cmd    *exec.Cmd
-	meta   *metadata.Service
-	dir    string
-	exited chan struct{}
-	kill   *time.Timer
+// machine is one instance's agent, a process or virtual.
+type machine struct {
+	meta *metadata.Service
+	dir  string
+	// exited is closed once the agent has ended.
+	exited <-chan struct{}
+	// end kills the agent and returns once it has ended.
+	end  func()
+	cmd  *exec.Cmd // nil for a virtual agent
+	kill *time.Timer
 }
 
 // NewLauncher returns a launcher.
 func NewLauncher(cfg LauncherConfig) (*Launcher, error) {
-	if cfg.AgentCommand == nil {
-		return nil, fmt.Errorf("launcher: AgentCommand is required: it says how to start a node agent")
+	if cfg.AgentCommand == nil && cfg.StartVirtual == nil {
+		return nil, fmt.Errorf("launcher: AgentCommand or StartVirtual is required: it says how to start a node agent")
 	}
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = 60 * time.Second
@@ -89,7 +117,7 @@ func NewLauncher(cfg LauncherConfig) (*Launcher, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("launcher: instance directory: %w", err)
 	}
-	return &Launcher{cfg: cfg, ownDir: ownDir, log: cfg.Logger, procs: map[string]*process{}}, nil
+	return &Launcher{cfg: cfg, ownDir: ownDir, log: cfg.Logger, machines: map[string]*machine{}}, nil
 }
 
 // baseEnv are the variables of this process an agent gets whatever its
@@ -112,17 +140,23 @@ func BaseEnv() []string {
 // TaskQueueFor is the task queue the agent of an instance serves.
 func TaskQueueFor(instanceID string) string { return "refuel-node-" + instanceID }
 
+// Virtual reports whether the launcher's instances are virtual.
+func (l *Launcher) Virtual() bool { return l.cfg.StartVirtual != nil }
+
 // Start launches the agent of instance id and returns once it serves its
 // task queue. A failure is the caller's to classify (an init failure).
 func (l *Launcher) Start(ctx context.Context, id string) error {
-	meta, err := metadata.Start(id)
-	if err != nil {
-		return fmt.Errorf("metadata endpoint: %w", err)
-	}
 	dir := filepath.Join(l.cfg.Dir, id)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		_ = meta.Close()
 		return fmt.Errorf("scratch directory: %w", err)
+	}
+	if l.Virtual() {
+		return l.startVirtual(ctx, id, dir)
+	}
+	meta, err := metadata.Start(id)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return fmt.Errorf("metadata endpoint: %w", err)
 	}
 	launch := AgentLaunch{
 		InstanceID: id, TaskQueue: TaskQueueFor(id), MetadataEndpoint: meta.Endpoint(),
@@ -143,25 +177,48 @@ func (l *Launcher) Start(ctx context.Context, id string) error {
 		_ = meta.Close()
 		return fmt.Errorf("start agent: %w", err)
 	}
-	p := &process{cmd: cmd, meta: meta, dir: dir, exited: make(chan struct{})}
+	exited := make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
 		if logf != nil {
 			_ = logf.Close()
 		}
-		close(p.exited)
+		close(exited)
 	}()
-	l.mu.Lock()
-	l.procs[id] = p
-	l.mu.Unlock()
-	if err := l.waitReady(ctx, p, launch.ReadyFile); err != nil {
+	m := &machine{meta: meta, dir: dir, exited: exited, cmd: cmd, end: func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+	}}
+	l.add(id, m)
+	if err := l.waitReady(ctx, m, launch.ReadyFile); err != nil {
 		_ = l.Stop(id)
 		return fmt.Errorf("%w (agent log: %s)", err, filepath.Join(dir, "agent.log"))
 	}
 	return nil
 }
 
-func (l *Launcher) waitReady(ctx context.Context, p *process, readyFile string) error {
+// startVirtual starts a virtual instance's agent through the hook. Its
+// metadata is served to it alone, in-process.
+func (l *Launcher) startVirtual(ctx context.Context, id, dir string) error {
+	meta := metadata.New(id)
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.ReadyTimeout)
+	defer cancel()
+	agent, err := l.cfg.StartVirtual(ctx, AgentLaunch{InstanceID: id, TaskQueue: TaskQueueFor(id), Dir: dir, Metadata: meta})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return fmt.Errorf("start virtual agent: %w", err)
+	}
+	l.add(id, &machine{meta: meta, dir: dir, exited: agent.Done(), end: agent.Kill})
+	return nil
+}
+
+func (l *Launcher) add(id string, m *machine) {
+	l.mu.Lock()
+	l.machines[id] = m
+	l.mu.Unlock()
+}
+
+func (l *Launcher) waitReady(ctx context.Context, m *machine, readyFile string) error {
 	deadline := time.NewTimer(l.cfg.ReadyTimeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -171,7 +228,7 @@ func (l *Launcher) waitReady(ctx context.Context, p *process, readyFile string) 
 			return nil
 		}
 		select {
-		case <-p.exited:
+		case <-m.exited:
 			return fmt.Errorf("node agent exited during start-up")
 		case <-deadline.C:
 			return fmt.Errorf("node agent not ready after %s", l.cfg.ReadyTimeout)
@@ -184,12 +241,12 @@ func (l *Launcher) waitReady(ctx context.Context, p *process, readyFile string) 
 
 // Alive reports whether the agent of instance id still runs.
 func (l *Launcher) Alive(id string) bool {
-	p := l.process(id)
-	if p == nil {
+	m := l.machine(id)
+	if m == nil {
 		return false
 	}
 	select {
-	case <-p.exited:
+	case <-m.exited:
 		return false
 	default:
 		return true
@@ -197,75 +254,81 @@ func (l *Launcher) Alive(id string) bool {
 }
 
 // Interrupt serves an interruption notice on the instance's metadata
-// endpoint and kills the instance at the time it names.
+// service and kills the instance at the time it names.
 func (l *Launcher) Interrupt(id string, at time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	p, ok := l.procs[id]
+	m, ok := l.machines[id]
 	if !ok {
 		return &capacity.NotFoundError{ID: id}
 	}
-	p.meta.Interrupt("terminate", at)
-	if p.kill != nil {
-		p.kill.Stop()
+	m.meta.Interrupt("terminate", at)
+	if m.kill != nil {
+		m.kill.Stop()
 	}
-	p.kill = time.AfterFunc(time.Until(at), func() { p.killGroup() })
+	m.kill = time.AfterFunc(time.Until(at), m.end)
 	l.log.Info("interruption notice served", zap.String("instance", id), zap.Time("terminate_at", at))
 	return nil
 }
 
 // RecommendRebalance publishes a rebalance recommendation to the instance.
 func (l *Launcher) RecommendRebalance(id string, at time.Time) error {
-	p := l.process(id)
-	if p == nil {
+	m := l.machine(id)
+	if m == nil {
 		return &capacity.NotFoundError{ID: id}
 	}
-	p.meta.RecommendRebalance(at)
+	m.meta.RecommendRebalance(at)
 	return nil
 }
 
-// Stop ends the instance's whole process group, waits for it and removes
-// its scratch space. An unknown id is *capacity.NotFoundError.
+// Stop ends the instance's agent (a process's whole group), waits for it
+// and removes its scratch space. An unknown id is *capacity.NotFoundError.
 func (l *Launcher) Stop(id string) error {
 	l.mu.Lock()
-	p, ok := l.procs[id]
-	delete(l.procs, id)
+	m, ok := l.machines[id]
+	delete(l.machines, id)
 	l.mu.Unlock()
 	if !ok {
 		return &capacity.NotFoundError{ID: id}
 	}
-	p.terminate()
+	m.terminate()
 	return nil
+}
+
+// Running is how many instances' agents the launcher holds.
+func (l *Launcher) Running() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.machines)
 }
 
 // Close stops every instance: nothing outlives the launcher.
 func (l *Launcher) Close() {
 	l.mu.Lock()
-	all := l.procs
-	l.procs = map[string]*process{}
+	all := l.machines
+	l.machines = map[string]*machine{}
 	l.mu.Unlock()
-	for _, p := range all {
-		p.terminate()
+	var wg sync.WaitGroup
+	for _, m := range all {
+		wg.Go(m.terminate)
 	}
+	wg.Wait()
 	if l.ownDir {
 		_ = os.RemoveAll(l.cfg.Dir)
 	}
 }
 
-func (l *Launcher) process(id string) *process {
+func (l *Launcher) machine(id string) *machine {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.procs[id]
+	return l.machines[id]
 }
 
-func (p *process) killGroup() { _ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) }
-
-func (p *process) terminate() {
-	if p.kill != nil {
-		p.kill.Stop()
+func (m *machine) terminate() {
+	if m.kill != nil {
+		m.kill.Stop()
 	}
-	p.killGroup()
-	<-p.exited
-	_ = p.meta.Close()
-	_ = os.RemoveAll(p.dir)
+	m.end()
+	_ = m.meta.Close()
+	_ = os.RemoveAll(m.dir)
 }

@@ -1,9 +1,11 @@
 // Package local is a cloud made of this machine: each instance it
 // "launches" is a real node-agent process serving its own task queue, with
-// its own instance metadata endpoint for interruption notices. It is the
-// simplest provider (unlimited stock unless capped) and the place where
-// preemptions are injected by hand; its Launcher is the machine side of
-// every simulated cloud.
+// its own instance metadata endpoint for interruption notices, or, with
+// LauncherConfig.StartVirtual, a virtual instance: the same node agent
+// inside this process, hearing its notices in-process. It is the simplest
+// provider (unlimited stock unless capped) and the place where preemptions
+// are injected by hand; its Launcher is the machine side of every
+// simulated cloud.
 package local
 
 import (

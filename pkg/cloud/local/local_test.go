@@ -109,7 +109,7 @@ func TestInterruptServesNoticeThenTakesTheInstance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := c.launcher.process(inst.ID)
+	p := c.launcher.machine(inst.ID)
 	endpoint, pid := p.meta.Endpoint(), p.cmd.Process.Pid
 	if body := imds(t, endpoint, "spot/instance-action"); body != "404" {
 		t.Fatalf("before the notice: %s; want 404", body)

@@ -1,7 +1,10 @@
 // Package metadata serves the subset of EC2's instance metadata service
 // (IMDSv2) that a node agent reads: the spot interruption notice and the
 // rebalance recommendation. Simulated clouds run one per instance so the
-// agent watches notices the same way on a laptop as on EC2.
+// agent watches notices the same way on a laptop as on EC2. A virtual
+// instance's agent, which runs in the cloud's own process, reads the same
+// Service through Watch instead of over HTTP: a thousand pollers of a
+// thousand endpoints would cost more than the instances themselves.
 package metadata
 
 import (
@@ -15,16 +18,19 @@ import (
 	"time"
 )
 
-// Service is one instance's metadata endpoint.
+// Service is one instance's metadata: served on an endpoint (Start), or
+// read in-process only (New).
 type Service struct {
 	instanceID string
-	srv        *http.Server
+	srv        *http.Server // nil when not served
 	ln         net.Listener
 
 	mu        sync.Mutex
 	tokens    map[string]time.Time
 	action    *InstanceAction
 	rebalance *time.Time
+	// changed is closed, and replaced, whenever a notice is published.
+	changed chan struct{}
 }
 
 // InstanceAction is EC2's spot/instance-action document.
@@ -33,13 +39,20 @@ type InstanceAction struct {
 	Time   time.Time `json:"time"`   // when the instance will be taken
 }
 
+// New returns the metadata of one instance, not served on any endpoint:
+// it is read with Watch. It holds no goroutine, listener or timer.
+func New(instanceID string) *Service {
+	return &Service{instanceID: instanceID, tokens: map[string]time.Time{}, changed: make(chan struct{})}
+}
+
 // Start serves the metadata of one instance on a free loopback port.
 func Start(instanceID string) (*Service, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{instanceID: instanceID, ln: ln, tokens: map[string]time.Time{}}
+	s := New(instanceID)
+	s.ln = ln
 	mux := http.NewServeMux()
 	mux.HandleFunc("PUT /latest/api/token", s.issueToken)
 	mux.HandleFunc("GET /latest/meta-data/instance-id", s.authorized(func(w http.ResponseWriter, _ *http.Request) {
@@ -52,14 +65,21 @@ func Start(instanceID string) (*Service, error) {
 	return s, nil
 }
 
-// Endpoint is the base URL an IMDS client is pointed at.
-func (s *Service) Endpoint() string { return "http://" + s.ln.Addr().String() }
+// Endpoint is the base URL an IMDS client is pointed at; "" when the
+// Service is not served.
+func (s *Service) Endpoint() string {
+	if s.ln == nil {
+		return ""
+	}
+	return "http://" + s.ln.Addr().String()
+}
 
 // Interrupt publishes an interruption notice: the instance will be taken at t.
 func (s *Service) Interrupt(action string, t time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.action = &InstanceAction{Action: action, Time: t.UTC().Truncate(time.Second)}
+	s.changedLocked()
 }
 
 // RecommendRebalance publishes a rebalance recommendation noticed at t.
@@ -68,10 +88,30 @@ func (s *Service) RecommendRebalance(t time.Time) {
 	defer s.mu.Unlock()
 	t = t.UTC().Truncate(time.Second)
 	s.rebalance = &t
+	s.changedLocked()
 }
 
-// Close stops serving.
-func (s *Service) Close() error { return s.srv.Close() }
+// Watch returns what the endpoint would answer now, the interruption
+// notice and the rebalance recommendation (nil when none), and a channel
+// closed at the next publication: the in-process way to read them.
+func (s *Service) Watch() (action *InstanceAction, rebalance *time.Time, changed <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.action, s.rebalance, s.changed
+}
+
+func (s *Service) changedLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// Close stops serving, if it does.
+func (s *Service) Close() error {
+	if s.srv == nil {
+		return nil
+	}
+	return s.srv.Close()
+}
 
 func (s *Service) issueToken(w http.ResponseWriter, r *http.Request) {
 	ttl, err := strconv.Atoi(r.Header.Get("X-aws-ec2-metadata-token-ttl-seconds"))

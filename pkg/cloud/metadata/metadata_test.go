@@ -3,6 +3,7 @@ package metadata
 import (
 	"net/http"
 	"testing"
+	"time"
 )
 
 func TestReadsNeedASessionToken(t *testing.T) {
@@ -36,5 +37,41 @@ func TestReadsNeedASessionToken(t *testing.T) {
 				t.Errorf("status %d; want %d", resp.StatusCode, tc.want)
 			}
 		})
+	}
+}
+
+func TestWatchSeesEveryPublication(t *testing.T) {
+	s := New("i-2")
+	if s.Endpoint() != "" {
+		t.Errorf("an unserved service has endpoint %q", s.Endpoint())
+	}
+	action, rebalance, changed := s.Watch()
+	if action != nil || rebalance != nil {
+		t.Fatalf("fresh service: %v, %v; want nothing pending", action, rebalance)
+	}
+	at := time.Date(2026, 5, 1, 12, 0, 0, 500, time.UTC)
+	s.RecommendRebalance(at)
+	select {
+	case <-changed:
+	default:
+		t.Fatal("a rebalance recommendation did not close the watch")
+	}
+	action, rebalance, changed = s.Watch()
+	if action != nil || rebalance == nil || !rebalance.Equal(at.Truncate(time.Second)) {
+		t.Fatalf("after the recommendation: %v, %v", action, rebalance)
+	}
+	s.Interrupt("terminate", at.Add(time.Minute))
+	<-changed
+	action, _, changed = s.Watch()
+	if action == nil || action.Action != "terminate" || !action.Time.Equal(at.Add(time.Minute).Truncate(time.Second)) {
+		t.Fatalf("after the notice: %+v", action)
+	}
+	select {
+	case <-changed:
+		t.Fatal("the watch closed with nothing new published")
+	default:
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("closing an unserved service: %v", err)
 	}
 }

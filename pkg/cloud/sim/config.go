@@ -47,8 +47,9 @@ type Quotas struct {
 // Config configures a simulated cloud. Zero values mean the defaults noted.
 type Config struct {
 	// Launcher starts a real node agent per instance, as in the local
-	// cloud. A nil AgentCommand runs no agents: instances are records only,
-	// for fast tests of the market.
+	// cloud: a process, or virtual with StartVirtual. Neither
+	// AgentCommand nor StartVirtual runs no agents: instances are records
+	// only, for fast tests of the market.
 	Launcher local.LauncherConfig
 	// Catalogue is what the pools may sell; default DefaultCatalogue().
 	Catalogue []InstanceType

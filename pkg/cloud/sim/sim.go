@@ -11,7 +11,9 @@
 // Its instances are real node-agent processes started by local.Launcher,
 // as in the local cloud, so a run on the sim is the same run as anywhere
 // else; only stock, prices, quotas, failures and notices come from the
-// sim. Package ec2api serves it over EC2's Query API.
+// sim. With the launcher's StartVirtual they are virtual instead: the same
+// agent code inside this process, one goroutine-cheap instance each.
+// Package ec2api serves it over EC2's Query API.
 package sim
 
 import (
@@ -135,15 +137,18 @@ func New(cfg Config) (*Cloud, error) {
 	if cfg.APIRateLimit > 0 {
 		c.limiter = rate.NewLimiter(rate.Limit(cfg.APIRateLimit), cfg.APIBurst)
 	}
-	if cfg.Launcher.AgentCommand != nil {
+	if cfg.Launcher.AgentCommand != nil || cfg.Launcher.StartVirtual != nil {
 		lc := cfg.Launcher
 		// Learn each instance's metadata endpoint as its agent is launched:
-		// the launcher keeps it to itself otherwise.
-		lc.AgentCommand = func(l local.AgentLaunch) []string {
-			c.mu.Lock()
-			c.endpoints[l.InstanceID] = l.MetadataEndpoint
-			c.mu.Unlock()
-			return cfg.Launcher.AgentCommand(l)
+		// the launcher keeps it to itself otherwise. Virtual instances have
+		// none: their agents read their notices in-process.
+		if cfg.Launcher.AgentCommand != nil {
+			lc.AgentCommand = func(l local.AgentLaunch) []string {
+				c.mu.Lock()
+				c.endpoints[l.InstanceID] = l.MetadataEndpoint
+				c.mu.Unlock()
+				return cfg.Launcher.AgentCommand(l)
+			}
 		}
 		if lc.Logger == nil {
 			lc.Logger = cfg.Logger
