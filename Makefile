@@ -4,7 +4,7 @@ BIN     := bin
 DATA    ?= .refuel
 TRACES  ?= ../shared/traces
 
-.PHONY: build run test lint unit fuzz e2e python3-torch bench bench-policy bench-autoscale clean
+.PHONY: build run test lint unit fuzz e2e python3-torch bench bench-policy bench-autoscale bench-scale clean
 
 build:
 	@echo "building bin/worker and bin/starter (the first build compiles the Temporal server: a few minutes)"
@@ -75,6 +75,14 @@ bench-policy:
 # autoscaler, static peak provisioning and an oracle (issue 5's table).
 bench-autoscale:
 	$(GO) run ./starter autoscale-bench --trace $(TRACES)/inference/azure-llm-conv-2023-11-16.csv
+
+# A thousand training runs on one worker (virtual instances on the sim
+# cloud, its own embedded stack and data dir): the server's raw rate, the
+# requests a running job costs, a storm preempting 30% of the runs at
+# once, recovery times, and nothing lost or leaked. RUNS=N to scale it.
+RUNS ?= 1000
+bench-scale:
+	$(GO) run ./starter scale-bench --runs $(RUNS) --storm 0.3 --json
 
 clean:
 	rm -rf $(BIN)

@@ -117,7 +117,7 @@ func (b *scaleBench) run(dataDir string, raw int) (ScaleReport, error) {
 	b.say("starting the embedded stack: %d runs, a storm of %d, %s of work each", b.runs, b.storm, b.work)
 	s, err := controlplane.Start(ctx, controlplane.Config{
 		DataDir: filepath.Join(dataDir, "stack"), FrontendAddr: "127.0.0.1:0", UIAddr: "-", MetricsAddr: "-",
-		Provider: controlplane.ProviderSim, DemoStepTime: time.Second, JanitorEvery: -1,
+		Provider: controlplane.ProviderSim, Instances: controlplane.InstancesVirtual, DemoStepTime: time.Second, JanitorEvery: -1,
 		Sim:               controlplane.SimConfig{Traces: market, Speed: 0, Notice: 20 * time.Second},
 		OnFrontendRequest: func(string) { b.requests.Add(1) },
 		Logger:            zap.NewNop(),
