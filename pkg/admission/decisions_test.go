@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"refuel/pkg/capacity"
 	"refuel/pkg/pool"
 	"refuel/pkg/spec"
@@ -27,7 +29,7 @@ const recordedDecisions = "testdata/one-node-decisions.json"
 func TestOneNodeDecisionsAsRecorded(t *testing.T) {
 	got := map[string]string{}
 	for seed := range uint64(300) {
-		trace := scenario(seed)
+		trace := scenario(seed, false)
 		sum := sha256.Sum256([]byte(strings.Join(trace, "\n")))
 		got[fmt.Sprint(seed)] = fmt.Sprintf("%d %s", len(trace), hex.EncodeToString(sum[:8]))
 	}
@@ -56,12 +58,25 @@ func TestOneNodeDecisionsAsRecorded(t *testing.T) {
 	}
 }
 
+// TestDecisionsSurviveTheCarry checks what continue-as-new relies on: a
+// pool that hands its state on through a Carry after every event decides
+// exactly as one that keeps it.
+func TestDecisionsSurviveTheCarry(t *testing.T) {
+	for seed := range uint64(60) {
+		if diff := cmp.Diff(scenario(seed, true), scenario(seed, false)); diff != "" {
+			t.Fatalf("scenario %d: carried got(-), kept want(+):\n%s", seed, diff)
+		}
+	}
+}
+
 // scenario drives a random pool through requests, releases, binds,
 // yields, pauses, priority changes and hours of time, deciding as the
 // pool workflow does after every event, and returns every decision.
-func scenario(seed uint64) []string {
+// With carry, the state goes through its Carry and JSON between events.
+func scenario(seed uint64, carry bool) []string {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	s := New(randomConfig(rng))
+	s.Rules = OneNodeRules
 	now := t0
 	var trace []string
 	log := func(format string, args ...any) { trace = append(trace, fmt.Sprintf(format, args...)) }
@@ -114,8 +129,29 @@ func scenario(seed uint64) []string {
 			unavailable = append(unavailable, p.Offerings[rng.IntN(len(p.Offerings))].Key())
 		}
 		decide(s, now, unavailable, log)
+		if carry {
+			s = carried(s, now)
+			s.Rules = OneNodeRules
+		}
 	}
 	return trace
+}
+
+// carried is s after a trip through its Carry in JSON.
+func carried(s *State, at time.Time) *State {
+	data, err := json.Marshal(s.Carry(at))
+	if err != nil {
+		panic(err)
+	}
+	var c Carry
+	if err := json.Unmarshal(data, &c); err != nil {
+		panic(err)
+	}
+	out, err := c.State(s.Config)
+	if err != nil {
+		panic(err)
+	}
+	return out
 }
 
 // decide is the pool workflow's schedule: admit what fits, preempt for
