@@ -241,19 +241,7 @@ func (p *capacityPool) schedule(ctx workflow.Context) {
 			p.grant(ctx, a)
 		}
 	}
-	for _, r := range p.state.Queue(workflow.Now(ctx)) {
-		if r.Paused {
-			continue
-		}
-		victims, ok := p.state.Victims(r, nil, workflow.Now(ctx))
-		if !ok {
-			continue
-		}
-		for _, v := range victims {
-			p.Counts.Preemptions++
-			p.yield(ctx, v, fmt.Sprintf("preempted for %s (priority %d)", r.ID, r.Priority), r.ID)
-		}
-	}
+	p.preempt(ctx)
 	for _, a := range p.state.Moves() {
 		p.Counts.Moves++
 		p.yield(ctx, a, "moving to base capacity that came free: burst is given back first", "")
@@ -267,6 +255,36 @@ func (p *capacityPool) schedule(ctx workflow.Context) {
 		}
 		p.yield(ctx, a, fmt.Sprintf("gang acquired %d of its %d nodes within %s: the grant goes back and the gang is requeued",
 			bound, a.NodeCount(), p.state.Config.GangTimeoutOrDefault()), "")
+	}
+}
+
+// preempt asks lower-priority training to yield for what Admit could not
+// place. At scale one pass claims room request by request; before, each
+// request counted capacity already yielding as its own.
+func (p *capacityPool) preempt(ctx workflow.Context) {
+	reason := func(r admission.Request) string {
+		return fmt.Sprintf("preempted for %s (priority %d)", r.ID, r.Priority)
+	}
+	if p.atScale {
+		for _, pr := range p.state.Preempt(workflow.Now(ctx), nil) {
+			p.Counts.Preemptions++
+			p.yield(ctx, pr.Victim, reason(pr.For), pr.For.ID)
+		}
+		return
+	}
+	// Each yield waits for its delivery, so time moves on between requests.
+	for _, r := range p.state.Queue(workflow.Now(ctx)) {
+		if r.Paused {
+			continue
+		}
+		victims, ok := p.state.Victims(r, nil, workflow.Now(ctx))
+		if !ok {
+			continue
+		}
+		for _, v := range victims {
+			p.Counts.Preemptions++
+			p.yield(ctx, v, reason(r), r.ID)
+		}
 	}
 }
 

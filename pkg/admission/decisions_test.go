@@ -155,7 +155,8 @@ func carried(s *State, at time.Time) *State {
 }
 
 // decide is the pool workflow's schedule: admit what fits, preempt for
-// what does not, move burst training to freed base.
+// what does not, move burst training to freed base (and under GangRules
+// take back unfilled burst grants).
 func decide(s *State, now time.Time, unavailable []string, log func(string, ...any)) {
 	for {
 		granted := s.Admit(now, unavailable)
@@ -170,19 +171,29 @@ func decide(s *State, now time.Time, unavailable []string, log func(string, ...a
 			log("grant %s %s %s %s %s", a.Request.ID, a.Layer, a.Node, a.Pool, strings.Join(keys, ","))
 		}
 	}
-	for _, r := range s.Queue(now) {
-		if r.Paused {
-			continue
+	if s.Rules >= GangRules {
+		for _, p := range s.Preempt(now, unavailable) {
+			log("preempt %s for %s", p.Victim.Request.ID, p.For.ID)
 		}
-		victims, ok := s.Victims(r, unavailable, now)
-		log("victims for %s %v %v", r.ID, ids(victims, allocID), ok)
-		for _, v := range victims {
-			_ = s.MarkYielding(v.Request.ID)
+	} else {
+		for _, r := range s.Queue(now) {
+			if r.Paused {
+				continue
+			}
+			victims, ok := s.Victims(r, unavailable, now)
+			log("victims for %s %v %v", r.ID, ids(victims, allocID), ok)
+			for _, v := range victims {
+				_ = s.MarkYielding(v.Request.ID)
+			}
 		}
 	}
 	moves := s.Moves()
 	log("moves %v", ids(moves, allocID))
 	for _, a := range moves {
+		_ = s.MarkYielding(a.Request.ID)
+	}
+	for _, a := range s.Unready(now) {
+		log("unready %s", a.Request.ID)
 		_ = s.MarkYielding(a.Request.ID)
 	}
 	log("queue %v", ids(s.Queue(now), reqID))

@@ -37,20 +37,94 @@ func (s *State) Victims(r Request, unavailable []string, now time.Time) (victims
 	if ok, hit := h.memo.lookup(sh, r.Priority, now, unavailable); hit {
 		return nil, ok
 	}
-	positions, ok := s.victims(r, sh, newUnavailable(unavailable), now)
-	if len(positions) == 0 {
+	w, ok := s.victims(r, sh, newUnavailable(unavailable), now, h.freeY, h.heldY)
+	if len(w.victims) == 0 {
 		h.memo.store(sh, r.Priority, ok)
 		return nil, ok
 	}
-	for _, p := range positions {
-		victims = append(victims, s.Running[p])
-	}
-	return victims, true
+	return s.allocations(w.victims), true
 }
 
-// way is one way to make room: the victims' positions in Running.
+// Preemption is a victim Preempt chose, and the request it yields for.
+type Preemption struct {
+	Victim Allocation
+	For    Request
+}
+
+// Preempt is a preemption pass over the queue: for each request at now
+// that Admit could not place, in admission order, it finds Victims and
+// marks them yielding. Room found, whether by victims or in capacity
+// already yielding, is claimed by the request it was found for, so the
+// requests after it do not count it too: a hundred replicas arriving at
+// once preempt a hundred runs in one pass, not one run a pass.
+func (s *State) Preempt(now time.Time, unavailable []string) []Preemption {
+	un := newUnavailable(unavailable)
+	h := s.holdings()
+	free, held := slices.Clone(h.freeY), slices.Clone(h.heldY)
+	var out []Preemption
+	// The highest priority of each shape that found no way: claims only
+	// take room away, so one of that shape and no higher priority finds
+	// none either, until victims free more than their requests claim.
+	noWay := map[*shape]int{}
+	for _, r := range s.Queue(now) {
+		if r.Paused {
+			continue
+		}
+		sh := s.shapeOf(r)
+		if p, ok := noWay[sh]; ok && r.Priority <= p {
+			continue
+		}
+		w, ok := s.victims(r, sh, un, now, free, held)
+		if !ok {
+			noWay[sh] = max(r.Priority, noWay[sh])
+			continue
+		}
+		if len(w.victims) > 0 {
+			clear(noWay)
+		}
+		for _, i := range w.machines {
+			free[i] -= sh.gpus
+		}
+		if w.pool >= 0 {
+			held[w.pool] += sh.nodes
+		}
+		for _, v := range s.allocations(w.victims) {
+			s.counted(v, free, held)
+			_ = s.MarkYielding(v.Request.ID)
+			v.Yielding = true
+			out = append(out, Preemption{Victim: v, For: r})
+		}
+	}
+	return out
+}
+
+// counted gives a's capacity back in free and held.
+func (s *State) counted(a Allocation, free, held []int) {
+	ix := s.index()
+	for _, m := range a.machines() {
+		if i, ok := ix.nodeAt[m]; ok {
+			free[i] += a.GPUs()
+		}
+	}
+	if p, ok := ix.poolAt[a.Pool]; ok && a.Layer == BurstLayer {
+		held[p] -= a.NodeCount()
+	}
+}
+
+func (s *State) allocations(positions []int) []Allocation {
+	out := make([]Allocation, len(positions))
+	for i, p := range positions {
+		out[i] = s.Running[p]
+	}
+	return out
+}
+
+// way is one way to make room: the victims' positions in Running, and
+// the machines or the pool the room is on.
 type way struct {
 	victims  []int
+	machines []int
+	pool     int // -1 for base
 	top      int // highest victim priority, -1 for none
 	waste    int
 	burst    bool
@@ -67,8 +141,10 @@ func (w way) compare(o way) int {
 	)
 }
 
-func (s *State) victims(r Request, sh *shape, un unavailable, now time.Time) ([]int, bool) {
-	ix := s.holdings()
+// victims finds the best way for r, counting free GPUs per machine and
+// instances held per pool as given.
+func (s *State) victims(r Request, sh *shape, un unavailable, now time.Time, free, held []int) (way, bool) {
+	h := s.holdings()
 	limit := r.Priority - max(s.Config.PreemptGap, 1)
 	may := func(pos int) bool {
 		a := &s.Running[pos]
@@ -82,8 +158,8 @@ func (s *State) victims(r Request, sh *shape, un unavailable, now time.Time) ([]
 			continue
 		}
 		var got []int
-		f := ix.freeY[i]
-		for _, pos := range ix.onNode[i] {
+		f := free[i]
+		for _, pos := range h.onNode[i] {
 			if f >= sh.gpus {
 				break
 			}
@@ -96,7 +172,7 @@ func (s *State) victims(r Request, sh *shape, un unavailable, now time.Time) ([]
 			}
 		}
 		if f >= sh.gpus {
-			onMachine[i] = way{got, s.topPriority(got), f - sh.gpus, false, i}
+			onMachine[i] = way{victims: got, machines: []int{i}, pool: -1, top: s.topPriority(got), waste: f - sh.gpus, position: i}
 		}
 	}
 	for _, g := range sh.zones {
@@ -108,12 +184,12 @@ func (s *State) victims(r Request, sh *shape, un unavailable, now time.Time) ([]
 		if bp.MaxInstances == 0 || bp.MaxInstances < sh.nodes || !sh.fitsPool(p, un) {
 			continue
 		}
-		room := bp.MaxInstances - ix.heldY[p]
+		room := bp.MaxInstances - held[p]
 		if s.Rules < GangRules {
 			room = max(room, 0) // one victim a pass, as the pool recorded before gangs did
 		}
 		var got []int
-		for _, pos := range ix.inPool[p] {
+		for _, pos := range h.inPool[p] {
 			if room >= sh.nodes || s.Running[pos].Request.Priority > limit {
 				break
 			}
@@ -123,13 +199,13 @@ func (s *State) victims(r Request, sh *shape, un unavailable, now time.Time) ([]
 			}
 		}
 		if room >= sh.nodes {
-			ways = append(ways, way{got, s.topPriority(got), 0, true, len(s.Nodes) + p})
+			ways = append(ways, way{victims: got, pool: p, top: s.topPriority(got), burst: true, position: len(s.Nodes) + p})
 		}
 	}
 	if len(ways) == 0 {
-		return nil, false
+		return way{}, false
 	}
-	return slices.MinFunc(ways, way.compare).victims, true
+	return slices.MinFunc(ways, way.compare), true
 }
 
 // gangWay picks, from the machines of one group (a zone, or all), the n
@@ -158,10 +234,11 @@ func (s *State) gangWay(group []int, n int, onMachine map[int]way) (way, bool) {
 	})
 	ms = ms[:n]
 	slices.SortFunc(ms, func(a, b way) int { return cmp.Compare(a.position, b.position) })
-	out := way{top: top, position: ms[0].position}
+	out := way{pool: -1, top: top, position: ms[0].position}
 	seen := map[int]bool{}
 	for _, m := range ms {
 		out.waste += m.waste
+		out.machines = append(out.machines, m.machines...)
 		for _, v := range m.victims {
 			if !seen[v] {
 				seen[v] = true
