@@ -4,7 +4,7 @@ BIN     := bin
 DATA    ?= .refuel
 TRACES  ?= ../shared/traces
 
-.PHONY: build run test lint unit fuzz e2e python3-torch bench bench-policy bench-autoscale clean
+.PHONY: build run test lint unit fuzz e2e python3-torch bench bench-policy bench-autoscale bench-pool clean
 
 build:
 	@echo "building bin/worker and bin/starter (the first build compiles the Temporal server: a few minutes)"
@@ -74,6 +74,12 @@ bench-policy:
 # autoscaler, static peak provisioning and an oracle (issue 5's table).
 bench-autoscale:
 	$(GO) run ./starter autoscale-bench --trace $(TRACES)/inference/azure-llm-conv-2023-11-16.csv
+
+# The capacity pool on the embedded server: request, priority and release
+# signals absorbed per second with 1,000 and 5,000 requests, the carry it
+# hands on, its history per generation.
+bench-pool:
+	$(GO) test -run '^$$' -bench BenchmarkPoolSignals -benchtime 1x -timeout 60m ./tests/
 
 clean:
 	rm -rf $(BIN)

@@ -21,9 +21,12 @@ type PoolInput struct {
 	Config pool.Config `json:"config"`
 	// State is the whole state as generations before the carry handed it
 	// on; read when a pool started so is replayed or resumed, never written.
-	State  *admission.State `json:"state,omitempty"`
-	Carry  *admission.Carry `json:"carry,omitempty"`
-	Counts PoolCounts       `json:"counts"`
+	State *admission.State `json:"state,omitempty"`
+	Carry *admission.Carry `json:"carry,omitempty"`
+	// Unsent are the grants and yields the last generation decided and
+	// had not sent yet; this one sends them first.
+	Unsent []PoolMessage `json:"unsent,omitempty"`
+	Counts PoolCounts    `json:"counts"`
 	// MaxHistory continues as new past this many events even if the
 	// server has not suggested it yet; 0 means DefaultPoolMaxHistory.
 	MaxHistory int `json:"max_history,omitempty"`
@@ -69,6 +72,7 @@ func CapacityPool(ctx workflow.Context, in PoolInput) error {
 		return err
 	}
 	signals := p.channels(ctx)
+	p.flush(ctx)
 	p.schedule(ctx)
 	check := timer(ctx, ownersCheckEvery, "look for holders that ended")
 	for ctx.Err() == nil && !p.tooLong(ctx) {
@@ -92,15 +96,20 @@ func CapacityPool(ctx workflow.Context, in PoolInput) error {
 		return temporal.NewCanceledError()
 	}
 	// Nothing sent to the pool may be lost across generations: take in
-	// every signal already delivered, and see every grant and yield
-	// delivered, before handing the state on.
-	if err := p.settle(ctx, signals); err != nil {
-		return err
+	// every signal already delivered, and (at scale) see every grant and
+	// yield delivered, before handing the state on.
+	if p.atScale {
+		if err := p.settle(ctx, signals); err != nil {
+			return err
+		}
+	} else {
+		drainSignals(ctx, signals)
+		p.schedule(ctx)
 	}
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return err
 	}
-	next := PoolInput{Config: p.state.Config, Carry: p.state.Carry(workflow.Now(ctx)), Counts: p.Counts, MaxHistory: p.MaxHistory}
+	next := PoolInput{Config: p.state.Config, Carry: p.state.Carry(workflow.Now(ctx)), Unsent: p.outbox, Counts: p.counts, MaxHistory: p.maxHistory}
 	next.Counts.Generation++
 	return workflow.NewContinueAsNewError(ctx, CapacityPoolName, next)
 }
@@ -109,15 +118,19 @@ func CapacityPool(ctx workflow.Context, in PoolInput) error {
 // and what it has sent that is not delivered yet.
 type capacityPool struct {
 	state      *admission.State
-	Counts     PoolCounts
-	MaxHistory int
+	counts     PoolCounts
+	maxHistory int
 	atScale    bool
-	// inFlight counts grants, yields and owner checks under way beside
-	// the loop (atScale), checking whether an owner check is; returned
-	// wakes the loop when one changed the state.
-	inFlight int
-	checking bool
-	returned workflow.Channel
+	// At scale: outbox holds grants and yields decided and not yet sent,
+	// delivering counts those sent and not yet delivered, closing stops
+	// sending at the end of a generation, checking says an owner check is
+	// under way, and returned wakes the loop when work beside it changed
+	// the state.
+	outbox     []PoolMessage
+	delivering int
+	closing    bool
+	checking   bool
+	returned   workflow.Channel
 }
 
 func newCapacityPool(ctx workflow.Context, in PoolInput, atScale bool) (*capacityPool, error) {
@@ -125,7 +138,7 @@ func newCapacityPool(ctx workflow.Context, in PoolInput, atScale bool) (*capacit
 	if err := in.Config.Validate(); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError("invalid pools file: "+err.Error(), "InvalidPoolConfig", nil)
 	}
-	p := &capacityPool{Counts: in.Counts, MaxHistory: in.MaxHistory, atScale: atScale, returned: workflow.NewChannel(ctx)}
+	p := &capacityPool{counts: in.Counts, maxHistory: in.MaxHistory, atScale: atScale, outbox: in.Unsent, returned: workflow.NewChannel(ctx)}
 	switch {
 	case in.Carry != nil:
 		st, err := in.Carry.State(in.Config)
@@ -142,10 +155,10 @@ func newCapacityPool(ctx workflow.Context, in PoolInput, atScale bool) (*capacit
 	if atScale {
 		p.state.Rules = admission.GangRules
 	}
-	if p.MaxHistory <= 0 {
-		p.MaxHistory = DefaultPoolMaxHistory
+	if p.maxHistory <= 0 {
+		p.maxHistory = DefaultPoolMaxHistory
 	}
-	workflow.GetLogger(ctx).Info("capacity pool open", "generation", p.Counts.Generation,
+	workflow.GetLogger(ctx).Info("capacity pool open", "generation", p.counts.Generation,
 		"base_machines", len(p.state.Nodes), "burst_pools", len(p.state.Config.Burst),
 		"waiting", len(p.state.Waiting), "running", len(p.state.Running))
 	return p, nil
@@ -243,7 +256,7 @@ func (p *capacityPool) schedule(ctx workflow.Context) {
 	}
 	p.preempt(ctx)
 	for _, a := range p.state.Moves() {
-		p.Counts.Moves++
+		p.counts.Moves++
 		p.yield(ctx, a, "moving to base capacity that came free: burst is given back first", "")
 	}
 	for _, a := range p.state.Unready(workflow.Now(ctx)) {
@@ -267,7 +280,7 @@ func (p *capacityPool) preempt(ctx workflow.Context) {
 	}
 	if p.atScale {
 		for _, pr := range p.state.Preempt(workflow.Now(ctx), nil) {
-			p.Counts.Preemptions++
+			p.counts.Preemptions++
 			p.yield(ctx, pr.Victim, reason(pr.For), pr.For.ID)
 		}
 		return
@@ -282,65 +295,17 @@ func (p *capacityPool) preempt(ctx workflow.Context) {
 			continue
 		}
 		for _, v := range victims {
-			p.Counts.Preemptions++
+			p.counts.Preemptions++
 			p.yield(ctx, v, reason(r), r.ID)
 		}
 	}
 }
 
-// grant tells an allocation's owner it may acquire. An owner that is gone
-// gets nothing: its capacity goes back.
-func (p *capacityPool) grant(ctx workflow.Context, a admission.Allocation) {
-	p.tell(ctx, a, SignalCapacityGranted, a, "grant not delivered; releasing")
-}
-
-// yield asks an allocation's holder to checkpoint and give it back.
-func (p *capacityPool) yield(ctx workflow.Context, a admission.Allocation, reason, forID string) {
-	_ = p.state.MarkYielding(a.Request.ID)
-	p.tell(ctx, a, SignalYield, YieldRequest{ID: a.Request.ID, Reason: reason, For: forID}, "yield not delivered; releasing")
-}
-
-// tell signals an allocation's owner. A signal that cannot be delivered
-// (the owner is gone) releases the allocation. At scale the pool goes on
-// meanwhile; before, it waited for each delivery.
-func (p *capacityPool) tell(ctx workflow.Context, a admission.Allocation, signal string, arg any, failed string) {
-	f := workflow.SignalExternalWorkflow(ctx, a.Request.Owner, "", signal, arg)
-	undelivered := func(ctx workflow.Context) bool {
-		err := f.Get(ctx, nil)
-		if err != nil {
-			workflow.GetLogger(ctx).Warn(failed, "id", a.Request.ID, "owner", a.Request.Owner, "error", err)
-			p.releaseIf(a.Request.ID, a.Request.Seq)
-		}
-		return err != nil
-	}
-	if !p.atScale {
-		undelivered(ctx)
-		return
-	}
-	p.beside(ctx, undelivered)
-}
-
-// beside runs work next to the pool's loop (a delivery, an owner check),
-// counted in inFlight; work that changed the state wakes the loop
-// through returned, so it schedules again.
-func (p *capacityPool) beside(ctx workflow.Context, work func(workflow.Context) bool) {
-	p.inFlight++
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		defer func() { p.inFlight-- }()
-		if work(ctx) {
-			p.returned.Send(ctx, true)
-		}
-	})
-}
-
 // takeReturned takes every wake-up work beside the loop sent.
-func (p *capacityPool) takeReturned() bool {
-	took := false
+func (p *capacityPool) takeReturned() {
 	var changed bool
 	for p.returned.ReceiveAsync(&changed) {
-		took = true
 	}
-	return took
 }
 
 // releaseIf releases id if it is still the request of that sequence
@@ -360,17 +325,30 @@ func (p *capacityPool) releaseIf(id string, seq int64) {
 	}
 }
 
-// settle takes in every signal until nothing sent is under way, so the
-// generation ends with every grant and yield delivered or given back.
+// settle waits until every grant and yield sent is delivered (the
+// server delivers none a closed run sent), taking in signals meanwhile
+// but deciding and sending nothing more: what is left unsent goes to the
+// next generation, which sends it and decides first thing. So under a
+// steady stream of signals a generation still ends, within the time the
+// send window takes to deliver. An owner check under way is left behind;
+// the next generation checks again.
 func (p *capacityPool) settle(ctx workflow.Context, signals []signalHandler) error {
+	pending := func() bool {
+		for _, h := range signals {
+			if h.ch.Len() > 0 {
+				return true
+			}
+		}
+		return p.returned.Len() > 0
+	}
+	p.closing = true
 	for {
-		took := drainSignals(ctx, signals)
-		took = p.takeReturned() || took
-		p.schedule(ctx)
-		if !took && p.inFlight == 0 {
+		drainSignals(ctx, signals)
+		p.takeReturned()
+		if p.delivering == 0 {
 			return nil
 		}
-		if err := workflow.Await(ctx, func() bool { return p.inFlight == 0 || p.returned.Len() > 0 }); err != nil {
+		if err := workflow.Await(ctx, func() bool { return p.delivering == 0 || pending() }); err != nil {
 			return err
 		}
 	}
@@ -426,24 +404,27 @@ func (p *capacityPool) checkOwners(ctx workflow.Context) {
 		apply(ctx)
 		return
 	}
-	p.beside(ctx, func(ctx workflow.Context) bool {
-		p.checking = true
-		defer func() { p.checking = false }()
-		return apply(ctx)
+	p.checking = true
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		released := apply(ctx)
+		p.checking = false
+		if released {
+			p.returned.Send(ctx, true)
+		}
 	})
 }
 
 // tooLong reports whether this generation's history should end.
 func (p *capacityPool) tooLong(ctx workflow.Context) bool {
 	info := workflow.GetInfo(ctx)
-	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= p.MaxHistory
+	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= p.maxHistory
 }
 
 func (p *capacityPool) status(ctx workflow.Context) PoolStatus {
 	now := workflow.Now(ctx)
 	s := p.state
-	st := PoolStatus{Waiting: []QueuedRequest{}, Running: s.Running, Preemptions: p.Counts.Preemptions, Moves: p.Counts.Moves,
-		Generation: p.Counts.Generation, History: int64(workflow.GetInfo(ctx).GetCurrentHistoryLength())}
+	st := PoolStatus{Waiting: []QueuedRequest{}, Running: s.Running, Preemptions: p.counts.Preemptions, Moves: p.counts.Moves,
+		Generation: p.counts.Generation, History: int64(workflow.GetInfo(ctx).GetCurrentHistoryLength()), Delivering: p.delivering, Unsent: len(p.outbox)}
 	if st.Running == nil {
 		st.Running = []admission.Allocation{}
 	}

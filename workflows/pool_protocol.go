@@ -74,6 +74,10 @@ type PoolStatus struct {
 	Moves        int   `json:"moves"`
 	Generation   int   `json:"generation"`
 	History      int64 `json:"history_events"`
+	// Delivering counts grants and yields sent to holders and not yet
+	// delivered; Unsent those decided and waiting for the send window.
+	Delivering int `json:"delivering"`
+	Unsent     int `json:"unsent"`
 }
 
 // QueuedRequest is a waiting request with the priority it ranks at now.

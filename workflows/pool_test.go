@@ -534,3 +534,58 @@ func TestPoolReleasesGrantsNotDelivered(t *testing.T) {
 		t.Errorf("got(-), want(+):\n%s", diff)
 	}
 }
+
+// Grants beyond the send window wait in the pool; when a generation ends
+// with grants still on their way it waits for those, and hands on the
+// rest unsent, which the next generation sends first.
+func TestPoolHandsOnWhatItHasNotSent(t *testing.T) {
+	t.Parallel()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(CapacityPool, workflow.RegisterOptions{Name: CapacityPoolName})
+	env.RegisterActivityWithOptions((&poolRecorder{}).EndedWorkflows, activity.RegisterOptions{Name: activities.EndedWorkflowsName})
+	var mu sync.Mutex
+	delivered := 0
+	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", SignalCapacityGranted, mock.Anything).After(time.Minute).Return(
+		func(_, _, _, _ string, _ any) error {
+			mu.Lock()
+			defer mu.Unlock()
+			delivered++
+			return nil
+		})
+	n := sendWindow + 100
+	env.RegisterDelayedCallback(func() {
+		for i := range n {
+			env.SignalWorkflow(SignalPoolRequest, training(fmt.Sprintf("run-%04d", i), 50, spec.TierCritical))
+		}
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		st := queryPool(t, env)
+		if st.Delivering != sendWindow || st.Unsent != 100 {
+			t.Errorf("delivering %d, unsent %d; want the window full and 100 waiting", st.Delivering, st.Unsent)
+		}
+		env.SetContinueAsNewSuggested(true)
+		env.SignalWorkflow(SignalPoolPause, PoolRef{ID: "none"})
+	}, 2*time.Second)
+	big := scalePools()
+	big.Burst[0].MaxInstances = 1000
+	env.ExecuteWorkflow(CapacityPoolName, PoolInput{Config: big, MaxHistory: 1 << 20})
+	var can *workflow.ContinueAsNewError
+	if err := env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("pool ended with %v; want a continue-as-new", err)
+	}
+	var next PoolInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	if delivered != sendWindow || len(next.Unsent) != 100 || next.Unsent[0].Yield != nil {
+		t.Errorf("delivered %d before the hand-off, %d handed on unsent; want the window's %d delivered, 100 grants handed on", delivered, len(next.Unsent), sendWindow)
+	}
+	rec := &poolRecorder{}
+	env2 := newPoolEnv(t, rec)
+	env2.RegisterDelayedCallback(env2.CancelWorkflow, time.Second)
+	env2.ExecuteWorkflow(CapacityPoolName, next)
+	if len(rec.grants) != 100 {
+		t.Errorf("the next generation sent %d grants; want the 100 handed on", len(rec.grants))
+	}
+}

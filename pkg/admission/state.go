@@ -383,3 +383,12 @@ func (s *State) nodesOf(r Request) int {
 	}
 	return r.Resources.NodeCount()
 }
+
+// Held returns the allocation of request id while it is held under the
+// same request (sequence number seq): not released, nor requeued since.
+func (s *State) Held(id string, seq int64) (Allocation, bool) {
+	if a := s.running(id); a != nil && a.Request.Seq == seq {
+		return *a, true
+	}
+	return Allocation{}, false
+}
