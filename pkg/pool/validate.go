@@ -63,11 +63,12 @@ func (c *Config) Validate() error {
 }
 
 func checkTimeout(ve *spec.ValidationError, field string, d spec.Duration, what string, def time.Duration) {
+	short := strings.TrimSuffix(def.String(), "0s") // 10m, not 10m0s
 	switch {
 	case d < 0:
-		ve.Add(field, fmt.Sprintf("%s is negative", d), fmt.Sprintf("give %s, e.g. %s, or leave it out for %s", what, def, def))
+		ve.Add(field, fmt.Sprintf("%s is negative", d), fmt.Sprintf("give %s, e.g. %s, or leave it out for %s", what, short, short))
 	case d.D() > MaxTimeout:
-		ve.Add(field, fmt.Sprintf("%s is more than a day", d), fmt.Sprintf("give at most 24h, e.g. %s, or leave it out for %s", def, def))
+		ve.Add(field, fmt.Sprintf("%s is more than a day", d), fmt.Sprintf("give at most 24h, e.g. %s, or leave it out for %s", short, short))
 	}
 }
 
