@@ -106,7 +106,7 @@ func scenario(seed uint64, carry bool) []string {
 			a := s.Running[rng.IntN(len(s.Running))]
 			if a.Layer == BurstLayer && !a.Bound && len(a.Offerings) > 0 {
 				o := a.Offerings[rng.IntN(len(a.Offerings))]
-				log("bind %s %s %v", a.Request.ID, o.Key(), s.Bind(a.Request.ID, o))
+				log("bind %s %s %v", a.Request.ID, o.Key(), s.BindNode(a.Request.ID, 0, o))
 			}
 		case op == 8 && len(s.Waiting) > 0:
 			id := s.Waiting[rng.IntN(len(s.Waiting))].ID

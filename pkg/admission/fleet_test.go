@@ -103,7 +103,7 @@ func crowdInto(t testing.TB, s *State, n int) time.Time {
 	}
 	for i, a := range s.Running {
 		if a.Layer == BurstLayer && i%2 == 0 {
-			if err := s.Bind(a.Request.ID, a.Offerings[0]); err != nil {
+			if err := s.BindNode(a.Request.ID, 0, a.Offerings[0]); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -194,7 +194,7 @@ func TestMovesAt1000(t *testing.T) {
 			continue
 		}
 		// Bound to offerings of different prices.
-		if err := s.Bind(a.Request.ID, a.Offerings[i%len(a.Offerings)]); err != nil {
+		if err := s.BindNode(a.Request.ID, 0, a.Offerings[i%len(a.Offerings)]); err != nil {
 			t.Fatal(err)
 		}
 	}

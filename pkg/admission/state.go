@@ -288,12 +288,9 @@ func (s *State) Cancel(id string) error {
 	return &NotFoundError{id}
 }
 
-// Bind records the offering a burst allocation's run acquired, so the
-// pool it counts against is the right one. For a gang it binds rank 0.
-func (s *State) Bind(id string, o capacity.Offering) error { return s.BindNode(id, 0, o) }
-
-// BindNode records the offering node rank of an allocation acquired. A
-// gang's nodes stay counted against the gang's pool.
+// BindNode records the offering node rank of an allocation acquired (0
+// for a one-node request), so the burst pool it counts against is the
+// right one; a gang's nodes stay counted against the gang's pool.
 func (s *State) BindNode(id string, rank int, o capacity.Offering) error {
 	a := s.running(id)
 	if a == nil {
