@@ -1,13 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,6 +61,7 @@ func runScaleBench(args []string, stdout, stderr io.Writer) error {
 	steady := fs.Duration("steady", 60*time.Second, "how long to count the server's requests once every run trains")
 	raw := fs.Int("raw", 300, "empty workflows to start and complete first, for the server's raw rate")
 	dataDir := fs.String("data-dir", "", "a fresh data dir for the bench's own stack (default a temporary one, removed after)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole bench (server, worker and instances) to FILE")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -67,7 +71,18 @@ func runScaleBench(args []string, stdout, stderr io.Writer) error {
 	case *storm < 0 || *storm > 0.9:
 		return usagef("--storm is a fraction of the runs from 0 to 0.9, such as 0.3")
 	}
-	b := &scaleBench{runs: *runs, storm: int(*storm * float64(*runs)), work: *work, steady: *steady, log: stderr}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	b := &scaleBench{runs: *runs, storm: int(*storm * float64(*runs)), work: *work, steady: *steady, log: stderr, byMethod: map[string]int64{}}
 	rep, err := b.run(*dataDir, *raw)
 	if err != nil {
 		return err
@@ -90,6 +105,20 @@ type scaleBench struct {
 	log         io.Writer
 	start       time.Time
 	requests    atomic.Int64
+
+	mu       sync.Mutex
+	counting bool             // while the steady state is measured
+	byMethod map[string]int64 // its requests, by gRPC method
+}
+
+// request counts one request the frontend served.
+func (b *scaleBench) request(method string) {
+	b.requests.Add(1)
+	b.mu.Lock()
+	if b.counting {
+		b.byMethod[method[strings.LastIndex(method, "/")+1:]]++
+	}
+	b.mu.Unlock()
 }
 
 func (b *scaleBench) say(format string, args ...any) {
@@ -119,7 +148,7 @@ func (b *scaleBench) run(dataDir string, raw int) (ScaleReport, error) {
 		DataDir: filepath.Join(dataDir, "stack"), FrontendAddr: "127.0.0.1:0", UIAddr: "-", MetricsAddr: "-",
 		Provider: controlplane.ProviderSim, Instances: controlplane.InstancesVirtual, DemoStepTime: time.Second, JanitorEvery: -1,
 		Sim:               controlplane.SimConfig{Traces: market, Speed: 0, Notice: 20 * time.Second},
-		OnFrontendRequest: func(string) { b.requests.Add(1) },
+		OnFrontendRequest: b.request,
 		Logger:            zap.NewNop(),
 	})
 	if err != nil {
@@ -139,10 +168,16 @@ func (b *scaleBench) run(dataDir string, raw int) (ScaleReport, error) {
 	if err := b.until(ctx, s.Client, "training", func(c counts) bool { return c.running == b.runs }); err != nil {
 		return rep, err
 	}
+	b.mu.Lock()
+	b.counting = true
+	b.mu.Unlock()
 	before, t0 := b.requests.Load(), time.Now()
 	time.Sleep(b.steady)
 	rep.RequestsPerRunningJobPerS = float64(b.requests.Load()-before) / time.Since(t0).Seconds() / float64(b.runs)
-	b.say("steady state: %.3f requests per running job per second", rep.RequestsPerRunningJobPerS)
+	b.mu.Lock()
+	b.counting = false
+	b.mu.Unlock()
+	b.say("steady state: %.3f requests per running job per second (%s)", rep.RequestsPerRunningJobPerS, b.topMethods(time.Since(t0)))
 
 	b.say("storm: %s's spot stock drops by %d", scaleZones[0], b.storm)
 	s.Sim.Advance(1)
@@ -254,6 +289,20 @@ func (b *scaleBench) until(ctx context.Context, c client.Client, what string, do
 	}
 }
 
+// topMethods are the requests of the steady state by method, the most
+// frequent first, per running job per second.
+func (b *scaleBench) topMethods(d time.Duration) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	methods := slices.Collect(maps.Keys(b.byMethod))
+	slices.SortFunc(methods, func(x, y string) int { return cmp.Compare(b.byMethod[y], b.byMethod[x]) })
+	var parts []string
+	for _, m := range methods[:min(6, len(methods))] {
+		parts = append(parts, fmt.Sprintf("%s %.3f", m, float64(b.byMethod[m])/d.Seconds()/float64(b.runs)))
+	}
+	return strings.Join(parts, ", ")
+}
+
 func count(ctx context.Context, c client.Client, query string) (int, error) {
 	resp, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
 		Query: fmt.Sprintf("WorkflowType = %q AND %s", workflows.TrainingRunName, query),
@@ -267,6 +316,7 @@ func (b *scaleBench) tally(ctx context.Context, c client.Client, ids []string, r
 	var mu sync.Mutex
 	var recoveries []float64
 	var firstNotice, lastResume time.Time
+	classes := map[string]int{}
 	_ = inParallel(len(ids), 32, func(i int) error {
 		st, err := jobs.Status(ctx, c, ids[i])
 		mu.Lock()
@@ -276,6 +326,9 @@ func (b *scaleBench) tally(ctx context.Context, c client.Client, ids []string, r
 			return nil
 		}
 		rep.Completed++
+		for _, f := range st.Failures {
+			classes[f.Class]++
+		}
 		if p := st.LastPreemption; p != nil && st.Preemptions > 0 {
 			rep.Preempted++
 			if r := st.LastRecovery; r != nil && !r.ResumedAt.IsZero() {
@@ -291,6 +344,7 @@ func (b *scaleBench) tally(ctx context.Context, c client.Client, ids []string, r
 		}
 		return nil
 	})
+	b.say("failures the runs met, by class: %v", classes)
 	slices.Sort(recoveries)
 	rep.RecoveryP50Seconds, rep.RecoveryP99Seconds = quantile(recoveries, 0.5), quantile(recoveries, 0.99)
 	if span := lastResume.Sub(firstNotice).Seconds(); span > 0 {

@@ -3,7 +3,6 @@ package workflows
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -17,11 +16,17 @@ import (
 )
 
 // PoolInput starts the capacity pool: its pools file, and after a
-// continue-as-new the pool's whole state, handed on as it is.
+// continue-as-new the pool's state, carried compactly.
 type PoolInput struct {
-	Config pool.Config      `json:"config"`
-	State  *admission.State `json:"state,omitempty"`
-	Counts PoolCounts       `json:"counts"`
+	Config pool.Config `json:"config"`
+	// State is the whole state as generations before the carry handed it
+	// on; read when a pool started so is replayed or resumed, never written.
+	State *admission.State `json:"state,omitempty"`
+	Carry *admission.Carry `json:"carry,omitempty"`
+	// Unsent are the grants and yields the last generation decided and
+	// had not sent yet; this one sends them first.
+	Unsent []PoolMessage `json:"unsent,omitempty"`
+	Counts PoolCounts    `json:"counts"`
 	// MaxHistory continues as new past this many events even if the
 	// server has not suggested it yet; 0 means DefaultPoolMaxHistory.
 	MaxHistory int `json:"max_history,omitempty"`
@@ -42,14 +47,23 @@ const DefaultPoolMaxHistory = 5000
 // without giving their capacity back (terminated, say).
 const ownersCheckEvery = time.Minute
 
+// poolAtScaleVersion marks pools that take signals in batches (one
+// schedule pass for all the signals a workflow task brings), send grants
+// and yields without waiting for each to be delivered, check owners in
+// the background, and decide by admission.GangRules. Generations
+// recorded before it replay signal by signal under the one-node rules.
+const poolAtScaleVersion = "pool-at-scale"
+
 // CapacityPool owns the base group and the admission queue: runs and
 // services ask it for capacity; it admits by priority with aging, places
-// on base first and overflows to the burst pools, preempts lower-priority
-// training for what cannot be placed, moves burst training onto base that
-// comes free so burst is given back first, and continues as new to keep
-// its history bounded, carrying its whole state.
+// on base first and overflows to the burst pools (a gang all or
+// nothing), preempts lower-priority training for what cannot be placed,
+// moves burst training onto base that comes free so burst is given back
+// first, takes back burst grants a gang cannot fill, and continues as new
+// to keep its history bounded, carrying its state.
 func CapacityPool(ctx workflow.Context, in PoolInput) error {
-	p, err := newCapacityPool(ctx, in)
+	atScale := workflow.GetVersion(ctx, poolAtScaleVersion, workflow.DefaultVersion, 1) >= 1
+	p, err := newCapacityPool(ctx, in, atScale)
 	if err != nil {
 		return err
 	}
@@ -58,54 +72,95 @@ func CapacityPool(ctx workflow.Context, in PoolInput) error {
 		return err
 	}
 	signals := p.channels(ctx)
+	p.flush(ctx)
 	p.schedule(ctx)
 	check := timer(ctx, ownersCheckEvery, "look for holders that ended")
 	for ctx.Err() == nil && !p.tooLong(ctx) {
 		sel := workflow.NewSelector(ctx)
 		addSignals(ctx, sel, signals)
 		sel.AddFuture(check, func(workflow.Future) {
-			p.releaseAbandoned(ctx)
+			p.checkOwners(ctx)
 			check = timer(ctx, ownersCheckEvery, "look for holders that ended")
 		})
-		sel.Select(ctx)
+		if p.atScale {
+			sel.AddReceive(p.returned, func(workflow.ReceiveChannel, bool) { p.takeReturned() })
+			sel.Select(ctx)
+			drainSignals(ctx, signals)
+			p.takeReturned()
+		} else {
+			sel.Select(ctx)
+		}
 		p.schedule(ctx)
 	}
 	if ctx.Err() != nil {
 		return temporal.NewCanceledError()
 	}
 	// Nothing sent to the pool may be lost across generations: take in
-	// every signal already delivered before handing the state on.
-	drainSignals(ctx, signals)
-	p.schedule(ctx)
+	// every signal already delivered, and (at scale) see every grant and
+	// yield delivered, before handing the state on.
+	if p.atScale {
+		if err := p.settle(ctx, signals); err != nil {
+			return err
+		}
+	} else {
+		drainSignals(ctx, signals)
+		p.schedule(ctx)
+	}
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return err
 	}
-	p.Counts.Generation++
-	p.Config = p.State.Config // the pools file in force, reconfigured or not
-	return workflow.NewContinueAsNewError(ctx, CapacityPoolName, p.PoolInput)
+	next := PoolInput{Config: p.state.Config, Carry: p.state.Carry(workflow.Now(ctx)), Unsent: p.outbox, Counts: p.counts, MaxHistory: p.maxHistory}
+	next.Counts.Generation++
+	return workflow.NewContinueAsNewError(ctx, CapacityPoolName, next)
 }
 
-// capacityPool is the pool workflow: its state is its input, handed on
-// whole to the next generation.
+// capacityPool is the pool workflow: its admission state, its totals,
+// and what it has sent that is not delivered yet.
 type capacityPool struct {
-	PoolInput
+	state      *admission.State
+	counts     PoolCounts
+	maxHistory int
+	atScale    bool
+	// At scale: outbox holds grants and yields decided and not yet sent,
+	// delivering counts those sent and not yet delivered, closing stops
+	// sending at the end of a generation, checking says an owner check is
+	// under way, and returned wakes the loop when work beside it changed
+	// the state.
+	outbox     []PoolMessage
+	delivering int
+	closing    bool
+	checking   bool
+	returned   workflow.Channel
 }
 
-func newCapacityPool(ctx workflow.Context, in PoolInput) (*capacityPool, error) {
+func newCapacityPool(ctx workflow.Context, in PoolInput, atScale bool) (*capacityPool, error) {
 	in.Config.Normalize()
 	if err := in.Config.Validate(); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError("invalid pools file: "+err.Error(), "InvalidPoolConfig", nil)
 	}
-	p := &capacityPool{PoolInput: in}
-	if p.State == nil {
-		p.State = admission.New(in.Config)
+	p := &capacityPool{counts: in.Counts, maxHistory: in.MaxHistory, atScale: atScale, outbox: in.Unsent, returned: workflow.NewChannel(ctx)}
+	switch {
+	case in.Carry != nil:
+		st, err := in.Carry.State(in.Config)
+		if err != nil {
+			return nil, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidPoolCarry", nil)
+		}
+		p.state = st
+	case in.State != nil:
+		p.state = in.State
+	default:
+		p.state = admission.New(in.Config)
 	}
-	if p.MaxHistory <= 0 {
-		p.MaxHistory = DefaultPoolMaxHistory
+	p.state.Rules = admission.OneNodeRules
+	if atScale {
+		p.state.Rules = admission.GangRules
 	}
-	workflow.GetLogger(ctx).Info("capacity pool open", "generation", p.Counts.Generation,
-		"base_machines", len(p.State.Nodes), "burst_pools", len(p.State.Config.Burst),
-		"waiting", len(p.State.Waiting), "running", len(p.State.Running))
+	if p.maxHistory <= 0 {
+		p.maxHistory = DefaultPoolMaxHistory
+	}
+	workflow.GetLogger(ctx).Info("capacity pool open", "generation", p.counts.Generation,
+		"base_machines", len(p.state.Nodes), "burst_pools", len(p.state.Config.Burst),
+		"waiting", len(p.state.Waiting), "running", len(p.state.Running))
 	return p, nil
 }
 
@@ -126,28 +181,28 @@ func (p *capacityPool) channels(ctx workflow.Context) []signalHandler {
 				log.Error("pools file refused; keeping the one in force", "error", err)
 				return
 			}
-			p.State.Reconfigure(cfg)
+			p.state.Reconfigure(cfg)
 		}),
 		onSignalOf(ctx, SignalPoolRequest, func(ctx workflow.Context, r admission.Request) {
 			p.request(ctx, r)
 		}),
 		onSignalOf(ctx, SignalPoolBind, func(ctx workflow.Context, b PoolBind) {
-			ignore(SignalPoolBind, b.ID, p.State.Bind(b.ID, b.Offering))
+			ignore(SignalPoolBind, b.ID, p.state.BindNode(b.ID, b.Rank, b.Offering))
 		}),
 		onSignalOf(ctx, SignalPoolRelease, func(ctx workflow.Context, ref PoolRef) {
 			p.release(ref.ID)
 		}),
 		onSignalOf(ctx, SignalPoolYielded, func(ctx workflow.Context, ref PoolRef) {
-			ignore(SignalPoolYielded, ref.ID, p.State.Requeue(ref.ID, workflow.Now(ctx)))
+			ignore(SignalPoolYielded, ref.ID, p.state.Requeue(ref.ID, workflow.Now(ctx)))
 		}),
 		onSignalOf(ctx, SignalPoolPriority, func(ctx workflow.Context, pr PoolPriority) {
-			ignore(SignalPoolPriority, pr.ID, p.State.SetPriority(pr.ID, pr.Priority))
+			ignore(SignalPoolPriority, pr.ID, p.state.SetPriority(pr.ID, pr.Priority))
 		}),
 		onSignalOf(ctx, SignalPoolPause, func(ctx workflow.Context, ref PoolRef) {
-			ignore(SignalPoolPause, ref.ID, p.State.Pause(ref.ID, workflow.Now(ctx)))
+			ignore(SignalPoolPause, ref.ID, p.state.Pause(ref.ID, workflow.Now(ctx)))
 		}),
 		onSignalOf(ctx, SignalPoolResume, func(ctx workflow.Context, ref PoolRef) {
-			ignore(SignalPoolResume, ref.ID, p.State.Resume(ref.ID, workflow.Now(ctx)))
+			ignore(SignalPoolResume, ref.ID, p.state.Resume(ref.ID, workflow.Now(ctx)))
 		}),
 	}
 }
@@ -158,34 +213,38 @@ func (p *capacityPool) request(ctx workflow.Context, r admission.Request) {
 	if r.Owner == "" {
 		r.Owner = r.ID
 	}
-	err := p.State.Enqueue(r, workflow.Now(ctx))
+	err := p.state.Enqueue(r, workflow.Now(ctx))
 	var dup *admission.DuplicateError
 	switch {
 	case errors.As(err, &dup):
-		for _, a := range p.State.Running {
+		for _, a := range p.state.Running {
 			if a.Request.ID == r.ID && !a.Yielding {
 				p.grant(ctx, a)
 			}
 		}
 	case err != nil:
 		workflow.GetLogger(ctx).Error("request refused", "id", r.ID, "error", err)
+	case p.atScale && !p.state.Placeable(r):
+		workflow.GetLogger(ctx).Warn("request can never be placed with this pools file; it waits for one that has room for it",
+			"id", r.ID, "nodes", r.Resources.NodeCount(), "gpus", r.Resources.GPUs, "tier", r.Tier)
 	}
 }
 
 // release gives back what a request holds, or takes it out of the queue.
 func (p *capacityPool) release(id string) {
-	if _, err := p.State.Release(id); err == nil {
+	if _, err := p.state.Release(id); err == nil {
 		return
 	}
-	_ = p.State.Cancel(id)
+	_ = p.state.Cancel(id)
 }
 
 // schedule admits what fits, asks lower-priority training to yield for
-// what does not, and moves burst training onto freed base.
+// what does not, moves burst training onto freed base, and takes back
+// burst grants gangs did not fill in time.
 func (p *capacityPool) schedule(ctx workflow.Context) {
 	for {
 		now := workflow.Now(ctx)
-		granted := p.State.Admit(now, nil)
+		granted := p.state.Admit(now, nil)
 		if len(granted) == 0 {
 			break
 		}
@@ -195,119 +254,193 @@ func (p *capacityPool) schedule(ctx workflow.Context) {
 			p.grant(ctx, a)
 		}
 	}
-	for _, r := range p.State.Queue(workflow.Now(ctx)) {
+	p.preempt(ctx)
+	for _, a := range p.state.Moves() {
+		p.counts.Moves++
+		p.yield(ctx, a, "moving to base capacity that came free: burst is given back first", "")
+	}
+	for _, a := range p.state.Unready(workflow.Now(ctx)) {
+		bound := 0
+		for _, n := range a.Nodes {
+			if n.Bound {
+				bound++
+			}
+		}
+		p.yield(ctx, a, fmt.Sprintf("gang acquired %d of its %d nodes within %s: the grant goes back and the gang is requeued",
+			bound, a.NodeCount(), p.state.Config.GangTimeoutOrDefault()), "")
+	}
+}
+
+// preempt asks lower-priority training to yield for what Admit could not
+// place. At scale one pass claims room request by request; before, each
+// request counted capacity already yielding as its own.
+func (p *capacityPool) preempt(ctx workflow.Context) {
+	reason := func(r admission.Request) string {
+		return fmt.Sprintf("preempted for %s (priority %d)", r.ID, r.Priority)
+	}
+	if p.atScale {
+		for _, pr := range p.state.Preempt(workflow.Now(ctx), nil) {
+			p.counts.Preemptions++
+			p.yield(ctx, pr.Victim, reason(pr.For), pr.For.ID)
+		}
+		return
+	}
+	// Each yield waits for its delivery, so time moves on between requests.
+	for _, r := range p.state.Queue(workflow.Now(ctx)) {
 		if r.Paused {
 			continue
 		}
-		victims, ok := p.State.Victims(r, nil, workflow.Now(ctx))
+		victims, ok := p.state.Victims(r, nil, workflow.Now(ctx))
 		if !ok {
 			continue
 		}
 		for _, v := range victims {
-			p.Counts.Preemptions++
-			p.yield(ctx, v, fmt.Sprintf("preempted for %s (priority %d)", r.ID, r.Priority), r.ID)
+			p.counts.Preemptions++
+			p.yield(ctx, v, reason(r), r.ID)
 		}
 	}
-	for _, a := range p.State.Moves() {
-		p.Counts.Moves++
-		p.yield(ctx, a, "moving to base capacity that came free: burst is given back first", "")
+}
+
+// takeReturned takes every wake-up work beside the loop sent.
+func (p *capacityPool) takeReturned() {
+	var changed bool
+	for p.returned.ReceiveAsync(&changed) {
 	}
 }
 
-// grant tells an allocation's owner it may acquire. An owner that is gone
-// gets nothing: its capacity goes back at once.
-func (p *capacityPool) grant(ctx workflow.Context, a admission.Allocation) {
-	err := workflow.SignalExternalWorkflow(ctx, a.Request.Owner, "", SignalCapacityGranted, a).Get(ctx, nil)
-	if err != nil {
-		workflow.GetLogger(ctx).Warn("grant not delivered; releasing", "id", a.Request.ID, "owner", a.Request.Owner, "error", err)
-		p.release(a.Request.ID)
+// releaseIf releases id if it is still the request of that sequence
+// number: a request given back and made again since is a new one.
+func (p *capacityPool) releaseIf(id string, seq int64) {
+	for _, a := range p.state.Running {
+		if a.Request.ID == id && a.Request.Seq == seq {
+			p.release(id)
+			return
+		}
+	}
+	for _, r := range p.state.Waiting {
+		if r.ID == id && r.Seq == seq {
+			p.release(id)
+			return
+		}
 	}
 }
 
-// yield asks an allocation's holder to checkpoint and give it back.
-func (p *capacityPool) yield(ctx workflow.Context, a admission.Allocation, reason, forID string) {
-	_ = p.State.MarkYielding(a.Request.ID)
-	req := YieldRequest{ID: a.Request.ID, Reason: reason, For: forID}
-	if err := workflow.SignalExternalWorkflow(ctx, a.Request.Owner, "", SignalYield, req).Get(ctx, nil); err != nil {
-		workflow.GetLogger(ctx).Warn("yield not delivered; releasing", "id", a.Request.ID, "owner", a.Request.Owner, "error", err)
-		p.release(a.Request.ID)
+// settle waits until every grant and yield sent is delivered (the
+// server delivers none a closed run sent), taking in signals meanwhile
+// but deciding and sending nothing more: what is left unsent goes to the
+// next generation, which sends it and decides first thing. So under a
+// steady stream of signals a generation still ends, within the time the
+// send window takes to deliver. An owner check under way is left behind;
+// the next generation checks again.
+func (p *capacityPool) settle(ctx workflow.Context, signals []signalHandler) error {
+	pending := func() bool {
+		for _, h := range signals {
+			if h.ch.Len() > 0 {
+				return true
+			}
+		}
+		return p.returned.Len() > 0
+	}
+	p.closing = true
+	for {
+		drainSignals(ctx, signals)
+		p.takeReturned()
+		if p.delivering == 0 {
+			return nil
+		}
+		if err := workflow.Await(ctx, func() bool { return p.delivering == 0 || pending() }); err != nil {
+			return err
+		}
 	}
 }
 
-// releaseAbandoned gives back what owners that ended without saying so
-// (terminated, or failed past their cleanup) still hold or wait for.
-func (p *capacityPool) releaseAbandoned(ctx workflow.Context) {
+// checkOwners gives back what owners that ended without saying so
+// (terminated, or failed past their cleanup) still hold or wait for. At
+// scale the check runs beside the pool, which goes on taking signals
+// (one check at a time); what it finds is released only if the owner has
+// not asked anew since.
+func (p *capacityPool) checkOwners(ctx workflow.Context) {
+	if p.checking {
+		return
+	}
+	type held struct {
+		id  string
+		seq int64
+	}
+	byOwner := map[string][]held{}
 	var owners []string
-	add := func(o string) {
-		if !slices.Contains(owners, o) {
-			owners = append(owners, o)
+	add := func(owner, id string, seq int64) {
+		if _, ok := byOwner[owner]; !ok {
+			owners = append(owners, owner)
 		}
+		byOwner[owner] = append(byOwner[owner], held{id, seq})
 	}
-	for _, r := range p.State.Waiting {
-		add(r.Owner)
+	for _, r := range p.state.Waiting {
+		add(r.Owner, r.ID, r.Seq)
 	}
-	for _, a := range p.State.Running {
-		add(a.Request.Owner)
+	for _, a := range p.state.Running {
+		add(a.Request.Owner, a.Request.ID, a.Request.Seq)
 	}
 	if len(owners) == 0 {
 		return
 	}
-	var gone []string
 	actx := titled(controlOptions(ctx), "which of "+strconv.Itoa(len(owners))+" holders ended?")
-	err := workflow.ExecuteActivity(actx, activities.EndedWorkflowsName, owners).Get(ctx, &gone)
-	if err != nil {
-		workflow.GetLogger(ctx).Warn("cannot check the pool's holders", "error", err)
+	f := workflow.ExecuteActivity(actx, activities.EndedWorkflowsName, owners)
+	apply := func(ctx workflow.Context) bool {
+		var gone []string
+		if err := f.Get(ctx, &gone); err != nil {
+			workflow.GetLogger(ctx).Warn("cannot check the pool's holders", "error", err)
+			return false
+		}
+		for _, owner := range gone {
+			for _, h := range byOwner[owner] {
+				workflow.GetLogger(ctx).Info("releasing capacity of an ended holder", "id", h.id, "owner", owner)
+				p.releaseIf(h.id, h.seq)
+			}
+		}
+		return len(gone) > 0
+	}
+	if !p.atScale {
+		apply(ctx)
 		return
 	}
-	for _, owner := range gone {
-		for _, id := range p.idsOf(owner) {
-			workflow.GetLogger(ctx).Info("releasing capacity of an ended holder", "id", id, "owner", owner)
-			p.release(id)
+	p.checking = true
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		released := apply(ctx)
+		p.checking = false
+		if released {
+			p.returned.Send(ctx, true)
 		}
-	}
-}
-
-func (p *capacityPool) idsOf(owner string) []string {
-	var ids []string
-	for _, r := range p.State.Waiting {
-		if r.Owner == owner {
-			ids = append(ids, r.ID)
-		}
-	}
-	for _, a := range p.State.Running {
-		if a.Request.Owner == owner {
-			ids = append(ids, a.Request.ID)
-		}
-	}
-	return ids
+	})
 }
 
 // tooLong reports whether this generation's history should end.
 func (p *capacityPool) tooLong(ctx workflow.Context) bool {
 	info := workflow.GetInfo(ctx)
-	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= p.MaxHistory
+	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= p.maxHistory
 }
 
 func (p *capacityPool) status(ctx workflow.Context) PoolStatus {
 	now := workflow.Now(ctx)
-	st := PoolStatus{Waiting: []QueuedRequest{}, Running: p.State.Running, Preemptions: p.Counts.Preemptions, Moves: p.Counts.Moves,
-		Generation: p.Counts.Generation, History: int64(workflow.GetInfo(ctx).GetCurrentHistoryLength())}
+	s := p.state
+	st := PoolStatus{Waiting: []QueuedRequest{}, Running: s.Running, Preemptions: p.counts.Preemptions, Moves: p.counts.Moves,
+		Generation: p.counts.Generation, History: int64(workflow.GetInfo(ctx).GetCurrentHistoryLength()), Delivering: p.delivering, Unsent: len(p.outbox)}
 	if st.Running == nil {
 		st.Running = []admission.Allocation{}
 	}
-	for _, r := range p.State.Queue(now) {
-		st.Waiting = append(st.Waiting, QueuedRequest{Request: r, EffectivePriority: p.State.Effective(r, now)})
+	for _, r := range s.Queue(now) {
+		st.Waiting = append(st.Waiting, QueuedRequest{Request: r, EffectivePriority: s.Effective(r, now)})
 	}
 	used := 0
-	for _, a := range p.State.Running {
+	for _, a := range s.Running {
 		if a.Layer == admission.BaseLayer {
-			st.Base++
-			used += a.GPUs()
+			st.Base += a.NodeCount()
+			used += a.GPUs() * a.NodeCount()
 		} else {
-			st.Burst++
+			st.Burst += a.NodeCount()
 		}
 	}
-	for _, n := range p.State.Nodes {
+	for _, n := range s.Nodes {
 		st.BaseGPUs += n.GPUs
 	}
 	st.FreeBaseGPUs = st.BaseGPUs - used

@@ -16,8 +16,8 @@ const (
 
 	// To the pool.
 	SignalPoolConfigure = "configure"        // pool.Config: the pools file, at start and on every worker start
-	SignalPoolRequest   = "request-capacity" // admission.Request: queue for one instance
-	SignalPoolBind      = "bind-capacity"    // PoolBind: which offering an allocation acquired
+	SignalPoolRequest   = "request-capacity" // admission.Request: queue for one instance, or a gang (resources.nodes)
+	SignalPoolBind      = "bind-capacity"    // PoolBind: which offering an allocation (a gang's node) acquired
 	SignalPoolRelease   = "release-capacity" // PoolRef: the capacity is given back for good
 	SignalPoolYielded   = "capacity-yielded" // PoolRef: a yielding holder stopped; queue it again
 	SignalPoolPriority  = "queue-priority"   // PoolPriority: a request's priority changed
@@ -25,7 +25,7 @@ const (
 	SignalPoolResume    = "queue-resume"     // PoolRef: let a held request be admitted again
 
 	// From the pool, to a request's owner.
-	SignalCapacityGranted = "capacity-granted" // admission.Allocation
+	SignalCapacityGranted = "capacity-granted" // admission.Allocation: for a gang, every node's in nodes
 	SignalYield           = "yield"            // YieldRequest: checkpoint, give the capacity back and requeue
 )
 
@@ -38,6 +38,10 @@ type PoolRef struct {
 type PoolBind struct {
 	ID       string            `json:"id"`
 	Offering capacity.Offering `json:"offering"`
+	// Rank is the gang's node that acquired it; 0 for a one-node
+	// request. A burst gang binds every node within the pools file's
+	// gang_timeout of its grant, or gives the grant back.
+	Rank int `json:"rank,omitempty"`
 }
 
 // PoolPriority is a request's new priority.
@@ -60,8 +64,8 @@ type YieldRequest struct {
 type PoolStatus struct {
 	Waiting []QueuedRequest        `json:"waiting"`
 	Running []admission.Allocation `json:"running"`
-	// Base and Burst count the instances held on each layer; FreeBaseGPUs
-	// is what the base group has left.
+	// Base and Burst count the instances held on each layer (every node
+	// of a gang); FreeBaseGPUs is what the base group has left.
 	Base         int   `json:"base"`
 	Burst        int   `json:"burst"`
 	BaseGPUs     int   `json:"base_gpus"`
@@ -70,6 +74,10 @@ type PoolStatus struct {
 	Moves        int   `json:"moves"`
 	Generation   int   `json:"generation"`
 	History      int64 `json:"history_events"`
+	// Delivering counts grants and yields sent to holders and not yet
+	// delivered; Unsent those decided and waiting for the send window.
+	Delivering int `json:"delivering"`
+	Unsent     int `json:"unsent"`
 }
 
 // QueuedRequest is a waiting request with the priority it ranks at now.

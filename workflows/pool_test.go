@@ -2,14 +2,19 @@ package workflows
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -38,8 +43,11 @@ func poolConfig() pool.Config {
 type poolRecorder struct {
 	mu     sync.Mutex
 	events []string // "grant <id> <layer>" or "yield <id>"
-	// ended are the holders EndedWorkflows reports gone.
-	ended []string
+	grants []admission.Allocation
+	yields []YieldRequest
+	// ended are the holders EndedWorkflows reports gone; gone those
+	// signals cannot reach.
+	ended, gone []string
 }
 
 func (p *poolRecorder) EndedWorkflows(_ context.Context, ids []string) ([]string, error) {
@@ -73,17 +81,59 @@ func newPoolEnv(t *testing.T, rec *poolRecorder) *testsuite.TestWorkflowEnvironm
 	env.RegisterWorkflowWithOptions(CapacityPool, workflow.RegisterOptions{Name: CapacityPoolName})
 	env.RegisterActivityWithOptions(rec.EndedWorkflows, activity.RegisterOptions{Name: activities.EndedWorkflowsName})
 	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", SignalCapacityGranted, mock.Anything).Return(
-		func(_, _, _, _ string, arg any) error {
+		func(_, owner, _, _ string, arg any) error {
+			if rec.isGone(owner) {
+				return errors.New("workflow not found")
+			}
 			a := arg.(admission.Allocation)
 			rec.add("grant " + a.Request.ID + " " + string(a.Layer))
+			rec.mu.Lock()
+			rec.grants = append(rec.grants, a)
+			rec.mu.Unlock()
 			return nil
 		})
 	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", SignalYield, mock.Anything).Return(
-		func(_, _, _, _ string, arg any) error {
-			rec.add("yield " + arg.(YieldRequest).ID)
+		func(_, owner, _, _ string, arg any) error {
+			if rec.isGone(owner) {
+				return errors.New("workflow not found")
+			}
+			y := arg.(YieldRequest)
+			rec.add("yield " + y.ID)
+			rec.mu.Lock()
+			rec.yields = append(rec.yields, y)
+			rec.mu.Unlock()
 			return nil
 		})
 	return env
+}
+
+func (p *poolRecorder) isGone(owner string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Contains(p.gone, owner)
+}
+
+// taken returns the grants and yields recorded so far and forgets them.
+func (p *poolRecorder) taken() ([]admission.Allocation, []YieldRequest) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	g, y := p.grants, p.yields
+	p.grants, p.yields = nil, nil
+	return g, y
+}
+
+// queryPool returns the pool's status.
+func queryPool(t *testing.T, env *testsuite.TestWorkflowEnvironment) PoolStatus {
+	t.Helper()
+	var st PoolStatus
+	v, err := env.QueryWorkflow(QueryStatus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Get(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 func training(id string, priority int, tier spec.Tier) admission.Request {
@@ -183,5 +233,359 @@ func TestPoolReleasesWhatEndedHoldersKept(t *testing.T) {
 	want := []string{"grant terminated base", "grant bursting burst", "grant waiting base"}
 	if diff := cmp.Diff(rec.list(), want); diff != "" {
 		t.Errorf("got(-), want(+):\n%s", diff)
+	}
+}
+
+// scalePools is 200 one-GPU base machines and a burst pool capped at 300.
+func scalePools() pool.Config {
+	c := pool.Config{
+		Base: pool.BaseGroup{Name: "dc", Counts: []pool.BaseCount{{InstanceType: "gpu.1x", GPUs: 1, Count: 200, PricePerHour: 0.5}}},
+		Burst: []pool.BurstPool{{Name: "cloud", MaxInstances: 300, Offerings: []capacity.Offering{
+			{Provider: "sim", InstanceType: "gpu.1x", Zone: "a", Market: capacity.Spot, GPUs: 1, PricePerHour: 1},
+			{Provider: "sim", InstanceType: "gpu.1x", Zone: "b", Market: capacity.Spot, GPUs: 1, PricePerHour: 1.1},
+			{Provider: "sim", InstanceType: "gpu.1x", Zone: "a", Market: capacity.OnDemand, GPUs: 1, PricePerHour: 3},
+			{Provider: "sim", InstanceType: "gpu.1x", Zone: "b", Market: capacity.OnDemand, GPUs: 1, PricePerHour: 3.3},
+		}}},
+	}
+	c.Normalize()
+	return c
+}
+
+// TestPoolAt1000Requests drives the pool workflow with 1,000 request
+// signals at once, then releases, binds, a wave of service replicas that
+// must preempt, and base capacity coming free while nothing waits, and
+// checks every grant and yield against the rules.
+func TestPoolAt1000Requests(t *testing.T) {
+	t.Parallel()
+	rec := &poolRecorder{}
+	env := newPoolEnv(t, rec)
+	id := func(i int) string { return fmt.Sprintf("run-%04d", i) }
+	// The 1,000 by rank: priority i%100, first come among equals. They
+	// are sent in that order, so none arrives to find a lower priority
+	// holding what it could preempt.
+	var rank []string
+	priority := map[string]int{}
+	for p := 99; p >= 0; p-- {
+		for i := p; i < 1000; i += 100 {
+			rank = append(rank, id(i))
+			priority[id(i)] = p
+		}
+	}
+	step := func(d time.Duration, f func()) { env.RegisterDelayedCallback(f, d) }
+	granted := func(want int) []admission.Allocation {
+		g, y := rec.taken()
+		if len(g) != want || len(y) != 0 {
+			t.Errorf("%d grants and %d yields; want %d grants", len(g), len(y), want)
+		}
+		return g
+	}
+	var base, burst []admission.Allocation
+	step(time.Second, func() {
+		for _, id := range rank {
+			env.SignalWorkflow(SignalPoolRequest, training(id, priority[id], spec.TierDeadline))
+		}
+	})
+	// Grants are sent together; the test suite's mocks see them in any
+	// order.
+	sorted := func(xs []string) []string { return slices.Sorted(slices.Values(xs)) }
+	step(2*time.Second, func() {
+		g := granted(500)
+		if diff := cmp.Diff(sorted(ids(g)), sorted(rank[:500])); diff != "" {
+			t.Errorf("grants by rank, got(-), want(+):\n%s", diff)
+		}
+		for _, a := range g {
+			if onBase := slices.Index(rank, a.Request.ID) < 200; onBase != (a.Layer == admission.BaseLayer) {
+				t.Errorf("%s on %s; want the first 200 by rank on base, the next 300 on burst", a.Request.ID, a.Layer)
+			}
+			if a.Layer == admission.BaseLayer {
+				base = append(base, a)
+			} else {
+				burst = append(burst, a)
+			}
+		}
+		for i, a := range burst {
+			env.SignalWorkflow(SignalPoolBind, PoolBind{ID: a.Request.ID, Offering: a.Offerings[i%len(a.Offerings)]})
+		}
+		for _, a := range base[:100] {
+			env.SignalWorkflow(SignalPoolRelease, PoolRef{ID: a.Request.ID})
+		}
+	})
+	step(3*time.Second, func() {
+		g := granted(100)
+		if diff := cmp.Diff(sorted(ids(g)), sorted(rank[500:600])); diff != "" {
+			t.Errorf("grants on freed base, got(-), want(+):\n%s", diff)
+		}
+		for i := range 50 {
+			r := admission.Request{ID: fmt.Sprintf("chat/r%d", i), Kind: admission.Service, Owner: "chat", Priority: 95, Tier: spec.TierCritical, Resources: spec.Resources{GPUs: 1}}
+			env.SignalWorkflow(SignalPoolRequest, r)
+		}
+	})
+	step(4*time.Second, func() {
+		_, y := rec.taken()
+		if len(y) != 50 {
+			t.Fatalf("%d yields for 50 replicas", len(y))
+		}
+		st := queryPool(t, env)
+		lowestKept := 100
+		for _, a := range st.Running {
+			if !a.Yielding && a.Request.Kind == admission.Training {
+				lowestKept = min(lowestKept, a.Request.Priority)
+			}
+		}
+		for _, v := range y {
+			a := st.Running[slices.IndexFunc(st.Running, func(a admission.Allocation) bool { return a.Request.ID == v.ID })]
+			if a.Request.Kind != admission.Training || a.Request.Priority > lowestKept || !strings.HasPrefix(v.For, "chat/") {
+				t.Errorf("%s (priority %d) yields for %q while runs of priority %d keep running", v.ID, a.Request.Priority, v.For, lowestKept)
+			}
+			env.SignalWorkflow(SignalPoolYielded, PoolRef{ID: v.ID})
+		}
+	})
+	step(5*time.Second, func() {
+		g := granted(50)
+		for _, a := range g {
+			if a.Request.Kind != admission.Service {
+				t.Errorf("%s granted; want the replicas", a.Request.ID)
+			}
+		}
+		st := queryPool(t, env)
+		if st.Base != 200 || st.Burst != 300 || len(st.Waiting) != 450 || st.Preemptions != 50 {
+			t.Errorf("status: base %d, burst %d, waiting %d, preemptions %d; want 200, 300, 450, 50", st.Base, st.Burst, len(st.Waiting), st.Preemptions)
+		}
+		// Nothing waits and 100 base machines come free: the 100 most
+		// expensive burst runs move.
+		for _, q := range st.Waiting {
+			env.SignalWorkflow(SignalPoolRelease, PoolRef{ID: q.ID})
+		}
+		for _, a := range st.Running {
+			if a.Layer == admission.BaseLayer && a.Request.Kind == admission.Training && len(st.Waiting) > 0 {
+				env.SignalWorkflow(SignalPoolRelease, PoolRef{ID: a.Request.ID})
+				st.Waiting = st.Waiting[:len(st.Waiting)-1]
+				if len(st.Waiting) == 350 {
+					break
+				}
+			}
+		}
+	})
+	step(6*time.Second, func() {
+		_, y := rec.taken()
+		st := queryPool(t, env)
+		if len(y) != 100 || st.Moves != 100 || len(st.Waiting) != 0 {
+			t.Errorf("%d yields, %d moves, %d waiting; want 100 moves onto the freed base", len(y), st.Moves, len(st.Waiting))
+		}
+		cheapest := 1e9
+		for _, v := range y {
+			a := st.Running[slices.IndexFunc(st.Running, func(a admission.Allocation) bool { return a.Request.ID == v.ID })]
+			cheapest = min(cheapest, a.Offerings[0].PricePerHour)
+		}
+		for _, a := range st.Running {
+			if a.Layer == admission.BurstLayer && !a.Yielding && a.Offerings[0].PricePerHour > cheapest {
+				t.Errorf("%s at $%g/h stays on burst while a run at $%g/h moves", a.Request.ID, a.Offerings[0].PricePerHour, cheapest)
+			}
+		}
+	})
+	env.RegisterDelayedCallback(env.CancelWorkflow, 7*time.Second)
+	env.ExecuteWorkflow(CapacityPoolName, PoolInput{Config: scalePools(), MaxHistory: 1 << 20})
+}
+
+func ids(as []admission.Allocation) []string {
+	out := []string{}
+	for _, a := range as {
+		out = append(out, a.Request.ID)
+	}
+	return out
+}
+
+// TestPoolCarriesItsStateAcrossContinueAsNew: a pool of 400 requests
+// continues as new, hands on a compact carry, and the next generation
+// answers status exactly as the last did. (Carries of thousands are
+// measured in pkg/admission's TestCarrySize.)
+func TestPoolCarriesItsStateAcrossContinueAsNew(t *testing.T) {
+	t.Parallel()
+	rec := &poolRecorder{}
+	env := newPoolEnv(t, rec)
+	small := scalePools()
+	small.Burst[0].MaxInstances = 100 // 300 admitted, 100 waiting
+	var before PoolStatus
+	env.RegisterDelayedCallback(func() {
+		for i := range 400 {
+			r := training(fmt.Sprintf("run-%04d", i), i%100, spec.Tiers[i%3])
+			r.Team = []string{"vision", "speech"}[i%2]
+			env.SignalWorkflow(SignalPoolRequest, r)
+		}
+	}, time.Second)
+	raised := ""
+	env.RegisterDelayedCallback(func() {
+		st := queryPool(t, env)
+		env.SignalWorkflow(SignalPoolPause, PoolRef{ID: st.Waiting[0].ID})
+		b := st.Running[len(st.Running)-1]
+		env.SignalWorkflow(SignalPoolBind, PoolBind{ID: b.Request.ID, Offering: b.Offerings[len(b.Offerings)-1]})
+	}, 2*time.Second)
+	env.RegisterDelayedCallback(func() {
+		before = queryPool(t, env)
+		env.SetContinueAsNewSuggested(true)
+		raised = before.Running[0].Request.ID
+		env.SignalWorkflow(SignalPoolPriority, PoolPriority{ID: raised, Priority: 99})
+	}, 3*time.Second)
+	env.ExecuteWorkflow(CapacityPoolName, PoolInput{Config: small, MaxHistory: 1 << 20})
+	var can *workflow.ContinueAsNewError
+	if err := env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("pool ended with %v; want a continue-as-new", err)
+	}
+	payload := can.Input.GetPayloads()[0]
+	if size := len(payload.GetData()); size > 64<<10 {
+		t.Errorf("the carry of 400 requests is %d bytes; want at most 64 KiB", size)
+	}
+	var next PoolInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	if next.State != nil || next.Carry == nil || next.Counts.Generation != 1 {
+		t.Fatalf("next input: state %v, carry %v, generation %d; want a carry only, generation 1", next.State != nil, next.Carry != nil, next.Counts.Generation)
+	}
+
+	env2 := newPoolEnv(t, &poolRecorder{})
+	var after PoolStatus
+	env2.RegisterDelayedCallback(func() { after = queryPool(t, env2) }, time.Second)
+	env2.RegisterDelayedCallback(env2.CancelWorkflow, 2*time.Second)
+	env2.ExecuteWorkflow(CapacityPoolName, next)
+	// One was raised just before the hand-off.
+	before.Running[0].Request.Priority = 99
+	if !slices.ContainsFunc(after.Waiting, func(q QueuedRequest) bool { return q.Paused }) || !slices.ContainsFunc(after.Running, func(a admission.Allocation) bool { return a.Bound }) {
+		t.Errorf("the pause and the bind did not come through the hand-off")
+	}
+	cmpStatus := cmp.Options{cmpopts.IgnoreFields(PoolStatus{}, "Generation", "History"), cmpopts.IgnoreFields(QueuedRequest{}, "EffectivePriority"), cmpopts.EquateEmpty(),
+		cmpopts.SortSlices(func(a, b QueuedRequest) bool { return a.ID < b.ID })}
+	if diff := cmp.Diff(after, before, cmpStatus); diff != "" {
+		t.Errorf("status after the hand-off got(-), before want(+):\n%s", diff)
+	}
+}
+
+// TestPoolGrantsGangsWholeAndTakesBackUnfilledOnes: a gang too large for
+// the base goes whole to one burst pool, its grant naming every node; it
+// binds two of its three nodes, and after the pools file's gang_timeout
+// the pool asks for the grant back; requeued, it is granted again.
+func TestPoolGrantsGangsWholeAndTakesBackUnfilledOnes(t *testing.T) {
+	t.Parallel()
+	rec := &poolRecorder{}
+	env := newPoolEnv(t, rec)
+	cfg := poolConfig()
+	cfg.Burst[0].MaxInstances = 4
+	cfg.GangTimeout = spec.Duration(5 * time.Minute)
+	g := training("gang", 50, spec.TierFlexible)
+	g.Resources.Nodes = 3
+	signalAt(env, time.Second, SignalPoolRequest, g)
+	env.RegisterDelayedCallback(func() {
+		grants, _ := rec.taken()
+		if len(grants) != 1 || grants[0].Layer != admission.BurstLayer || len(grants[0].Nodes) != 3 || grants[0].Pool != "cloud" {
+			t.Fatalf("grants %+v; want the gang's 3 nodes on burst", grants)
+		}
+		for rank := range 2 {
+			env.SignalWorkflow(SignalPoolBind, PoolBind{ID: "gang", Rank: rank, Offering: grants[0].Offerings[0]})
+		}
+	}, 2*time.Second)
+	var yields []YieldRequest
+	env.RegisterDelayedCallback(func() {
+		_, yields = rec.taken()
+		for _, y := range yields {
+			env.SignalWorkflow(SignalPoolYielded, PoolRef{ID: y.ID})
+		}
+	}, 7*time.Minute)
+	env.RegisterDelayedCallback(env.CancelWorkflow, 8*time.Minute)
+	env.ExecuteWorkflow(CapacityPoolName, PoolInput{Config: cfg})
+
+	if len(yields) != 1 || yields[0].ID != "gang" || !strings.Contains(yields[0].Reason, "2 of its 3 nodes") {
+		t.Errorf("yields %+v; want the gang asked for its grant back, 2 of 3 nodes acquired", yields)
+	}
+	if grants, _ := rec.taken(); len(grants) != 1 || len(grants[0].Nodes) != 3 {
+		t.Errorf("after the yield, grants %+v; want the gang granted again", grants)
+	}
+}
+
+// A pool generation recorded before gangs replays under the one-node
+// rules: a request of three nodes is granted one, as it was then.
+func TestPoolBeforeGangsGrantsOneNode(t *testing.T) {
+	t.Parallel()
+	rec := &poolRecorder{}
+	env := newPoolEnv(t, rec)
+	env.OnGetVersion(poolAtScaleVersion, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	g := training("gang", 50, spec.TierFlexible)
+	g.Resources.Nodes = 3
+	signalAt(env, time.Second, SignalPoolRequest, g)
+	env.RegisterDelayedCallback(env.CancelWorkflow, 2*time.Second)
+	env.ExecuteWorkflow(CapacityPoolName, PoolInput{Config: poolConfig()})
+	if len(rec.grants) != 1 || rec.grants[0].Layer != admission.BaseLayer || rec.grants[0].Nodes != nil {
+		t.Errorf("grants %+v; want one node on base", rec.grants)
+	}
+}
+
+// A grant that cannot be delivered (its owner is gone) gives the
+// capacity back, and the next request gets it.
+func TestPoolReleasesGrantsNotDelivered(t *testing.T) {
+	t.Parallel()
+	rec := &poolRecorder{gone: []string{"gone"}}
+	env := newPoolEnv(t, rec)
+	signalAt(env, time.Second, SignalPoolRequest, training("gone", 90, spec.TierCritical))
+	signalAt(env, time.Second, SignalPoolRequest, training("bursting", 80, spec.TierCritical))
+	signalAt(env, time.Second, SignalPoolRequest, training("next", 50, spec.TierCritical))
+	env.RegisterDelayedCallback(env.CancelWorkflow, 2*time.Second)
+	env.ExecuteWorkflow(CapacityPoolName, PoolInput{Config: poolConfig()})
+	want := []string{"grant bursting burst", "grant next base"}
+	if diff := cmp.Diff(rec.list(), want); diff != "" {
+		t.Errorf("got(-), want(+):\n%s", diff)
+	}
+}
+
+// Grants beyond the send window wait in the pool; when a generation ends
+// with grants still on their way it waits for those, and hands on the
+// rest unsent, which the next generation sends first.
+func TestPoolHandsOnWhatItHasNotSent(t *testing.T) {
+	t.Parallel()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(CapacityPool, workflow.RegisterOptions{Name: CapacityPoolName})
+	env.RegisterActivityWithOptions((&poolRecorder{}).EndedWorkflows, activity.RegisterOptions{Name: activities.EndedWorkflowsName})
+	var mu sync.Mutex
+	delivered := 0
+	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", SignalCapacityGranted, mock.Anything).After(time.Minute).Return(
+		func(_, _, _, _ string, _ any) error {
+			mu.Lock()
+			defer mu.Unlock()
+			delivered++
+			return nil
+		})
+	n := sendWindow + 100
+	env.RegisterDelayedCallback(func() {
+		for i := range n {
+			env.SignalWorkflow(SignalPoolRequest, training(fmt.Sprintf("run-%04d", i), 50, spec.TierCritical))
+		}
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		st := queryPool(t, env)
+		if st.Delivering != sendWindow || st.Unsent != 100 {
+			t.Errorf("delivering %d, unsent %d; want the window full and 100 waiting", st.Delivering, st.Unsent)
+		}
+		env.SetContinueAsNewSuggested(true)
+		env.SignalWorkflow(SignalPoolPause, PoolRef{ID: "none"})
+	}, 2*time.Second)
+	big := scalePools()
+	big.Burst[0].MaxInstances = 1000
+	env.ExecuteWorkflow(CapacityPoolName, PoolInput{Config: big, MaxHistory: 1 << 20})
+	var can *workflow.ContinueAsNewError
+	if err := env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("pool ended with %v; want a continue-as-new", err)
+	}
+	var next PoolInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	if delivered != sendWindow || len(next.Unsent) != 100 || next.Unsent[0].Yield != nil {
+		t.Errorf("delivered %d before the hand-off, %d handed on unsent; want the window's %d delivered, 100 grants handed on", delivered, len(next.Unsent), sendWindow)
+	}
+	rec := &poolRecorder{}
+	env2 := newPoolEnv(t, rec)
+	env2.RegisterDelayedCallback(env2.CancelWorkflow, time.Second)
+	env2.ExecuteWorkflow(CapacityPoolName, next)
+	if len(rec.grants) != 100 {
+		t.Errorf("the next generation sent %d grants; want the 100 handed on", len(rec.grants))
 	}
 }

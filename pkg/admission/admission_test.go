@@ -342,7 +342,7 @@ func TestBindCountsTheAcquiredPool(t *testing.T) {
 	s := New(c)
 	mustEnqueue(t, s, t0, job("a", 50, 8, spec.TierFlexible), job("b", 50, 4, spec.TierFlexible), job("c", 50, 1, spec.TierFlexible))
 	s.Admit(t0, nil)
-	if err := s.Bind("c", c.Burst[1].Offerings[0]); err != nil {
+	if err := s.BindNode("c", 0, c.Burst[1].Offerings[0]); err != nil {
 		t.Fatal(err)
 	}
 	mustEnqueue(t, s, t0, job("d", 50, 1, spec.TierFlexible))
@@ -410,10 +410,10 @@ func TestMovesBurstTrainingToFreedBase(t *testing.T) {
 	if moves := s.Moves(); len(moves) != 0 {
 		t.Fatalf("moves %v while base is full", ids(moves, allocID))
 	}
-	if err := s.Bind("spot", cfg.Burst[0].Offerings[0]); err != nil {
+	if err := s.BindNode("spot", 0, cfg.Burst[0].Offerings[0]); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Bind("ondemand", cfg.Burst[0].Offerings[1]); err != nil {
+	if err := s.BindNode("ondemand", 0, cfg.Burst[0].Offerings[1]); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Release("on-base"); err != nil {

@@ -1,6 +1,9 @@
 package admission
 
 import (
+	"slices"
+	"time"
+
 	"refuel/pkg/pool"
 )
 
@@ -9,38 +12,85 @@ import (
 // long as nothing that could use the base is waiting: burst capacity is
 // given back before base whenever load falls. Each move is a yield (the
 // run checkpoints and is requeued) after which Admit places it on base.
-// Allocations not yet bound to an instance, or already yielding, stay.
+// Allocations not yet bound to their instances, or already yielding,
+// stay; a gang moves only when machines for all its nodes are free.
 func (s *State) Moves() []Allocation {
 	for _, r := range s.Waiting {
 		if !r.Paused {
 			return nil
 		}
 	}
-	free := s.freeGPUs(true)
+	free := slices.Clone(s.holdings().freeY)
 	// Burst runs already yielding are requeued and will take free base
 	// first: count what they need as spoken for.
-	spoken := 0
+	spoken, left := 0, 0
 	for _, a := range s.Running {
 		if a.Layer == BurstLayer && a.Yielding {
-			spoken += a.GPUs()
+			spoken += a.GPUs() * a.NodeCount()
 		}
 	}
-	for _, n := range s.Nodes {
-		take := min(spoken, free[n.Name])
-		free[n.Name] -= take
+	for i := range s.Nodes {
+		take := min(spoken, free[i])
+		free[i] -= take
 		spoken -= take
+		left += max(free[i], 0)
+	}
+	if left == 0 {
+		return nil
 	}
 	var out []Allocation
+	failed := map[*shape]bool{}
 	for _, a := range ReleaseOrder(s.Running) {
-		if a.Layer != BurstLayer || a.Request.Kind != Training || !a.Bound || a.Yielding {
+		if a.Layer != BurstLayer || a.Request.Kind != Training || !a.Acquired() || a.Yielding {
 			continue
 		}
-		for i, n := range s.Nodes {
-			if free[n.Name] >= a.GPUs() && s.suits(a.Request, i) {
-				free[n.Name] -= a.GPUs()
-				out = append(out, a)
-				break
+		sh := s.shapeOf(a.Request)
+		if failed[sh] {
+			continue
+		}
+		picked := firstFit(sh, free)
+		if picked == nil {
+			failed[sh] = true // free base only shrinks from here
+			continue
+		}
+		for _, i := range picked {
+			free[i] -= a.GPUs()
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// firstFit is the first machines in inventory order with room for every
+// node of the shape, in one zone for a one-zone gang, or nil.
+func firstFit(sh *shape, free []int) []int {
+	for _, g := range sh.zones {
+		var fit []int
+		for _, i := range g {
+			if free[i] >= sh.gpus {
+				if fit = append(fit, i); len(fit) == sh.nodes {
+					return fit
+				}
 			}
+		}
+	}
+	return nil
+}
+
+// Unready are the burst gangs admitted at least the pools file's
+// gang_timeout before now that have not bound every node yet, nor been
+// asked to yield: the pool takes their grant back (a yield) and requeues
+// them, so capacity a gang cannot fill does not sit idle under it while
+// others wait. A base gang is exempt: its machines are the pool's own
+// and no market runs out of them.
+func (s *State) Unready(now time.Time) []Allocation {
+	if s.Rules < GangRules {
+		return nil
+	}
+	var out []Allocation
+	for _, a := range s.Running {
+		if a.Layer == BurstLayer && len(a.Nodes) > 0 && !a.Yielding && !a.Acquired() && now.Sub(a.AdmittedAt) >= s.Config.GangTimeoutOrDefault() {
+			out = append(out, a)
 		}
 	}
 	return out
@@ -51,4 +101,5 @@ func (s *State) Moves() []Allocation {
 // ends, and only new admissions follow the new file.
 func (s *State) Reconfigure(c pool.Config) {
 	s.Config, s.Nodes = c, c.Base.Inventory()
+	s.ix = nil
 }

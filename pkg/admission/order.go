@@ -28,12 +28,22 @@ func (s *State) Effective(r Request, now time.Time) float64 {
 // effective priority first, first come first served among equals. Paused
 // requests keep their place in it; Admit passes over them.
 func (s *State) Queue(now time.Time) []Request {
-	q := slices.Clone(s.Waiting)
-	slices.SortStableFunc(q, func(a, b Request) int {
-		if c := cmp.Compare(s.Effective(b, now), s.Effective(a, now)); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Seq, b.Seq)
+	// Each request's rank is computed once, not at every comparison.
+	type ranked struct {
+		effective float64
+		seq       int64
+		at        int
+	}
+	rs := make([]ranked, len(s.Waiting))
+	for i, r := range s.Waiting {
+		rs[i] = ranked{s.Effective(r, now), r.Seq, i}
+	}
+	slices.SortStableFunc(rs, func(a, b ranked) int {
+		return cmp.Or(cmp.Compare(b.effective, a.effective), cmp.Compare(a.seq, b.seq))
 	})
+	q := make([]Request, len(rs))
+	for i, r := range rs {
+		q[i] = s.Waiting[r.at]
+	}
 	return q
 }

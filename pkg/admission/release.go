@@ -35,7 +35,7 @@ func price(a Allocation) float64 {
 	if len(a.Offerings) == 0 {
 		return 0
 	}
-	return a.Offerings[0].PricePerHour
+	return a.Offerings[0].PricePerHour * float64(a.NodeCount())
 }
 
 func market(a Allocation) capacity.Market {

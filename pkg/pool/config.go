@@ -5,8 +5,10 @@
 package pool
 
 import (
+	"cmp"
 	"fmt"
 	"os"
+	"time"
 
 	"refuel/pkg/capacity"
 	"refuel/pkg/spec"
@@ -28,6 +30,38 @@ type Config struct {
 	// to before a higher priority may preempt it; 0 means at once. A run
 	// preempted right after its start has paid a restart for nothing.
 	PreemptAfter spec.Duration `json:"preempt_after,omitempty"`
+	// ReserveTimeout is how long the head of the queue, when it fits
+	// nowhere yet, may hold the capacity that could take it (idle
+	// machines included) from the requests behind it; then it is given
+	// back for as long, every request being placed where it fits, before
+	// the head reserves again. 0 means DefaultReserveTimeout. It keeps a
+	// gang that cannot gather its machines from holding them idle for
+	// ever, and two gangs from waiting on each other.
+	ReserveTimeout spec.Duration `json:"reserve_timeout,omitempty"`
+	// GangTimeout is how long a gang granted burst capacity has to
+	// acquire every node; a gang that has not is asked to give its grant
+	// back and is requeued, so instances it cannot fill (a market out of
+	// stock for all its nodes) go to others. 0 means DefaultGangTimeout.
+	GangTimeout spec.Duration `json:"gang_timeout,omitempty"`
+}
+
+// Defaults of the gang knobs: long enough for a market to launch
+// instances and for machines to drain, short enough that capacity held
+// for nothing comes back within a coffee break (Kueue's waitForPodsReady
+// waits 5 minutes by default).
+const (
+	DefaultReserveTimeout = 10 * time.Minute
+	DefaultGangTimeout    = 10 * time.Minute
+)
+
+// ReserveTimeoutOrDefault is ReserveTimeout, or its default when unset.
+func (c Config) ReserveTimeoutOrDefault() time.Duration {
+	return cmp.Or(c.ReserveTimeout.D(), DefaultReserveTimeout)
+}
+
+// GangTimeoutOrDefault is GangTimeout, or its default when unset.
+func (c Config) GangTimeoutOrDefault() time.Duration {
+	return cmp.Or(c.GangTimeout.D(), DefaultGangTimeout)
 }
 
 // DefaultAgingPerHour lets a priority-0 job waiting 5 h rank with a
@@ -83,15 +117,23 @@ type Node struct {
 }
 
 // Inventory lists the base machines: the named ones in order, then the
-// counted ones named <group>-<instance type>-<n>, n from 1.
+// counted ones named <group>-<instance type>-<n>, n from 1 and going on
+// through every count of the same instance type (one in each zone, say).
 func (b BaseGroup) Inventory() []Node {
 	var out []Node
 	for _, n := range b.Nodes {
 		out = append(out, Node(n))
 	}
+	return append(out, b.counted()...)
+}
+
+func (b BaseGroup) counted() []Node {
+	var out []Node
+	numbered := map[string]int{}
 	for _, c := range b.Counts {
-		for i := 1; i <= c.Count; i++ {
-			out = append(out, Node{Name: fmt.Sprintf("%s-%s-%d", b.Name, c.InstanceType, i), InstanceType: c.InstanceType, GPUs: c.GPUs, Zone: c.Zone, PricePerHour: c.PricePerHour})
+		for range c.Count {
+			numbered[c.InstanceType]++
+			out = append(out, Node{Name: fmt.Sprintf("%s-%s-%d", b.Name, c.InstanceType, numbered[c.InstanceType]), InstanceType: c.InstanceType, GPUs: c.GPUs, Zone: c.Zone, PricePerHour: c.PricePerHour})
 		}
 	}
 	return out

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -50,6 +51,31 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
+// Counts of one instance type in several zones number their machines
+// on from each other, so no two machines share a name.
+func TestInventoryNumbersCountsOfOneTypeOn(t *testing.T) {
+	b := BaseGroup{Name: "dc", Counts: []BaseCount{{InstanceType: "a100-8x", GPUs: 8, Count: 2, Zone: "z1"}, {InstanceType: "l4", GPUs: 1, Count: 1, Zone: "z1"}, {InstanceType: "a100-8x", GPUs: 8, Count: 1, Zone: "z2"}}}
+	var got []string
+	for _, n := range b.Inventory() {
+		got = append(got, n.Name+"@"+n.Zone)
+	}
+	want := []string{"dc-a100-8x-1@z1", "dc-a100-8x-2@z1", "dc-l4-1@z1", "dc-a100-8x-3@z2"}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("got(-), want(+):\n%s", diff)
+	}
+}
+
+func TestTimeoutsDefault(t *testing.T) {
+	var c Config
+	if c.ReserveTimeoutOrDefault() != DefaultReserveTimeout || c.GangTimeoutOrDefault() != DefaultGangTimeout {
+		t.Errorf("unset timeouts: %s, %s", c.ReserveTimeoutOrDefault(), c.GangTimeoutOrDefault())
+	}
+	c.ReserveTimeout, c.GangTimeout = spec.Duration(time.Minute), spec.Duration(time.Hour)
+	if c.ReserveTimeoutOrDefault() != time.Minute || c.GangTimeoutOrDefault() != time.Hour {
+		t.Errorf("set timeouts: %s, %s", c.ReserveTimeoutOrDefault(), c.GangTimeoutOrDefault())
+	}
+}
+
 func TestParseConfigFillsDefaults(t *testing.T) {
 	c, err := ParseConfig([]byte("base: {name: b, counts: [{instance_type: t, gpus: 1, count: 1}]}\n"))
 	if err != nil {
@@ -78,16 +104,22 @@ func TestValidateNamesEveryBadField(t *testing.T) {
 		"pool twice": {func(c *Config) {
 			c.Burst = append(c.Burst, BurstPool{Name: c.Burst[0].Name, Offerings: []capacity.Offering{odOffering}})
 		}, []string{"burst[1].name"}},
-		"pool cap":                      {func(c *Config) { c.Burst[0].MaxInstances = -1 }, []string{"burst[0].max_instances"}},
-		"no offerings":                  {func(c *Config) { c.Burst[0].Offerings = nil }, []string{"burst[0].offerings"}},
-		"offering market":               {func(c *Config) { c.Burst[0].Offerings[0].Market = capacity.Base }, []string{"burst[0].offerings[0].market"}},
-		"offering price":                {func(c *Config) { c.Burst[0].Offerings[0].PricePerHour = 0 }, []string{"burst[0].offerings[0].price_per_hour"}},
-		"offering gpus":                 {func(c *Config) { c.Burst[0].Offerings[1].GPUs = 0 }, []string{"burst[0].offerings[1].gpus"}},
-		"offering fields":               {func(c *Config) { c.Burst[0].Offerings[0].Provider, c.Burst[0].Offerings[0].Zone = "", "" }, []string{"burst[0].offerings[0].provider", "burst[0].offerings[0].zone"}},
-		"offering twice":                {func(c *Config) { c.Burst[0].Offerings[1] = c.Burst[0].Offerings[0] }, []string{"burst[0].offerings[1]"}},
-		"aging":                         {func(c *Config) { c.AgingPerHour = -1 }, []string{"aging_per_hour"}},
-		"preempt gap":                   {func(c *Config) { c.PreemptGap = 101 }, []string{"preempt_gap"}},
-		"preempt after":                 {func(c *Config) { c.PreemptAfter = -1 }, []string{"preempt_after"}},
+		"pool cap":        {func(c *Config) { c.Burst[0].MaxInstances = -1 }, []string{"burst[0].max_instances"}},
+		"no offerings":    {func(c *Config) { c.Burst[0].Offerings = nil }, []string{"burst[0].offerings"}},
+		"offering market": {func(c *Config) { c.Burst[0].Offerings[0].Market = capacity.Base }, []string{"burst[0].offerings[0].market"}},
+		"offering price":  {func(c *Config) { c.Burst[0].Offerings[0].PricePerHour = 0 }, []string{"burst[0].offerings[0].price_per_hour"}},
+		"offering gpus":   {func(c *Config) { c.Burst[0].Offerings[1].GPUs = 0 }, []string{"burst[0].offerings[1].gpus"}},
+		"offering fields": {func(c *Config) { c.Burst[0].Offerings[0].Provider, c.Burst[0].Offerings[0].Zone = "", "" }, []string{"burst[0].offerings[0].provider", "burst[0].offerings[0].zone"}},
+		"offering twice":  {func(c *Config) { c.Burst[0].Offerings[1] = c.Burst[0].Offerings[0] }, []string{"burst[0].offerings[1]"}},
+		"aging":           {func(c *Config) { c.AgingPerHour = -1 }, []string{"aging_per_hour"}},
+		"preempt gap":     {func(c *Config) { c.PreemptGap = 101 }, []string{"preempt_gap"}},
+		"preempt after":   {func(c *Config) { c.PreemptAfter = -1 }, []string{"preempt_after"}},
+		"reserve timeout": {func(c *Config) { c.ReserveTimeout = -1 }, []string{"reserve_timeout"}},
+		"gang timeout":    {func(c *Config) { c.GangTimeout = spec.Duration(25 * time.Hour) }, []string{"gang_timeout"}},
+		"node takes a later count's name": {func(c *Config) {
+			c.Base.Counts = append(c.Base.Counts, BaseCount{InstanceType: "l4-1x", GPUs: 1, Count: 1, Zone: "dc1-c"})
+			c.Base.Nodes[0].Name = "dc1-l4-1x-3"
+		}, []string{"base.nodes[0].name"}},
 		"no capacity at all":            {func(c *Config) { c.Base = BaseGroup{}; c.Burst = nil }, []string{"base"}},
 		"several at once":               {func(c *Config) { c.Base.Nodes[0].GPUs = -1; c.Burst[0].Offerings[0].Market = "reserved" }, []string{"base.nodes[0].gpus", "burst[0].offerings[0].market"}},
 		"burst without base is allowed": {func(c *Config) { c.Base = BaseGroup{}; c.AgingPerHour = -1 }, []string{"aging_per_hour"}},

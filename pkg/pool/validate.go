@@ -3,7 +3,7 @@ package pool
 import (
 	"fmt"
 	"regexp"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,6 +29,7 @@ const (
 	MaxInstances     = 10000
 	MaxAgingPerHour  = 1000
 	MaxPreemptAfter  = 7 * 24 * time.Hour
+	MaxTimeout       = 24 * time.Hour // reserve_timeout and gang_timeout
 )
 
 // Validate checks a normalised config and returns a *spec.ValidationError
@@ -53,10 +54,22 @@ func (c *Config) Validate() error {
 	case c.PreemptAfter.D() > MaxPreemptAfter:
 		ve.Add("preempt_after", fmt.Sprintf("%s is more than a week", c.PreemptAfter), "give at most 168h, e.g. 10m, or leave it out")
 	}
+	checkTimeout(ve, "reserve_timeout", c.ReserveTimeout, "how long the head of the queue may hold idle capacity for itself", DefaultReserveTimeout)
+	checkTimeout(ve, "gang_timeout", c.GangTimeout, "how long a gang granted burst capacity has to acquire every node", DefaultGangTimeout)
 	if c.AgingPerHour < 0 || c.AgingPerHour > MaxAgingPerHour {
 		ve.Add("aging_per_hour", fmt.Sprintf("%g is outside 0..%d", c.AgingPerHour, MaxAgingPerHour), fmt.Sprintf("give the priority gained per hour of waiting, e.g. %d", DefaultAgingPerHour))
 	}
 	return ve.Err()
+}
+
+func checkTimeout(ve *spec.ValidationError, field string, d spec.Duration, what string, def time.Duration) {
+	short := strings.TrimSuffix(def.String(), "0s") // 10m, not 10m0s
+	switch {
+	case d < 0:
+		ve.Add(field, fmt.Sprintf("%s is negative", d), fmt.Sprintf("give %s, e.g. %s, or leave it out for %s", what, short, short))
+	case d.D() > MaxTimeout:
+		ve.Add(field, fmt.Sprintf("%s is more than a day", d), fmt.Sprintf("give at most 24h, e.g. %s, or leave it out for %s", short, short))
+	}
 }
 
 func (c *Config) validateBurst(ve *spec.ValidationError) {
@@ -128,13 +141,11 @@ func (c *Config) validateBase(ve *spec.ValidationError) int {
 	}
 	// Counted machines are named after the group; a listed node must not
 	// take one of those names.
-	for _, cnt := range b.Counts {
-		prefix := fmt.Sprintf("%s-%s-", b.Name, cnt.InstanceType)
-		for _, n := range b.Nodes {
-			if i, err := strconv.Atoi(strings.TrimPrefix(n.Name, prefix)); err == nil && strings.HasPrefix(n.Name, prefix) &&
-				i >= 1 && i <= cnt.Count && n.Name == prefix+strconv.Itoa(i) {
-				ve.Add(names[n.Name], fmt.Sprintf("%q is also the name of a counted machine", n.Name), "rename the node")
-			}
+	valid := b
+	valid.Counts = slices.DeleteFunc(slices.Clone(b.Counts), func(c BaseCount) bool { return c.Count < 1 || c.Count > MaxBaseMachines })
+	for _, n := range valid.counted() {
+		if at, ok := names[n.Name]; ok {
+			ve.Add(at, fmt.Sprintf("%q is also the name of a counted machine", n.Name), "rename the node")
 		}
 	}
 	return machines
