@@ -118,6 +118,20 @@ type TrainingInput struct {
 	// signals: checkpoints in between are reported together. 0 reports
 	// each one.
 	SignalEvery time.Duration `json:"signal_every,omitempty"`
+	// Gang is the attempt's place in a gang of several nodes training
+	// together; zero for a run of one node.
+	Gang Gang `json:"gang,omitzero"`
+}
+
+// Gang is one node's place in a gang: its rank, how many nodes train
+// together, and where rank 0 listens for the others (the trainer
+// contract's REFUEL_NODE_RANK, REFUEL_NUM_NODES, REFUEL_MASTER_ADDR and
+// REFUEL_MASTER_PORT).
+type Gang struct {
+	Rank       int    `json:"rank"`
+	Nodes      int    `json:"nodes"`
+	MasterAddr string `json:"master_addr"`
+	MasterPort int    `json:"master_port"`
 }
 
 // ControlPush marks a TrainingInput stopped by StopTraining.

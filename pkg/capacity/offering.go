@@ -47,7 +47,10 @@ type Instance struct {
 	Offering Offering `json:"offering"`
 	// TaskQueue is the Temporal task queue the instance's node agent serves;
 	// activities sent there run on exactly this machine.
-	TaskQueue  string            `json:"task_queue"`
+	TaskQueue string `json:"task_queue"`
+	// Address is where the instance's peers reach it: its private IP on
+	// EC2, loopback for the local and simulated clouds' instances.
+	Address    string            `json:"address,omitempty"`
 	LaunchedAt time.Time         `json:"launched_at"`
 	Tags       map[string]string `json:"tags,omitempty"`
 }
