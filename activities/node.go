@@ -322,6 +322,12 @@ func (r *reporter) onEvent(e agent.Event) {
 				p.Checkpoint.WriteSeconds += q.Checkpoint.WriteSeconds
 			}
 		}
+		if p.Checkpoint != nil {
+			// Heartbeats carry the latest checkpoint too: a run whose
+			// instance goes silent learns of those not signalled yet.
+			latest := *p.Checkpoint
+			r.progress.Checkpoint = &latest
+		}
 		if r.signalEvery > 0 && e.Time.Sub(r.sentAt) < r.signalEvery {
 			r.pending = &p
 			r.mu.Unlock()

@@ -226,6 +226,7 @@ func (r *run) settle(ctx workflow.Context, e attemptEnd) error {
 			msg = e.err.Error()
 		}
 		cause := lossCause(e.err)
+		r.observeLastHeartbeat(e.err)
 		r.addFailure(ctx, cause, r.Lease.Offering().Key(), msg)
 		r.preempted(ctx, e, r.Status.Step, false)
 		return r.restart(ctx, cause, msg)
@@ -261,6 +262,25 @@ func (r *run) observeResult(ctx workflow.Context, e attemptEnd) {
 	}
 }
 
+// observeLastHeartbeat folds in what the agent of an attempt that went
+// silent last reported: the step it reached and its latest checkpoint,
+// which the run may not have been signalled yet (checkpoints close
+// together are told together). The work lost is counted from them.
+func (r *run) observeLastHeartbeat(err error) {
+	var timeout *temporal.TimeoutError
+	if !errors.As(err, &timeout) || !timeout.HasLastHeartbeatDetails() {
+		return
+	}
+	var last activities.Progress
+	if timeout.LastHeartbeatDetails(&last) != nil {
+		return
+	}
+	r.Status.Step = max(r.Status.Step, last.Step)
+	if c := last.Checkpoint; c != nil && (r.Status.LastCheckpoint == nil || c.Step > r.Status.LastCheckpoint.Step) {
+		r.Status.LastCheckpoint = c
+	}
+}
+
 // preempted records that the market took the run's instance and gives
 // back what is left of it; the loop then acquires a replacement, trying
 // this zone last, and resumes from the latest checkpoint.
@@ -292,14 +312,16 @@ func (r *run) preempted(ctx workflow.Context, e attemptEnd, atStep int64, withNo
 // past the last checkpoint, at the pace the attempt trained since it
 // started.
 func (r *run) lostWorkSeconds(now, started time.Time, atStep, ckptStep int64, withNotice bool) float64 {
+	if !withNotice && r.Status.LastCheckpoint != nil && r.Status.LastCheckpoint.Time.After(started) {
+		// Silent loss: everything since the last checkpoint is gone, the
+		// steps since its agent last reported included. (The checkpoint's
+		// time is the instance's clock, which may run ahead.)
+		return max(0, now.Sub(r.Status.LastCheckpoint.Time).Seconds())
+	}
 	if atStep <= ckptStep {
 		return 0
 	}
 	trained := now.Sub(started).Seconds()
-	if !withNotice && r.Status.LastCheckpoint != nil && r.Status.LastCheckpoint.Time.After(started) {
-		// Silent loss: everything since the last checkpoint is gone.
-		return now.Sub(r.Status.LastCheckpoint.Time).Seconds()
-	}
 	progressed := atStep - r.resumedFrom()
 	if progressed <= 0 || trained <= 0 {
 		return 0
