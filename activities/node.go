@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
 	"refuel/pkg/agent"
@@ -208,6 +210,7 @@ func (n *Node) train(ctx context.Context, in TrainingInput, store *checkpoint.St
 		Attempt:            in.Attempt,
 		CheckpointInterval: in.CheckpointInterval,
 		Store:              store,
+		RestartFromScratch: in.Spec.Checkpoint.RestartFromScratch,
 		Keep:               in.Spec.Checkpoint.Keep,
 		InstanceID:         n.InstanceID,
 		JobID:              in.Spec.ID,
@@ -215,6 +218,14 @@ func (n *Node) train(ctx context.Context, in TrainingInput, store *checkpoint.St
 		StopGrace:          in.StopGrace,
 		OnEvent:            rep.onEvent,
 	})
+	var none *checkpoint.NotFoundError
+	if errors.As(err, &none) && len(none.Skipped) > 0 {
+		// The run fails with class checkpoint: no retry brings the work
+		// back, and training from step 0 must be asked for.
+		return TrainingResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"%v, the newest: %v; put a good checkpoint back in the store, or set checkpoint.restart_from_scratch: true to train again from step 0",
+			none, none.Skipped[0]), "checkpoint", nil)
+	}
 	if err != nil {
 		return TrainingResult{}, err
 	}

@@ -3,7 +3,9 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +13,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +23,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 
 	"refuel/activities"
 	"refuel/controlplane"
@@ -563,4 +568,83 @@ func readStockLogs(t *testing.T, dataDir string) map[string]activities.StockLog 
 		t.Fatalf("stock-logs.json: %v", err)
 	}
 	return logs
+}
+
+// TestEveryCheckpointCorrupt pauses a run once it has checkpoints, spoils
+// every one of them in the store (a bucket's bit rot, or a trainer that
+// wrote garbage) and resumes it. Its new attempt finds none that verifies:
+// the run fails as a checkpoint failure rather than train again from
+// step 0 in silence, unless its spec says checkpoint.restart_from_scratch,
+// when it trains again from step 0 to the uninterrupted model.
+func TestEveryCheckpointCorrupt(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, func(c *controlplane.Config) { c.Workflows = killWorkflows() })
+	for name, fromScratch := range map[string]bool{"fails the run": false, "restart_from_scratch trains again": true} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			store := t.TempDir()
+			js := quickJob("corrupt-"+strconv.FormatBool(fromScratch), spec.TierFlexible)
+			js.Work, js.Checkpoint.URL, js.Checkpoint.RestartFromScratch = spec.Duration(4*time.Second), "file://"+store, fromScratch
+			run, err := jobs.Submit(ctx, s.Client, js)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := jobs.WaitFor(ctx, s.Client, js.ID, func(st workflows.Status) bool { return st.LastCheckpoint != nil }); err != nil {
+				t.Fatal(err)
+			}
+			if err := jobs.Pause(ctx, s.Client, js.ID); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := jobs.WaitFor(ctx, s.Client, js.ID, func(st workflows.Status) bool { return st.State == workflows.StatePaused && st.Instance == nil }); err != nil {
+				t.Fatal(err)
+			}
+			if n := spoilCheckpoints(t, filepath.Join(store, js.ID)); n == 0 {
+				t.Fatal("no checkpoint data in the store to spoil")
+			}
+			if err := jobs.Resume(ctx, s.Client, js.ID); err != nil {
+				t.Fatal(err)
+			}
+			var final workflows.Status
+			err = run.Get(ctx, &final)
+			st, _ := jobs.Status(ctx, s.Client, js.ID)
+			if fromScratch {
+				want := trainer.Train(trainer.Config{Steps: final.TotalSteps, Seed: trainer.DefaultSeed}).Digest()
+				if err != nil || final.State != workflows.StateCompleted || final.ModelDigest != want {
+					t.Fatalf("run ended %s (%v) with model %s; want completed from step 0 with %s", final.State, err, final.ModelDigest, want)
+				}
+				return
+			}
+			var app *temporal.ApplicationError
+			if !errors.As(err, &app) || app.Type() != "checkpoint" || !strings.Contains(err.Error(), "restart_from_scratch") {
+				t.Fatalf("run ended with %v (state %s); want a checkpoint failure saying restart_from_scratch", err, st.State)
+			}
+			t.Logf("the run failed: %v", err)
+			if !slices.ContainsFunc(st.Failures, func(f workflows.Failure) bool { return f.Class == "checkpoint" }) || st.Instance != nil {
+				t.Errorf("status %s, failures %+v, instance %v; want a checkpoint failure and no instance held", st.State, st.Failures, st.Instance)
+			}
+			if left, _ := s.Cloud.List(ctx, map[string]string{capacity.TagRun: js.ID}); len(left) != 0 {
+				t.Errorf("instances left running: %v", left)
+			}
+		})
+	}
+}
+
+// spoilCheckpoints overwrites every data file of every checkpoint under
+// dir (a job's prefix in a file:// store) and says how many it spoilt.
+func spoilCheckpoints(t *testing.T, dir string) int {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.Contains(path, string(filepath.Separator)+"data"+string(filepath.Separator)) {
+			return err
+		}
+		n++
+		return os.WriteFile(path, []byte("not the checkpoint it was"), 0o600)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
