@@ -43,3 +43,27 @@ func TestSilentLossCountsFromTheLastHeartbeat(t *testing.T) {
 		t.Errorf("restarts %+v, lost work %.3fs; want one instance lost and the %.3fs since the checkpoint", st.Restarts, st.LostWorkSecs, want)
 	}
 }
+
+// An agent that never picks the work up (its instance runs, but nothing
+// polls the instance's task queue) is a restart of cause agent, once the
+// training activity's schedule-to-start timeout passes; the run acquires
+// another instance and completes.
+func TestAgentThatNeverPollsIsARestart(t *testing.T) {
+	t.Parallel()
+	f := &fakeCloud{offerings: []capacity.Offering{spotA, spotB}}
+	env := newEnv(t, f)
+	env.OnActivity(activities.RunTrainingName, mock.Anything, mock.Anything).Return(
+		activities.TrainingResult{}, temporal.NewTimeoutError(enums.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)).Once()
+	env.OnActivity(activities.RunTrainingName, mock.Anything, mock.Anything).Return(f.RunTraining)
+	env.ExecuteWorkflow(TrainingRunName, job(spec.TierFlexible))
+	st, err := result(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StateCompleted || st.Restarts != (Restarts{Agent: 1}) || len(st.Failures) != 1 || st.Failures[0].Class != causeAgent {
+		t.Errorf("ended %s with restarts %+v, failures %+v; want completed after one agent restart", st.State, st.Restarts, st.Failures)
+	}
+	if len(f.acquired) != 2 || len(f.released) != 2 {
+		t.Errorf("%d instances acquired, %d released; want the silent one given back and a second", len(f.acquired), len(f.released))
+	}
+}
