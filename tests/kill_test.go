@@ -570,16 +570,48 @@ func readStockLogs(t *testing.T, dataDir string) map[string]activities.StockLog 
 	return logs
 }
 
-// TestEveryCheckpointCorrupt pauses a run once it has checkpoints, spoils
-// every one of them in the store (a bucket's bit rot, or a trainer that
-// wrote garbage) and resumes it. Its new attempt finds none that verifies:
-// the run fails as a checkpoint failure rather than train again from
-// step 0 in silence, unless its spec says checkpoint.restart_from_scratch,
-// when it trains again from step 0 to the uninterrupted model.
-func TestEveryCheckpointCorrupt(t *testing.T) {
+// TestCheckpointStoreFaults: the store a run's checkpoints are in fails it.
+//
+// Every checkpoint corrupt: a run is paused once it has checkpoints,
+// every one of them is spoilt in the store (a bucket's bit rot, or a
+// trainer that wrote garbage) and the run resumed. Its new attempt finds
+// none that verifies: the run fails as a checkpoint failure rather than
+// train again from step 0 in silence, unless its spec says
+// checkpoint.restart_from_scratch, when it trains again from step 0 to
+// the uninterrupted model.
+//
+// A store the agent cannot open: every attempt's agent fails, each a
+// restart of cause agent, until max_restarts; the run then fails saying
+// so, naming the store, with every instance given back.
+func TestCheckpointStoreFaults(t *testing.T) {
 	t.Parallel()
 	s := startStack(t, func(c *controlplane.Config) { c.Workflows = killWorkflows() })
-	for name, fromScratch := range map[string]bool{"fails the run": false, "restart_from_scratch trains again": true} {
+	t.Run("a store the agent cannot open", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		js := quickJob("unreachable-store", spec.TierFlexible)
+		one := 1
+		js.MaxRestarts, js.Checkpoint.URL = &one, "file:///proc/refuel-no-such-store"
+		run, err := jobs.Submit(ctx, s.Client, js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = run.Get(ctx, nil)
+		t.Logf("the run failed: %v", err)
+		var app *temporal.ApplicationError
+		if !errors.As(err, &app) || app.Type() != "AgentFailed" || !strings.Contains(err.Error(), "max_restarts 1") || !strings.Contains(err.Error(), "refuel-no-such-store") {
+			t.Fatalf("run ended with %v; want AgentFailed naming max_restarts and the store", err)
+		}
+		st, _ := jobs.Status(ctx, s.Client, js.ID)
+		if st.Restarts != (workflows.Restarts{Agent: 2}) || len(st.Ledger.Segments) != 2 {
+			t.Errorf("restarts %+v on %d instances; want 2 agent failures, one per instance", st.Restarts, len(st.Ledger.Segments))
+		}
+		if left, _ := s.Cloud.List(ctx, map[string]string{capacity.TagRun: js.ID}); len(left) != 0 {
+			t.Errorf("instances left running: %v", left)
+		}
+	})
+	for name, fromScratch := range map[string]bool{"every checkpoint corrupt fails the run": false, "every checkpoint corrupt, restart_from_scratch trains again": true} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
