@@ -360,7 +360,7 @@ func TestWorkerKilledMidAcquireAndMidRelease(t *testing.T) {
 	ids := []string{"storm-1", "storm-2", "storm-3", "storm-4"}
 	for _, id := range ids {
 		js := quickJob(id, spec.TierFlexible)
-		js.Work, js.Checkpoint.URL, js.Checkpoint.Interval = spec.Duration(20*time.Second), store, "1s"
+		js.Work, js.Checkpoint.URL, js.Checkpoint.Interval = spec.Duration(16*time.Second), store, "1s"
 		if _, err := jobs.Submit(ctx, c, js); err != nil {
 			t.Fatal(err)
 		}
