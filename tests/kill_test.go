@@ -42,7 +42,8 @@ import (
 // of a control-plane worker in the middle of a spot storm, and of the
 // whole embedded stack, each with runs in flight. Every run must end as
 // an uninterrupted one would (the same model), with every fault on its
-// record and nothing left running.
+// record and nothing left running. Then the faults of a checkpoint store:
+// one that cannot be opened, one whose every checkpoint is corrupt.
 
 // killHeartbeat is how long a training attempt may be silent before its
 // run counts the instance lost, in these tests (a minute by default): the
