@@ -147,6 +147,7 @@ func TestAgentKilledMidTraining(t *testing.T) {
 	if left, _ := s.Cloud.List(ctx, nil); len(left) != 0 {
 		t.Errorf("instances left running: %v", left)
 	}
+	recordHistory(t, s.Client, js.ID, "training-run-agent-killed")
 }
 
 // The test binary plays the whole embedded stack too, as a process of its
