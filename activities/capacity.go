@@ -90,7 +90,9 @@ func (a *Capacity) Acquire(ctx context.Context, req capacity.Request) (capacity.
 		sub := req
 		sub.Offerings = g.offerings
 		began := time.Now()
+		stop := heartbeatWhile(ctx)
 		inst, err := p.Acquire(ctx, sub)
+		stop()
 		timeAcquisition(ctx, g, inst, err, time.Since(began))
 		if err == nil {
 			recordAcquisition(ctx, g.provider, string(inst.Offering.Market), "acquired")
@@ -131,7 +133,9 @@ func (a *Capacity) Release(ctx context.Context, in ReleaseInput) error {
 	if p == nil {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no provider named %q on this worker", in.Instance.Offering.Provider), "UnknownProvider", nil)
 	}
+	stop := heartbeatWhile(ctx)
 	err := p.Release(ctx, in.Instance.ID)
+	stop()
 	if err != nil && !capacity.IsNotFound(err) {
 		return err
 	}
@@ -149,6 +153,45 @@ func (a *Capacity) Release(ctx context.Context, in ReleaseInput) error {
 		telemetry.LabelReason: string(in.Reason), telemetry.LabelMarket: string(in.Instance.Offering.Market), telemetry.LabelProvider: in.Instance.Offering.Provider,
 	}).Counter(telemetry.ReleasesTotal).Inc(1)
 	return nil
+}
+
+// CapacityHeartbeatTimeout is how long an Acquire or Release may go
+// without a heartbeat before Temporal counts its worker dead and retries
+// it on another: within seconds, rather than after the attempt's whole
+// timeout. The retry is safe: Acquire's idempotency token gets back the
+// instance the dead worker's call launched, and Release takes an
+// instance already gone as released.
+const CapacityHeartbeatTimeout = 20 * time.Second
+
+// heartbeatWhile records a heartbeat four times per the activity's
+// heartbeat timeout until stop is called, so a provider call that takes
+// minutes (a launch waiting for its instance to run, throttled retries)
+// shows its worker alive. Without a heartbeat timeout it does nothing.
+func heartbeatWhile(ctx context.Context) (stop func()) {
+	if !activity.IsActivity(ctx) || activity.GetInfo(ctx).HeartbeatTimeout <= 0 {
+		return func() {}
+	}
+	every := activity.GetInfo(ctx).HeartbeatTimeout / 4
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-ended
+	}
 }
 
 // Interrupt asks the provider holding an instance to reclaim it.

@@ -3,10 +3,19 @@ package activities
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"refuel/pkg/capacity"
 )
 
 // A mem:// checkpoint store lives in one process: a worker whose
@@ -35,5 +44,65 @@ func TestMemStoreOnlyWhereInstancesShareTheProcess(t *testing.T) {
 				t.Errorf("error %q: want a final error naming checkpoint.url and what to use", err)
 			}
 		})
+	}
+}
+
+// slow is a provider whose every call takes a while; its Release finds
+// the instance already gone.
+type slow struct {
+	describer
+	took time.Duration
+}
+
+func (s slow) Acquire(_ context.Context, req capacity.Request) (capacity.Instance, error) {
+	time.Sleep(s.took)
+	return capacity.Instance{ID: "i-slow", Offering: req.Offerings[0]}, nil
+}
+
+func (s slow) Release(_ context.Context, id string) error {
+	time.Sleep(s.took)
+	return &capacity.NotFoundError{ID: id}
+}
+
+// A provider call that outlasts the activity's heartbeat timeout many
+// times over is kept alive by heartbeats, so only a dead worker's call
+// is retried elsewhere; a release that finds the instance gone has
+// released it. The control, an activity as slow that does not
+// heartbeat, times out.
+func TestCapacityCallsHeartbeatWhileTheProviderWorks(t *testing.T) {
+	const heartbeat = 100 * time.Millisecond
+	offering := capacity.Offering{Provider: "fake", InstanceType: "gpu", Zone: "a", Market: capacity.Spot, GPUs: 1}
+	a := &Capacity{Providers: []capacity.Provider{slow{took: 4 * heartbeat}}}
+	silent := func(context.Context) error { time.Sleep(4 * heartbeat); return nil }
+	calls := func(ctx workflow.Context) (string, error) {
+		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: time.Minute, HeartbeatTimeout: heartbeat,
+			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+		})
+		var inst capacity.Instance
+		if err := workflow.ExecuteActivity(ctx, a.Acquire, capacity.Request{RunID: "r", Attempt: 1, Offerings: []capacity.Offering{offering}}).Get(ctx, &inst); err != nil {
+			return "", err
+		}
+		if err := workflow.ExecuteActivity(ctx, a.Release, ReleaseInput{Instance: inst, Reason: ReleaseCompleted}).Get(ctx, nil); err != nil {
+			return "", err
+		}
+		var timeout *temporal.TimeoutError
+		if err := workflow.ExecuteActivity(ctx, silent).Get(ctx, nil); !errors.As(err, &timeout) || timeout.TimeoutType() != enums.TIMEOUT_TYPE_HEARTBEAT {
+			return "", fmt.Errorf("an activity as slow without heartbeats ended with %v; want a heartbeat timeout", err)
+		}
+		return inst.ID, nil
+	}
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterActivity(a)
+	env.RegisterActivity(silent)
+	env.ExecuteWorkflow(calls)
+	var id string
+	if err := env.GetWorkflowResult(&id); err != nil {
+		t.Fatal(err)
+	}
+	if id != "i-slow" {
+		t.Errorf("acquired %q; want i-slow", id)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
 	"refuel/pkg/agent"
@@ -217,6 +218,7 @@ func (n *Node) train(ctx context.Context, in TrainingInput, store *checkpoint.St
 		Attempt:            in.Attempt,
 		CheckpointInterval: in.CheckpointInterval,
 		Store:              store,
+		RestartFromScratch: in.Spec.Checkpoint.RestartFromScratch,
 		Keep:               in.Spec.Checkpoint.Keep,
 		InstanceID:         n.InstanceID,
 		JobID:              in.Spec.ID,
@@ -231,6 +233,14 @@ func (n *Node) train(ctx context.Context, in TrainingInput, store *checkpoint.St
 		// The instance is gone: like a machine without power, it answers
 		// nothing, and the run learns it from the missing heartbeats.
 		return TrainingResult{}, activity.ErrResultPending
+	}
+	var none *checkpoint.NotFoundError
+	if errors.As(err, &none) && len(none.Skipped) > 0 {
+		// The run fails with class checkpoint: no retry brings the work
+		// back, and training from step 0 must be asked for.
+		return TrainingResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"%v, the newest: %v; put a good checkpoint back in the store, or set checkpoint.restart_from_scratch: true to train again from step 0",
+			none, none.Skipped[0]), "checkpoint", nil)
 	}
 	if err != nil {
 		return TrainingResult{}, err
@@ -338,6 +348,12 @@ func (r *reporter) onEvent(e agent.Event) {
 			if p.Checkpoint != nil && q.Checkpoint != nil {
 				p.Checkpoint.WriteSeconds += q.Checkpoint.WriteSeconds
 			}
+		}
+		if p.Checkpoint != nil {
+			// Heartbeats carry the latest checkpoint too: a run whose
+			// instance goes silent learns of those not signalled yet.
+			latest := *p.Checkpoint
+			r.progress.Checkpoint = &latest
 		}
 		if r.signalEvery > 0 && e.Time.Sub(r.sentAt) < r.signalEvery {
 			r.pending = &p

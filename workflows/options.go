@@ -135,6 +135,10 @@ func acquireOptions(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           TaskQueue,
 		StartToCloseTimeout: activities.AcquireAttemptTimeout,
+		// The activity heartbeats while the provider works: a worker that
+		// dies mid-acquire has it retried elsewhere within seconds, and
+		// the idempotency token returns what the first try launched.
+		HeartbeatTimeout: activities.CapacityHeartbeatTimeout,
 		// With its retries an acquisition ends within the time the janitor
 		// leaves a new instance alone.
 		ScheduleToCloseTimeout: activities.MaxAcquireTime,
@@ -155,11 +159,13 @@ func marketOptions(ctx workflow.Context) workflow.Context {
 }
 
 // releaseOptions retry for as long as it takes: an instance must never be
-// left running because one call failed.
+// left running because one call failed, or because the worker making it
+// died (the heartbeat has another worker retry within seconds).
 func releaseOptions(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           TaskQueue,
 		StartToCloseTimeout: time.Minute,
+		HeartbeatTimeout:    activities.CapacityHeartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute},
 	})
 }

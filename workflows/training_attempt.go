@@ -67,6 +67,10 @@ type attemptEnd struct {
 	err     error
 	started time.Time
 	cause   stopCause
+	// silent is set when the instance was lost without a word and its
+	// agent's last heartbeat was heard: everything since the latest
+	// checkpoint is lost.
+	silent bool
 }
 
 // train runs the job on the run's lease until the attempt ends. A market
@@ -226,6 +230,12 @@ func (r *run) settle(ctx workflow.Context, e attemptEnd) error {
 			msg = e.err.Error()
 		}
 		cause := lossCause(e.err)
+		// Runs recorded before it counted a silent loss from their own
+		// record, which checkpoints reach in batches: often no work lost.
+		if workflow.GetVersion(ctx, silentLossVersion, workflow.DefaultVersion, 1) >= 1 {
+			r.observeLastHeartbeat(e.err)
+			e.silent = true
+		}
 		r.addFailure(ctx, cause, r.Lease.Offering().Key(), msg)
 		r.preempted(ctx, e, r.Status.Step, false)
 		return r.restart(ctx, cause, msg)
@@ -261,6 +271,30 @@ func (r *run) observeResult(ctx workflow.Context, e attemptEnd) {
 	}
 }
 
+// silentLossVersion marks runs that count an instance lost without a
+// word from what its agent last reported (observeLastHeartbeat), the
+// work since the latest checkpoint lost.
+const silentLossVersion = "silent-loss-from-heartbeat"
+
+// observeLastHeartbeat folds in what the agent of an attempt that went
+// silent last reported: the step it reached and its latest checkpoint,
+// which the run may not have been signalled yet (checkpoints close
+// together are told together). The work lost is counted from them.
+func (r *run) observeLastHeartbeat(err error) {
+	var timeout *temporal.TimeoutError
+	if !errors.As(err, &timeout) || !timeout.HasLastHeartbeatDetails() {
+		return
+	}
+	var last activities.Progress
+	if timeout.LastHeartbeatDetails(&last) != nil {
+		return
+	}
+	r.Status.Step = max(r.Status.Step, last.Step)
+	if c := last.Checkpoint; c != nil && (r.Status.LastCheckpoint == nil || c.Step > r.Status.LastCheckpoint.Step) {
+		r.Status.LastCheckpoint = c
+	}
+}
+
 // preempted records that the market took the run's instance and gives
 // back what is left of it; the loop then acquires a replacement, trying
 // this zone last, and resumes from the latest checkpoint.
@@ -271,7 +305,7 @@ func (r *run) preempted(ctx workflow.Context, e attemptEnd, atStep int64, withNo
 	if r.Status.LastCheckpoint != nil {
 		ckptStep = r.Status.LastCheckpoint.Step
 	}
-	lost := r.lostWorkSeconds(now, e.started, atStep, ckptStep, withNotice)
+	lost := r.lostWorkSeconds(now, e, atStep, ckptStep, withNotice)
 	r.Ledger.AddLostWork(l.Instance.ID, lost)
 	r.Status.Preemptions++
 	r.Status.LostWorkSecs += lost
@@ -291,14 +325,21 @@ func (r *run) preempted(ctx workflow.Context, e attemptEnd, atStep int64, withNo
 // lostWorkSeconds estimates the compute that must be redone: the steps
 // past the last checkpoint, at the pace the attempt trained since it
 // started.
-func (r *run) lostWorkSeconds(now, started time.Time, atStep, ckptStep int64, withNotice bool) float64 {
+func (r *run) lostWorkSeconds(now time.Time, e attemptEnd, atStep, ckptStep int64, withNotice bool) float64 {
+	ckpt := r.Status.LastCheckpoint
+	if e.silent && ckpt != nil && ckpt.Time.After(e.started) {
+		// Everything since the latest checkpoint is gone, the steps since
+		// its agent last reported included. (The checkpoint's time is the
+		// instance's clock, which may run ahead.)
+		return max(0, now.Sub(ckpt.Time).Seconds())
+	}
 	if atStep <= ckptStep {
 		return 0
 	}
-	trained := now.Sub(started).Seconds()
-	if !withNotice && r.Status.LastCheckpoint != nil && r.Status.LastCheckpoint.Time.After(started) {
-		// Silent loss: everything since the last checkpoint is gone.
-		return now.Sub(r.Status.LastCheckpoint.Time).Seconds()
+	trained := now.Sub(e.started).Seconds()
+	if !withNotice && ckpt != nil && ckpt.Time.After(e.started) {
+		// A silent loss of a run recorded before silentLossVersion.
+		return now.Sub(ckpt.Time).Seconds()
 	}
 	progressed := atStep - r.resumedFrom()
 	if progressed <= 0 || trained <= 0 {

@@ -47,6 +47,11 @@ type Config struct {
 	Logs LogOptions
 
 	Store *checkpoint.Store
+	// RestartFromScratch lets the trainer start from step 0 when the store
+	// holds checkpoints of which none verifies; otherwise the attempt
+	// fails with *checkpoint.NotFoundError listing them, rather than throw
+	// their work away in silence.
+	RestartFromScratch bool
 	// Keep is how many good checkpoints stay in the store; at least one.
 	Keep       int
 	InstanceID string
@@ -301,11 +306,13 @@ func (r *run) prepare(ctx context.Context) error {
 	}
 	// Restore verifies while it downloads, so a corrupt checkpoint costs one
 	// download before falling back to the one before it.
+	var skipped []*checkpoint.CorruptError
 	for _, m := range ms {
 		err := r.cfg.Store.Restore(ctx, m, filepath.Join(dir, stepName(m.Step)))
 		var corrupt *checkpoint.CorruptError
 		if errors.As(err, &corrupt) {
 			r.say("skipping checkpoint step %d: %v", m.Step, corrupt)
+			skipped = append(skipped, corrupt)
 			continue
 		}
 		if err != nil {
@@ -314,6 +321,10 @@ func (r *run) prepare(ctx context.Context) error {
 		r.emit(Event{Kind: EventRestored, Step: m.Step, Checkpoint: &m})
 		r.say("restored checkpoint step %d from %s", m.Step, r.cfg.Store.StepURL(m.Step))
 		return nil
+	}
+	if len(skipped) > 0 && !r.cfg.RestartFromScratch {
+		r.say("no checkpoint in %s verifies (%d corrupt): the trainer does not start", r.cfg.Store.URL(), len(skipped))
+		return &checkpoint.NotFoundError{URL: r.cfg.Store.URL(), Skipped: skipped}
 	}
 	r.say("no checkpoint in %s: the trainer starts from scratch", r.cfg.Store.URL())
 	return nil

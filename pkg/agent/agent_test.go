@@ -564,3 +564,34 @@ func TestLocalSteps(t *testing.T) {
 		t.Errorf("localSteps (-want +got):\n%s", diff)
 	}
 }
+
+// When every checkpoint in the store is corrupt the trainer is not
+// started from step 0 behind the run's back: the attempt fails, listing
+// them, unless RestartFromScratch asks for exactly that.
+func TestRunRefusesToTrainOverCorruptCheckpoints(t *testing.T) {
+	for name, fromScratch := range map[string]bool{"fails": false, "restart from scratch": true} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			for _, step := range []int64{5, 7} {
+				h.seed(step)
+				h.corrupt(step)
+			}
+			cfg := h.config("complete", "FAKE_STEPS=3")
+			cfg.RestartFromScratch = fromScratch
+			res, err := h.run(context.Background(), cfg)()
+			if fromScratch {
+				if err != nil || res.Outcome != Completed || !strings.HasPrefix(h.stdout.String(), "RESUMED step=0 state=\n") {
+					t.Fatalf("Run = %s, %v; trainer output %q; want a completion from step 0", res.Outcome, err, h.stdout.String())
+				}
+				return
+			}
+			var none *checkpoint.NotFoundError
+			if !errors.As(err, &none) || len(none.Skipped) != 2 || none.Skipped[0].Step != 7 {
+				t.Fatalf("Run = %v; want a NotFoundError skipping steps 7 and 5", err)
+			}
+			if h.stdout.Len() != 0 {
+				t.Errorf("the trainer ran: %q", h.stdout.String())
+			}
+		})
+	}
+}
