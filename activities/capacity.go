@@ -62,6 +62,10 @@ func (a *Capacity) ListOfferings(ctx context.Context, in OfferingsInput) ([]capa
 	var out []capacity.Offering
 	for _, p := range providers {
 		os, err := p.Offerings(ctx, in.Resources)
+		if err != nil && len(capacity.Failures(err)) > 0 && capacity.Permanent(capacity.ClassOf(err)) {
+			// Refuel's configuration, not the market: no retry cures it.
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s offerings: %s", p.Name(), capacity.Summary(err)), string(capacity.ClassOf(err)), nil)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s offerings: %w", p.Name(), err)
 		}

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"refuel/pkg/capacity"
+	"refuel/pkg/spec"
 )
 
 // A mem:// checkpoint store lives in one process: a worker whose
@@ -104,5 +105,37 @@ func TestCapacityCallsHeartbeatWhileTheProviderWorks(t *testing.T) {
 	}
 	if id != "i-slow" {
 		t.Errorf("acquired %q; want i-slow", id)
+	}
+}
+
+// offeringsFail is a provider whose listing fails as it says.
+type offeringsFail struct {
+	describer
+	err error
+}
+
+func (p offeringsFail) Offerings(context.Context, spec.Resources) ([]capacity.Offering, error) {
+	return nil, p.err
+}
+
+// A provider's listing refused for refuel's configuration ends the run at
+// once, typed by the class; any other failure is left to the retries.
+func TestListingRefusedForConfigIsFinal(t *testing.T) {
+	for name, tc := range map[string]struct {
+		err   error
+		final bool
+	}{
+		"credentials refused": {capacity.NewError(capacity.Config, capacity.Offering{Provider: "fake"}, "AuthFailure", "check the access key"), true},
+		"network down":        {errors.New("connection refused"), false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := &Capacity{Providers: []capacity.Provider{offeringsFail{err: tc.err}}}
+			_, err := a.ListOfferings(context.Background(), OfferingsInput{})
+			var app *temporal.ApplicationError
+			final := errors.As(err, &app) && app.NonRetryable() && app.Type() == string(capacity.Config)
+			if final != tc.final {
+				t.Errorf("error %v: final %v, want %v", err, final, tc.final)
+			}
+		})
 	}
 }

@@ -10,13 +10,14 @@ import (
 	"refuel/pkg/capacity"
 	"refuel/pkg/cloud/sim"
 	"refuel/pkg/cloud/sim/ec2api"
+	"refuel/pkg/spec"
 	"refuel/pkg/trace"
 )
 
 // simEndpoint serves a sim without agents over EC2's API, whose only
 // launch template is refuel-node, and returns a provider for it whose
 // configuration edit changes.
-func simEndpoint(t *testing.T, edit func(*Config)) *Cloud {
+func simEndpoint(t *testing.T, edit func(*Config), opts ...ec2api.Option) *Cloud {
 	t.Helper()
 	cloud, err := sim.New(sim.Config{Pools: []sim.PoolConfig{
 		{Pool: sim.Pool{Zone: "us-east-1a", InstanceType: "p3.2xlarge"}, Spot: &trace.Trace{Gap: 10 * time.Minute, Points: []int{4}}},
@@ -24,7 +25,7 @@ func simEndpoint(t *testing.T, edit func(*Config)) *Cloud {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := ec2api.New(cloud, nil)
+	h := ec2api.New(cloud, nil, opts...)
 	h.SetLaunchTemplates("refuel-node")
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() {
@@ -90,5 +91,16 @@ func TestConfigFailuresAgainstTheSimEndpoint(t *testing.T) {
 				t.Errorf("class %s is retryable; nothing but a fix cures it", capacity.ClassOf(err))
 			}
 		})
+	}
+}
+
+// Credentials the cloud refuses fail listing the offerings as class
+// config, saying what to fix, so a run fails at once instead of
+// retrying what no retry cures.
+func TestRefusedCredentialsAreConfig(t *testing.T) {
+	c := simEndpoint(t, func(cfg *Config) { cfg.SecretAccessKey = "not-the-secret" }, ec2api.WithCredentials("test", "the-secret"))
+	_, err := c.Offerings(context.Background(), spec.Resources{GPUs: 1})
+	if got := capacity.ClassOf(err); got != capacity.Config || !strings.Contains(err.Error(), "AuthFailure") || !strings.Contains(err.Error(), "check the access key") {
+		t.Fatalf("Offerings with a wrong secret: class %s, %v; want config, AuthFailure and what to check", got, err)
 	}
 }

@@ -115,10 +115,17 @@ func (c *Cloud) hint(code, message string) string {
 
 // wrap says what failed and, when refuel's configuration is the cause,
 // what to fix; err stays reachable through errors.As.
+// A failure of refuel's own configuration (credentials, permissions)
+// comes back classified config, so whoever asked fails at once saying
+// what to fix rather than retrying.
 func (c *Cloud) wrap(err error, format string, args ...any) error {
 	what := fmt.Sprintf(format, args...)
 	code, message := apiCode(err)
-	if h := c.hint(code, message); h != "" {
+	h := c.hint(code, message)
+	if ClassOf(code, message) == capacity.Config {
+		return errors.Join(capacity.NewError(capacity.Config, capacity.Offering{Provider: c.Name()}, code, "%s: %s (%s)", what, message, h), err)
+	}
+	if h != "" {
 		return fmt.Errorf("%s: %w (%s)", what, err, h)
 	}
 	return fmt.Errorf("%s: %w", what, err)
