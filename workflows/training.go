@@ -47,16 +47,20 @@ func (w *Workflows) TrainingRun(ctx workflow.Context, input json.RawMessage, car
 		}
 	}
 	for !r.finished {
-		if err := r.admit(ctx); err != nil {
-			return r.end(ctx, err)
-		}
-		// The first instance, or the replacement of one the market took.
-		lease, err := r.acquire(ctx)
-		if err != nil {
-			return r.end(ctx, err)
-		}
-		if lease == nil {
-			continue // paused, asked to yield, or the market's next decision is due
+		// A gang whose lost nodes were replaced holds its instances: it
+		// trains on without being admitted or acquiring again.
+		if r.Lease == nil {
+			if err := r.admit(ctx); err != nil {
+				return r.end(ctx, err)
+			}
+			// The first instance, or the replacement of one the market took.
+			lease, err := r.acquire(ctx)
+			if err != nil {
+				return r.end(ctx, err)
+			}
+			if lease == nil {
+				continue // paused, asked to yield, or the market's next decision is due
+			}
 		}
 		// Resume from the latest checkpoint and train until the attempt
 		// ends: completed, preempted, stopped, or the instance lost.
@@ -86,8 +90,10 @@ type run struct {
 	market market
 	// standby is an instance acquired to change over to, not yet in use.
 	standby *Lease
-	// attempt is the training attempt under way on lease, if any.
+	// attempt is the training attempt under way on lease, if any; peers
+	// are those of a gang's other ranks.
 	attempt *attempt
+	peers   []*attempt
 	// finished is set when the work is done: the trainer completed, or
 	// the market's account says so. The run then ends.
 	finished bool
@@ -222,16 +228,22 @@ func (r *run) acquire(ctx workflow.Context) (*Lease, error) {
 		}
 		r.enter(ctx, StateAcquiring)
 		lease, err := r.Leases.acquire(ctx, r.owner(), ask.leaseAsk)
+		var details []activities.FailureDetail
 		if err == nil {
 			r.UnclassifiedWaits = 0
 			r.use(ctx, lease)
 			r.market.acquired(ctx, r, lease)
-			return lease, nil
+			if details = r.acquirePeers(ctx, *ask); details == nil {
+				return lease, nil
+			}
 		}
 		if ctx.Err() != nil {
 			return nil, temporal.NewCanceledError()
 		}
-		again, err := r.market.failed(ctx, r, *ask, r.recordFailures(ctx, err), &backoff)
+		if details == nil {
+			details = r.recordFailures(ctx, err)
+		}
+		again, err := r.market.failed(ctx, r, *ask, details, &backoff)
 		if err != nil || !again {
 			return nil, err
 		}
@@ -284,6 +296,7 @@ func (r *run) release(ctx workflow.Context, reason activities.ReleaseReason) {
 	if r.Lease == nil {
 		return
 	}
+	r.releasePeers(ctx, reason)
 	r.Leases.release(ctx, r.Lease, reason)
 	r.Lease = nil
 	r.Status.CostUSD = r.Ledger.CostUSD(workflow.Now(ctx))

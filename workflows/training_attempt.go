@@ -110,6 +110,12 @@ func (r *run) startAttempt(ctx workflow.Context) {
 		Spec: r.spec, Attempt: l.Attempt, InstanceID: l.Instance.ID, CheckpointURL: r.spec.Checkpoint.URL,
 		CheckpointInterval: r.checkpointInterval(ctx), StopGrace: r.opts.StopGrace,
 	}
+	if r.nodes() > 1 {
+		r.Attempts++
+		in.Attempt = r.Attempts
+		r.startGang(ctx, in, started)
+		return
+	}
 	r.launchAttempt(ctx, in, started)
 }
 
@@ -117,7 +123,12 @@ func (r *run) startAttempt(ctx workflow.Context) {
 // trainer, or, for a run that continued as new while it trained, to
 // attach to the trainer still running.
 func (r *run) launchAttempt(ctx workflow.Context, in activities.TrainingInput, started time.Time) {
-	l := r.Lease
+	r.attempt = r.launchOn(ctx, r.Lease, in, started)
+	r.watchBudget(ctx, r.attempt)
+}
+
+// launchOn schedules RunTraining on one lease's instance.
+func (r *run) launchOn(ctx workflow.Context, l *Lease, in activities.TrainingInput, started time.Time) *attempt {
 	a := &attempt{lease: l, in: in, started: started}
 	actx := titled(trainingOptions(ctx, l.Instance.TaskQueue, r.spec.Work.D(), r.opts),
 		"train attempt "+strconv.Itoa(l.Attempt)+" on "+l.Instance.ID+" ("+offeringName(l.Offering())+") from the latest checkpoint")
@@ -135,8 +146,7 @@ func (r *run) launchAttempt(ctx workflow.Context, in activities.TrainingInput, s
 		actx, a.cancel = workflow.WithCancel(actx)
 	}
 	a.result = workflow.ExecuteActivity(actx, activities.RunTrainingName, a.in)
-	r.attempt = a
-	r.watchBudget(ctx, a)
+	return a
 }
 
 // attemptResult waits for the training attempt to end.
@@ -176,6 +186,9 @@ func (r *run) stopAttempt(ctx workflow.Context, cause stopCause) attemptEnd {
 func (r *run) settle(ctx workflow.Context, e attemptEnd) error {
 	if ctx.Err() != nil {
 		return temporal.NewCanceledError()
+	}
+	if r.nodes() > 1 {
+		return r.settleGang(ctx, e)
 	}
 	r.observeResult(ctx, e)
 	switch e.cause {

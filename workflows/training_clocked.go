@@ -91,7 +91,7 @@ type MarketDecision struct {
 // whatever the market does, and a run spread over several providers keeps
 // wall time.
 func openClockedMarket(ctx workflow.Context, r *run) (*clockedMarket, error) {
-	if !r.spec.Tier.AllowsSpot() || workflow.GetVersion(ctx, marketClockVersion, workflow.DefaultVersion, 1) < 1 {
+	if !r.spec.Tier.AllowsSpot() || r.nodes() > 1 || workflow.GetVersion(ctx, marketClockVersion, workflow.DefaultVersion, 1) < 1 {
 		return nil, nil
 	}
 	m := &clockedMarket{policy: policy.Name(r.spec.Policy)}

@@ -53,6 +53,9 @@ func (r *run) historyFull(ctx workflow.Context) bool {
 func (r *run) continueTraining(ctx workflow.Context) error {
 	a := r.attempt
 	r.Training = &CarriedAttempt{Started: a.started, Interval: a.in.CheckpointInterval}
+	if r.nodes() > 1 {
+		r.Training.Attempt = a.in.Attempt
+	}
 	return r.continueAsNew(ctx)
 }
 
@@ -66,7 +69,12 @@ func (r *run) resumeTraining(ctx workflow.Context) (attemptEnd, error) {
 		CheckpointInterval: t.Interval, StopGrace: r.opts.StopGrace,
 	}
 	r.Training = nil
-	r.launchAttempt(ctx, in, t.Started)
+	if t.Attempt > 0 {
+		in.Attempt = t.Attempt
+		r.startGang(ctx, in, t.Started)
+	} else {
+		r.launchAttempt(ctx, in, t.Started)
+	}
 	if r.held(ctx) || r.yieldAsked() {
 		r.attempt.stop()
 	}

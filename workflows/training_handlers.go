@@ -102,8 +102,9 @@ func (r *run) pause() {
 // onProgress folds a node agent's report into status. Reports from
 // another attempt (a late signal from a lost instance) are ignored.
 func (r *run) onProgress(ctx workflow.Context, p activities.Progress) {
+	// A gang's other ranks report too: the run follows rank 0.
 	a := r.attempt
-	if a == nil || p.Attempt != a.lease.Attempt {
+	if a == nil || p.Attempt != a.in.Attempt || p.InstanceID != "" && p.InstanceID != a.lease.Instance.ID {
 		return
 	}
 	r.Status.Step = max(r.Status.Step, p.Step)
@@ -144,6 +145,7 @@ func (r *run) snapshot(ctx workflow.Context) Status {
 	if r.Lease != nil {
 		s.Instance = r.Lease.Ref()
 	}
+	s.Nodes = r.nodeStatus()
 	now := workflow.Now(ctx)
 	s.CostUSD = r.Ledger.CostUSD(now)
 	s.Cost = r.Ledger.Breakdown(now)

@@ -58,6 +58,23 @@ func lossCause(err error) string {
 // jitter, so runs that failed together do not come back together): a
 // fault that repeats costs a few instances, not an endless loop of them.
 func (r *run) restart(ctx workflow.Context, cause, msg string) error {
+	if err := r.countRestart(cause, msg); err != nil {
+		return err
+	}
+	if workflow.GetVersion(ctx, restartBackoffVersion, workflow.DefaultVersion, 1) < 1 {
+		return nil
+	}
+	c := r.Status.Restarts
+	wait := jittered(r.opts.RestartBackoff<<min(c.Total()-1, 10), r.identity, r.Attempts)
+	wait = min(wait, r.opts.MaxRestartBackoff)
+	workflow.GetLogger(ctx).Warn("restarting after a fault", "cause", cause, "restarts", c.Total(), "wait", wait, "error", msg)
+	_, err := waitFor(ctx, wait, "wait "+wait.Round(time.Second).String()+" before restarting ("+cause+")", func() bool { return r.Paused })
+	return err
+}
+
+// countRestart counts a fault of the given cause and, past the spec's
+// max_restarts, returns the error that ends the run.
+func (r *run) countRestart(cause, msg string) error {
 	c := &r.Status.Restarts
 	switch cause {
 	case causeTrainer:
@@ -73,14 +90,7 @@ func (r *run) restart(ctx workflow.Context, cause, msg string) error {
 				restartVerdict[cause], c.Total()-1, limit, c.Trainer, c.Agent, c.InstanceLost, msg),
 			restartType[cause], nil)
 	}
-	if workflow.GetVersion(ctx, restartBackoffVersion, workflow.DefaultVersion, 1) < 1 {
-		return nil
-	}
-	wait := jittered(r.opts.RestartBackoff<<min(c.Total()-1, 10), r.identity, r.Attempts)
-	wait = min(wait, r.opts.MaxRestartBackoff)
-	workflow.GetLogger(ctx).Warn("restarting after a fault", "cause", cause, "restarts", c.Total(), "wait", wait, "error", msg)
-	_, err := waitFor(ctx, wait, "wait "+wait.Round(time.Second).String()+" before restarting ("+cause+")", func() bool { return r.Paused })
-	return err
+	return nil
 }
 
 // restartVerdict and restartType say how a run that ran out of restarts

@@ -28,8 +28,10 @@ type RunState struct {
 	Options *RunOptions `json:"options,omitempty"`
 	// Leases number the run's attempts and book its instances' time.
 	Leases
-	// Lease is the instance the run holds, if any.
-	Lease *Lease `json:"lease,omitempty"`
+	// Lease is the instance the run holds, if any: a gang's rank 0, its
+	// Peers the ranks after it (see training_gang.go).
+	Lease *Lease   `json:"lease,omitempty"`
+	Peers []*Lease `json:"peers,omitempty"`
 	// Training is the attempt under way on Lease when the run continued
 	// as new while it trained: the trainer goes on, and the next run
 	// attaches to it.
@@ -60,6 +62,9 @@ type RunState struct {
 type CarriedAttempt struct {
 	Started  time.Time     `json:"started"`
 	Interval time.Duration `json:"interval"` // how often it checkpoints
+	// Attempt is a gang's attempt number, which its ranks' trainers run
+	// under; a run of one node trains under its lease's.
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // Recovery is a run getting back to training after losing its

@@ -50,6 +50,11 @@ type Status struct {
 	// Restarts counts, by cause, the restarts after faults that the spec's
 	// max_restarts caps (trainer, agent, instance lost).
 	Restarts Restarts `json:"restarts"`
+	// Nodes are a gang's nodes (resources.nodes above 1), by rank, and
+	// NodeReplacements the nodes replaced while the others waited at
+	// their checkpoint.
+	Nodes            []NodeStatus `json:"nodes,omitempty"`
+	NodeReplacements int          `json:"node_replacements"`
 	// BudgetUSD is what the run may spend (the spec's budget_usd, as
 	// set-budget last changed it); 0 for no budget.
 	BudgetUSD float64 `json:"budget_usd,omitempty"`

@@ -56,8 +56,15 @@ type fakeCloud struct {
 	// times out on heartbeats; "agent-failed" is the agent's own error;
 	// "bad-checkpoints" finds no checkpoint that verifies.
 	trainings []activities.TrainingOutcome
+	// ranks, when set, are the outcomes of a gang's successive attempts
+	// by rank, in place of trainings.
+	ranks map[int][]activities.TrainingOutcome
+	// outage makes the acquisitions numbered past outage[0] up to
+	// outage[1] find no stock.
+	outage [2]int
 
 	stops    map[int]bool // attempts StopTraining asked to stop
+	byRank   map[int]int  // RunTraining calls by rank
 	requests []capacity.Request
 	acquired []capacity.Instance
 	released []activities.ReleaseInput
@@ -98,8 +105,11 @@ func (f *fakeCloud) Acquire(_ context.Context, req capacity.Request) (capacity.I
 		f.noStock = nil
 	}
 	var details []activities.FailureDetail
+	inOutage := len(f.requests) > f.outage[0] && len(f.requests) <= f.outage[1]
 	for _, o := range req.Offerings {
 		switch {
+		case inOutage:
+			details = append(details, activities.FailureDetail{Class: capacity.NoCapacity, Offering: o.Key(), Message: "fake outage"})
 		case f.failAll != "":
 			details = append(details, activities.FailureDetail{Class: f.failAll, Offering: o.Key(), Message: "fake"})
 		case f.fail[o.Market] != "":
@@ -146,6 +156,17 @@ func (f *fakeCloud) RunTraining(ctx context.Context, in activities.TrainingInput
 	outcome := activities.OutcomeCompleted
 	if n < len(f.trainings) {
 		outcome = f.trainings[n]
+	}
+	if f.ranks != nil {
+		if f.byRank == nil {
+			f.byRank = map[int]int{}
+		}
+		rank, i := in.Gang.Rank, f.byRank[in.Gang.Rank]
+		f.byRank[rank]++
+		outcome = activities.OutcomeCompleted
+		if i < len(f.ranks[rank]) {
+			outcome = f.ranks[rank][i]
+		}
 	}
 	f.mu.Unlock()
 	restored := int64(50 * n)

@@ -113,7 +113,7 @@ func (r *run) watch(ctx workflow.Context) *spotWatch {
 // decidesMarket reports whether the run chooses between spot and
 // on-demand itself: a deadline run that may use both.
 func (r *run) decidesMarket() bool {
-	return r.spec.Tier == spec.TierDeadline && r.spec.Deadline != nil &&
+	return r.spec.Tier == spec.TierDeadline && r.spec.Deadline != nil && r.nodes() == 1 &&
 		len(r.spotOfferings()) > 0 && len(capacity.OnlyMarket(r.Offerings, capacity.OnDemand)) > 0
 }
 

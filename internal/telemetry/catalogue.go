@@ -21,9 +21,12 @@ const (
 	ReleasesTotal     = "refuel_releases_total"
 	PreemptionsTotal  = "refuel_preemptions_total"
 	RecoveriesTotal   = "refuel_recoveries_total"
-	CheckpointsTotal  = "refuel_checkpoints_total"
-	LostWorkSeconds   = "refuel_lost_work_seconds_total"
-	CostUSDTotal      = "refuel_cost_usd_total"
+	// NodeReplacementsTotal counts a gang's nodes replaced while the
+	// others waited at their checkpoint.
+	NodeReplacementsTotal = "refuel_node_replacements_total"
+	CheckpointsTotal      = "refuel_checkpoints_total"
+	LostWorkSeconds       = "refuel_lost_work_seconds_total"
+	CostUSDTotal          = "refuel_cost_usd_total"
 
 	// Histograms (Timers through the SDK's handler), in seconds.
 	AcquisitionSeconds      = "refuel_acquisition_seconds"
@@ -108,6 +111,7 @@ var catalogue = []definition{
 		labels: []string{LabelProvider, LabelMarket, LabelReason}},
 	{name: PreemptionsTotal, kind: counterKind, help: "Instances a cloud took back from a run or a service.", labels: capacityLabels},
 	{name: RecoveriesTotal, kind: counterKind, help: "Runs resumed from a checkpoint on a replacement instance."},
+	{name: NodeReplacementsTotal, kind: counterKind, help: "Nodes of a gang replaced, the other nodes kept, after the market took them."},
 	{name: CheckpointsTotal, kind: counterKind, help: "Checkpoints uploaded and verified."},
 	{name: LostWorkSeconds, kind: counterKind, help: "Training work lost to preemptions, to be computed again, in seconds.", labels: capacityLabels},
 	{name: CostUSDTotal, kind: counterKind, help: "Instance time paid for, in US dollars, counted when a ledger segment closes.",

@@ -1,0 +1,331 @@
+package workflows
+
+import (
+	"errors"
+	"hash/fnv"
+	"strconv"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"refuel/activities"
+	"refuel/internal/telemetry"
+	"refuel/pkg/admission"
+	"refuel/pkg/capacity"
+)
+
+// A run whose spec asks for several nodes (resources.nodes) trains on a
+// gang: its Lease is rank 0 and its Peers the ranks after it, all held
+// together. The gang is acquired whole or not at all, trains as one (each
+// rank's trainer told its rank and where rank 0 listens), and when the
+// market takes one node only that node is replaced: every rank stops at
+// a checkpoint, the lost node's lease goes back, a replacement is
+// acquired (in the same zone first) and the gang trains on from the
+// latest checkpoint. A replacement that cannot be had gives the whole
+// gang back, and the run acquires a gang again as a one-node run would.
+//
+// Gangs decide in wall time: they follow no market clock and neither
+// wait for spot nor go back to it; a gang of deadline tier is spot first
+// with on-demand fallback.
+
+// nodes is how many instances the run trains on at once.
+func (r *run) nodes() int { return r.spec.Resources.NodeCount() }
+
+// gang is the run's leases in rank order.
+func (r *run) gang() []*Lease {
+	if r.Lease == nil {
+		return nil
+	}
+	return append([]*Lease{r.Lease}, r.Peers...)
+}
+
+// acquirePeers acquires the gang's ranks after rank 0 (just acquired on
+// ask), each like it: in its zone unless the spec allows spreading, and
+// on its market. A rank that cannot be had gives the whole gang back:
+// the run holds nothing while it waits. It returns what failed.
+func (r *run) acquirePeers(ctx workflow.Context, ask ask) []activities.FailureDetail {
+	for rank := len(r.Peers) + 1; rank < r.nodes(); rank++ {
+		lease, err := r.Leases.acquire(ctx, r.owner(), r.peerAsk(ask, rank, r.Lease.Offering()))
+		if err != nil {
+			details := r.recordFailures(ctx, err)
+			r.release(ctx, activities.ReleaseCleanup)
+			return details
+		}
+		lease.Teaches = true
+		r.Peers = append(r.Peers, lease)
+		r.bindRank(ctx, rank, lease)
+	}
+	r.showDetails(ctx)
+	return nil
+}
+
+// peerAsk is what rank acquires beside rank 0, which is on first: a
+// granted base machine of its own, or the run's offerings on first's
+// market, in first's zone unless the spec allows spreading.
+func (r *run) peerAsk(ask ask, rank int, first capacity.Offering) leaseAsk {
+	a := ask.leaseAsk
+	if p := r.Pool; p != nil && p.Grant != nil && p.Grant.Layer == admission.BaseLayer && rank < len(p.Grant.Nodes) {
+		n := p.Grant.Nodes[rank]
+		a.offerings, a.node = n.Offerings, n.Node
+		return a
+	}
+	var like []capacity.Offering
+	for _, o := range a.offerings {
+		if o.Market == first.Market && (!r.spec.Resources.OneZone() || o.Zone == first.Zone) {
+			like = append(like, o)
+		}
+	}
+	a.offerings = capacity.First(like, first) // its type and zone first
+	return a
+}
+
+// bindRank tells the pool which burst offering a rank acquired.
+func (r *run) bindRank(ctx workflow.Context, rank int, l *Lease) {
+	if p := r.Pool; p != nil && p.Grant != nil && p.Grant.Layer == admission.BurstLayer {
+		r.tellPool(ctx, SignalPoolBind, PoolBind{ID: r.id, Offering: l.Offering(), Rank: rank})
+	}
+}
+
+// startGang starts every rank's trainer, all under one attempt number
+// (which the agents and the trainer contract see: a new one for each
+// start of the gang, the carried one when a run that continued as new
+// attaches to the trainers still running), and a watcher that stops the
+// gang when any rank ends first.
+func (r *run) startGang(ctx workflow.Context, in activities.TrainingInput, started time.Time) {
+	in.Gang = activities.Gang{Rank: 0, Nodes: r.nodes(), MasterAddr: r.Lease.Instance.Address, MasterPort: masterPort(r.identity, in.Attempt)}
+	r.launchAttempt(ctx, in, started)
+	r.peers = nil
+	for i, l := range r.Peers {
+		pin := in
+		pin.InstanceID, pin.Gang.Rank = l.Instance.ID, i+1
+		r.peers = append(r.peers, r.launchOn(ctx, l, pin, started))
+	}
+	lead, peers := r.attempt, r.peers
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(lead.result, func(workflow.Future) {})
+		for _, p := range peers {
+			sel.AddFuture(p.result, func(workflow.Future) {})
+		}
+		sel.Select(ctx)
+		// One rank ended: the others cannot train on without it.
+		lead.stop()
+		for _, p := range peers {
+			p.stop()
+		}
+	})
+}
+
+// masterPort is where rank 0 listens for the other ranks: a port of its
+// own for each run and attempt, as gangs on one machine's loopback (the
+// local and simulated clouds) must not meet.
+func masterPort(identity string, attempt int) int {
+	h := fnv.New32a()
+	h.Write([]byte(identity + "/" + strconv.Itoa(attempt)))
+	return 20000 + int(h.Sum32()%10000)
+}
+
+// nodeEnd is how one rank's attempt ended.
+type nodeEnd struct {
+	lease *Lease
+	end   attemptEnd
+}
+
+// lost reports whether the rank's instance was taken or went silent: a
+// rank stopped by cancellation, or whose checkpoints fail to verify, is
+// not lost.
+func (n nodeEnd) lost() bool {
+	var canceled *temporal.CanceledError
+	if err := n.end.err; err != nil {
+		return !errors.As(err, &canceled) && !failedOn(err, classCheckpoint)
+	}
+	return n.end.res.Outcome == activities.OutcomePreempted
+}
+
+// settleGang acts on how a gang's attempt ended (e is rank 0's): the
+// other ranks are stopped and waited for, then the gang completes, is
+// given back for a pause, a yield or a budget, restarts after a trainer
+// failure, or replaces the nodes the market took.
+func (r *run) settleGang(ctx workflow.Context, e attemptEnd) error {
+	ends := []nodeEnd{{r.Lease, e}}
+	for i, p := range r.peers {
+		p.stop()
+		var res activities.TrainingResult
+		err := p.result.Get(ctx, &res)
+		ends = append(ends, nodeEnd{r.Peers[i], attemptEnd{res: res, err: err, started: p.started}})
+	}
+	r.peers = nil
+	r.observeResult(ctx, e)
+	var lost []nodeEnd
+	failed := ""
+	for _, n := range ends {
+		switch {
+		case n.lost():
+			lost = append(lost, n)
+		case n.end.res.Outcome == activities.OutcomeFailed:
+			failed = n.end.res.Message
+		}
+	}
+	switch {
+	case e.err == nil && e.res.Outcome == activities.OutcomeCompleted:
+		r.finished = true
+		r.Status.ModelDigest = e.res.ModelDigest
+		r.release(ctx, activities.ReleaseCompleted)
+		return nil
+	case failedOn(e.err, classCheckpoint):
+		r.addFailure(ctx, classCheckpoint, r.Lease.Offering().Key(), e.err.Error())
+		r.release(ctx, activities.ReleaseFailed)
+		return temporal.NewNonRetryableApplicationError(e.err.Error(), classCheckpoint, nil)
+	case failed != "":
+		r.addFailure(ctx, causeTrainer, r.Lease.Offering().Key(), failed)
+		r.release(ctx, activities.ReleaseFailed)
+		return r.restart(ctx, causeTrainer, failed)
+	case len(lost) > 0:
+		return r.replaceNodes(ctx, e, lost)
+	}
+	reason := activities.ReleasePaused
+	switch {
+	case r.yieldAsked():
+		reason = activities.ReleaseYielded
+	case r.overBudget(workflow.Now(ctx)):
+		reason = activities.ReleaseOverBudget
+	}
+	r.release(ctx, reason)
+	return nil
+}
+
+// replaceNodes gives back the nodes the market took, keeps the others,
+// and acquires a replacement for each, in the zone of the nodes kept
+// first; the gang then trains on from the latest checkpoint. A
+// replacement that cannot be had gives the whole gang back: the run then
+// acquires a gang again, holding nothing while it waits. A node lost
+// without notice counts as a restart (max_restarts caps them). The work
+// lost is every node's.
+func (r *run) replaceNodes(ctx workflow.Context, e attemptEnd, lost []nodeEnd) error {
+	now := workflow.Now(ctx)
+	ckptStep := int64(0)
+	if r.Status.LastCheckpoint != nil {
+		ckptStep = r.Status.LastCheckpoint.Step
+	}
+	first := lost[0]
+	withNotice := first.end.err == nil
+	if !withNotice && first.lease == r.Lease {
+		// Rank 0 went silent: what its agent last reported counts.
+		r.observeLastHeartbeat(first.end.err)
+		first.end.silent = true
+	}
+	lostSecs := r.lostWorkSeconds(now, first.end, r.Status.Step, ckptStep, withNotice) * float64(r.nodes())
+	r.Ledger.AddLostWork(first.lease.Instance.ID, lostSecs)
+	r.Status.Preemptions++
+	r.Status.LostWorkSecs += lostSecs
+	r.Status.LastPreemption = &PreemptionInfo{
+		Time: now, InstanceID: first.lease.Instance.ID, Zone: first.lease.Offering().Zone,
+		AtStep: r.Status.Step, CheckpointStep: ckptStep, WithNotice: withNotice,
+	}
+	r.AvoidZone = first.lease.Offering().Zone // for a gang acquired again
+	r.Recovery = &Recovery{Since: now}
+	m := workflow.GetMetricsHandler(ctx).WithTags(telemetry.OfferingTags(first.lease.Offering()))
+	m.Counter(telemetry.PreemptionsTotal).Inc(1)
+	m.Counter(telemetry.LostWorkSeconds).Inc(int64(lostSecs))
+	r.enter(ctx, StatePreempted)
+
+	gang := r.gang()
+	var kept *Lease
+	var taken []int
+	for rank, l := range gang {
+		if endOf(lost, l) != nil {
+			taken = append(taken, rank)
+			r.Leases.release(ctx, l, activities.ReleasePreempted)
+			gang[rank] = nil
+			continue
+		}
+		if kept == nil {
+			kept = l
+		}
+	}
+	r.Lease, r.Peers = nil, nil
+	if !withNotice {
+		// A node lost without a word is a fault that max_restarts caps;
+		// the nodes kept wait for its replacement as after a notice.
+		cause, msg := lossCause(first.end.err), first.end.err.Error()
+		r.addFailure(ctx, cause, first.lease.Offering().Key(), msg)
+		if kept == nil {
+			return r.restart(ctx, cause, msg) // every node lost: as a run of one
+		}
+		if err := r.countRestart(cause, msg); err != nil {
+			releaseLeft(ctx, r, gang, activities.ReleaseFailed)
+			return err
+		}
+	}
+	if kept == nil {
+		return nil
+	}
+	r.enter(ctx, StateAcquiring)
+	for _, rank := range taken {
+		ask := r.askFor(capacity.Order(r.Offerings, r.spec.Tier, ""))
+		lease, err := r.Leases.acquire(ctx, r.owner(), r.peerAsk(*ask, rank, kept.Offering()))
+		if err != nil {
+			// No replacement within the tier's rules: the whole gang goes
+			// back, and the run acquires a gang again.
+			r.recordFailures(ctx, err)
+			releaseLeft(ctx, r, gang, activities.ReleaseCleanup)
+			return nil
+		}
+		lease.Teaches = true
+		gang[rank] = lease
+		r.bindRank(ctx, rank, lease)
+		r.Status.NodeReplacements++
+		workflow.GetMetricsHandler(ctx).Counter(telemetry.NodeReplacementsTotal).Inc(1)
+	}
+	r.Peers = gang[1:]
+	r.use(ctx, gang[0])
+	return nil
+}
+
+// endOf is how the lease's attempt ended, if it is among ends.
+func endOf(ends []nodeEnd, l *Lease) *nodeEnd {
+	for i := range ends {
+		if ends[i].lease == l {
+			return &ends[i]
+		}
+	}
+	return nil
+}
+
+// releaseLeft gives back what is left of a gang being taken apart.
+func releaseLeft(ctx workflow.Context, r *run, gang []*Lease, reason activities.ReleaseReason) {
+	for _, l := range gang {
+		if l != nil {
+			r.Leases.release(ctx, l, reason)
+		}
+	}
+	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrCostUSD.ValueSet(r.Ledger.CostUSD(workflow.Now(ctx))), AttrMarket.ValueUnset())
+	r.showDetails(ctx)
+}
+
+// releasePeers gives back the gang's ranks after rank 0.
+func (r *run) releasePeers(ctx workflow.Context, reason activities.ReleaseReason) {
+	for _, l := range r.Peers {
+		r.Leases.release(ctx, l, reason)
+	}
+	r.Peers = nil
+}
+
+// NodeStatus is one node of a gang as status shows it.
+type NodeStatus struct {
+	Rank     int          `json:"rank"`
+	Instance *InstanceRef `json:"instance"`
+}
+
+// nodeStatus is the gang as status shows it; nil for a run of one node.
+func (r *run) nodeStatus() []NodeStatus {
+	if r.nodes() < 2 {
+		return nil
+	}
+	out := []NodeStatus{}
+	for rank, l := range r.gang() {
+		out = append(out, NodeStatus{Rank: rank, Instance: l.Ref()})
+	}
+	return out
+}

@@ -1,0 +1,191 @@
+package workflows
+
+import (
+	"slices"
+	"testing"
+
+	"refuel/activities"
+	"refuel/pkg/capacity"
+	"refuel/pkg/spec"
+)
+
+// gangJob is a flexible job on nodes instances at once.
+func gangJob(nodes int) spec.JobSpec {
+	js := job(spec.TierFlexible)
+	js.Resources.Nodes = nodes
+	return js
+}
+
+func TestGangReplacesOnlyTheNodeTheMarketTook(t *testing.T) {
+	t.Parallel()
+	f := &fakeCloud{
+		offerings: []capacity.Offering{spotB, spotA},
+		ranks: map[int][]activities.TrainingOutcome{
+			0: {"block"},                     // waits for the gang to stop it
+			1: {activities.OutcomePreempted}, // the market takes rank 1
+		},
+	}
+	env := newEnv(t, f)
+	env.ExecuteWorkflow(TrainingRunName, gangJob(2))
+	st, err := result(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StateCompleted || st.NodeReplacements != 1 || st.Preemptions != 1 {
+		t.Fatalf("state %s, %d node replacements, %d preemptions; want completed after 1 replacement of 1 preemption",
+			st.State, st.NodeReplacements, st.Preemptions)
+	}
+	if len(f.acquired) != 3 {
+		t.Fatalf("acquired %d instances; want the gang's 2 and 1 replacement", len(f.acquired))
+	}
+	for _, inst := range f.acquired {
+		if inst.Offering.Zone != f.acquired[0].Offering.Zone {
+			t.Errorf("instance %s in zone %s; a gang keeps to one zone (%s)", inst.ID, inst.Offering.Zone, f.acquired[0].Offering.Zone)
+		}
+	}
+	// Rank 0 kept its instance; rank 1 trained on the replacement.
+	var rank0, rank1 []string
+	for _, in := range f.trained {
+		if in.Gang.Nodes != 2 {
+			t.Errorf("attempt %d told of %d nodes; want 2", in.Attempt, in.Gang.Nodes)
+		}
+		if in.Gang.Rank == 0 {
+			rank0 = append(rank0, in.InstanceID)
+		} else {
+			rank1 = append(rank1, in.InstanceID)
+		}
+	}
+	if len(rank0) != 2 || rank0[0] != rank0[1] {
+		t.Errorf("rank 0 trained on %v; want twice on the instance it kept", rank0)
+	}
+	if len(rank1) != 2 || rank1[1] != f.acquired[2].ID {
+		t.Errorf("rank 1 trained on %v; want the replacement %s second", rank1, f.acquired[2].ID)
+	}
+	// Ranks of one start share its attempt number; each start a new one.
+	byAttempt := map[int]int{}
+	for _, in := range f.trained {
+		byAttempt[in.Attempt]++
+	}
+	if len(byAttempt) != 2 {
+		t.Errorf("attempts %v; want two starts of the gang, each with both ranks", byAttempt)
+	}
+	got := f.releasedReasons()
+	slices.Sort(got)
+	want := []activities.ReleaseReason{activities.ReleaseCompleted, activities.ReleaseCompleted, activities.ReleasePreempted}
+	if !slices.Equal(got, want) {
+		t.Errorf("released %v; want %v", got, want)
+	}
+	if p := st.LastPreemption; p == nil || p.InstanceID != f.acquired[1].ID || !p.WithNotice {
+		t.Errorf("last preemption %+v; want rank 1's %s, with notice", p, f.acquired[1].ID)
+	}
+}
+
+func TestGangWithoutAReplacementGivesEverythingBack(t *testing.T) {
+	t.Parallel()
+	f := &fakeCloud{
+		offerings: []capacity.Offering{spotA},
+		// The replacement (acquisition 3) and the next try find no stock.
+		outage: [2]int{2, 4},
+		ranks: map[int][]activities.TrainingOutcome{
+			0: {"block"},
+			1: {activities.OutcomePreempted},
+		},
+	}
+	env := newEnv(t, f)
+	env.ExecuteWorkflow(TrainingRunName, gangJob(2))
+	st, err := result(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StateCompleted || st.NodeReplacements != 0 {
+		t.Fatalf("state %s, %d node replacements; want completed with none (the gang was acquired again)", st.State, st.NodeReplacements)
+	}
+	if len(f.acquired) != 4 {
+		t.Fatalf("acquired %d instances; want 2, then a whole new gang of 2", len(f.acquired))
+	}
+	// Rank 0's instance went back when its replacement partner could not
+	// be had: nothing was held while the run waited.
+	if r := f.released[1]; r.Instance.ID != f.acquired[0].ID || r.Reason != activities.ReleaseCleanup {
+		t.Errorf("second release %s (%s); want rank 0's %s given back (cleanup)", r.Instance.ID, r.Reason, f.acquired[0].ID)
+	}
+}
+
+func TestGangIsAcquiredWholeOrNotAtAll(t *testing.T) {
+	t.Parallel()
+	f := &fakeCloud{offerings: []capacity.Offering{spotA}, outage: [2]int{2, 3}, ranks: map[int][]activities.TrainingOutcome{}}
+	env := newEnv(t, f)
+	env.ExecuteWorkflow(TrainingRunName, gangJob(3))
+	st, err := result(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StateCompleted {
+		t.Fatalf("state %s; want completed", st.State)
+	}
+	// Two acquired, the third found none: both went back before the run
+	// tried again for all three.
+	if len(f.released) < 2 || f.released[0].Reason != activities.ReleaseCleanup || f.released[1].Reason != activities.ReleaseCleanup {
+		t.Fatalf("released %v; want the partial gang's two given back first", f.releasedReasons())
+	}
+	if len(f.trained) != 3 {
+		t.Errorf("%d ranks trained; want one start of all three", len(f.trained))
+	}
+	ranks := map[int]bool{}
+	for _, in := range f.trained {
+		ranks[in.Gang.Rank] = true
+		if in.Gang.MasterPort == 0 || in.Gang.Nodes != 3 {
+			t.Errorf("rank %d told %+v; want 3 nodes and rank 0's port", in.Gang.Rank, in.Gang)
+		}
+	}
+	if len(ranks) != 3 {
+		t.Errorf("ranks %v; want 0, 1 and 2", ranks)
+	}
+}
+
+func TestGangNodeLostWithoutNoticeCountsARestart(t *testing.T) {
+	t.Parallel()
+	f := &fakeCloud{
+		offerings: []capacity.Offering{spotA},
+		ranks: map[int][]activities.TrainingOutcome{
+			0: {"block"},
+			1: {"silent"},
+		},
+	}
+	env := newEnv(t, f)
+	env.ExecuteWorkflow(TrainingRunName, gangJob(2))
+	st, err := result(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StateCompleted || st.NodeReplacements != 1 || st.Restarts.InstanceLost != 1 {
+		t.Fatalf("state %s, %d replacements, restarts %+v; want completed after replacing the silent node, counted",
+			st.State, st.NodeReplacements, st.Restarts)
+	}
+	if len(f.acquired) != 3 {
+		t.Errorf("acquired %d; want 3 (the survivor kept)", len(f.acquired))
+	}
+}
+
+func TestGangTrainerFailureRestartsTheGang(t *testing.T) {
+	t.Parallel()
+	f := &fakeCloud{
+		offerings: []capacity.Offering{spotA},
+		ranks: map[int][]activities.TrainingOutcome{
+			0: {"block"},
+			1: {activities.OutcomeFailed},
+		},
+	}
+	env := newEnv(t, f)
+	env.ExecuteWorkflow(TrainingRunName, gangJob(2))
+	st, err := result(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StateCompleted || st.Restarts.Trainer != 1 || st.NodeReplacements != 0 {
+		t.Fatalf("state %s, restarts %+v, %d replacements; want completed after one trainer restart of the whole gang",
+			st.State, st.Restarts, st.NodeReplacements)
+	}
+	if len(f.acquired) != 4 {
+		t.Errorf("acquired %d; want 4: a failed trainer gives the gang back", len(f.acquired))
+	}
+}
