@@ -92,6 +92,9 @@ func statusLine(st workflows.Status, live int64) string {
 	if st.Instance != nil {
 		where = st.Instance.ID + " (" + st.Instance.Market + ")"
 	}
+	if n := len(st.Nodes); n > 1 {
+		where += fmt.Sprintf(" and %d more node%s", n-1, map[bool]string{true: "s"}[n > 2])
+	}
 	return fmt.Sprintf("%s %-22s %s step %d/%d  on %s  preempted %d recovered %d  $%.4f",
 		time.Now().Format("15:04:05"), st.State, bar, step, st.TotalSteps, where, st.Preemptions, st.Recoveries, st.CostUSD)
 }
@@ -111,7 +114,16 @@ func printStatus(w io.Writer, st workflows.Status, live int64) {
 	if ck := st.LastCheckpoint; ck != nil {
 		fmt.Fprintf(w, "checkpoint step %d at %s\n           %s\n", ck.Step, ck.Time.Format(time.RFC3339), ck.URL)
 	}
-	if in := st.Instance; in != nil {
+	if len(st.Nodes) > 0 {
+		// A gang: every node by rank, rank 0 the one whose checkpoints
+		// are the job's.
+		fmt.Fprintf(w, "nodes      %d, %d replaced while the others waited\n", len(st.Nodes), st.NodeReplacements)
+		for _, n := range st.Nodes {
+			if in := n.Instance; in != nil {
+				fmt.Fprintf(w, "  rank %-3d %s %s (zone %s, %s) $%.4f/h since %s\n", n.Rank, in.ID, in.Offering, in.Zone, in.Market, in.PricePerHour, in.Since.Format(time.TimeOnly))
+			}
+		}
+	} else if in := st.Instance; in != nil {
 		fmt.Fprintf(w, "instance   %s %s $%.4f/h since %s\n", in.ID, in.Offering, in.PricePerHour, in.Since.Format(time.TimeOnly))
 	}
 	fmt.Fprintf(w, "preempted  %d, recovered %d, lost work %.1fs\n", st.Preemptions, st.Recoveries, st.LostWorkSecs)

@@ -18,3 +18,25 @@ func TestPrintStatusShowsChangeoversWhenThereAreAny(t *testing.T) {
 		}
 	}
 }
+
+func TestPrintStatusShowsEachNodeOfAGang(t *testing.T) {
+	node := func(rank int, id, zone string) workflows.NodeStatus {
+		return workflows.NodeStatus{Rank: rank, Instance: &workflows.InstanceRef{ID: id, Offering: "sim/gpu.1x/" + zone + "/spot", Market: "spot", Zone: zone, PricePerHour: 1}}
+	}
+	st := workflows.Status{ID: "job-1", State: workflows.StateRunning, NodeReplacements: 1,
+		Instance: node(0, "i-1", "us-east-1a").Instance,
+		Nodes:    []workflows.NodeStatus{node(0, "i-1", "us-east-1a"), node(1, "i-3", "us-east-1a")}}
+	var out bytes.Buffer
+	printStatus(&out, st, 0)
+	for _, want := range []string{"nodes      2, 1 replaced", "rank 0   i-1", "rank 1   i-3", "zone us-east-1a, spot"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "instance   ") {
+		t.Errorf("a gang's status names each node, not one instance:\n%s", out.String())
+	}
+	if line := statusLine(st, 0); !strings.Contains(line, "i-1 (spot) and 1 more node ") {
+		t.Errorf("status line %q; want rank 0 and the count of the others", line)
+	}
+}

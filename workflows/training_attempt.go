@@ -363,17 +363,30 @@ func (r *run) lostWorkSeconds(now time.Time, e attemptEnd, atStep, ckptStep int6
 
 // resumedFrom is the step training resumed from on the current lease.
 func (r *run) resumedFrom() int64 {
-	if lr := r.Status.LastRecovery; lr != nil && lr.InstanceID == r.Lease.Instance.ID {
-		return lr.ResumedFromStep
+	if lr := r.Status.LastRecovery; lr != nil {
+		for _, l := range r.gang() {
+			if lr.InstanceID == l.Instance.ID {
+				return lr.ResumedFromStep
+			}
+		}
 	}
 	return 0
+}
+
+// latest is the later of two times.
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // recovered records that training resumed on the replacement instance,
 // and books the recovery's overhead: the replacement was paid for from
 // its launch, and trained only from now.
 func (r *run) recovered(ctx workflow.Context, fromStep int64, at time.Time) {
-	if since := r.Recovery.Since; !since.IsZero() && r.Lease != nil {
+	since := r.Recovery.Since
+	if !since.IsZero() && r.Lease != nil {
 		telemetry.ObserveRecovery(workflow.GetMetricsHandler(ctx), r.Lease.Offering(), at.Sub(since))
 	}
 	r.Recovery = nil
@@ -381,7 +394,15 @@ func (r *run) recovered(ctx workflow.Context, fromStep int64, at time.Time) {
 	r.Status.Recoveries++
 	lr.ResumedAt = at
 	lr.ResumedFromStep = fromStep
-	r.Ledger.AddRecovery(lr.InstanceID, at.Sub(lr.ReplacementAt).Seconds())
+	if r.nodes() > 1 {
+		// Every node of the gang waited: a kept one from the loss, a new
+		// one from its launch.
+		for _, l := range r.gang() {
+			r.Ledger.AddRecovery(l.Instance.ID, at.Sub(latest(l.Since, since)).Seconds())
+		}
+	} else {
+		r.Ledger.AddRecovery(lr.InstanceID, at.Sub(lr.ReplacementAt).Seconds())
+	}
 	workflow.GetMetricsHandler(ctx).Counter(telemetry.RecoveriesTotal).Inc(1)
 }
 

@@ -35,7 +35,13 @@ func (r *run) details(now time.Time) string {
 	lines = append(lines, head+" · "+spent)
 	lines = append(lines, "team "+r.spec.Team+" · tier "+string(r.spec.Tier)+" · priority "+strconv.Itoa(st.Priority)+
 		" · "+r.spec.Work.String()+" of work"+deadline(r))
-	if l := r.Lease; l != nil {
+	if r.nodes() > 1 {
+		lines = append(lines, "gang of "+strconv.Itoa(r.nodes())+" nodes · "+strconv.Itoa(st.NodeReplacements)+" replaced while the others waited")
+		for rank, l := range r.gang() {
+			lines = append(lines, "rank "+strconv.Itoa(rank)+" on "+offeringName(l.Offering())+" ("+l.Instance.ID+", "+
+				dollars(l.Offering().PricePerHour)+"/h) since "+l.Since.UTC().Format("15:04:05")+" UTC")
+		}
+	} else if l := r.Lease; l != nil {
 		lines = append(lines, "on "+offeringName(l.Offering())+" ("+l.Instance.ID+", "+dollars(l.Offering().PricePerHour)+"/h) since "+
 			l.Since.UTC().Format("15:04:05")+" UTC · attempt "+strconv.Itoa(l.Attempt))
 	}

@@ -215,8 +215,13 @@ func (r *run) replaceNodes(ctx workflow.Context, e attemptEnd, lost []nodeEnd) e
 		r.observeLastHeartbeat(first.end.err)
 		first.end.silent = true
 	}
-	lostSecs := r.lostWorkSeconds(now, first.end, r.Status.Step, ckptStep, withNotice) * float64(r.nodes())
-	r.Ledger.AddLostWork(first.lease.Instance.ID, lostSecs)
+	// Every node computed the steps past the checkpoint, and every node
+	// computes them again.
+	perNode := r.lostWorkSeconds(now, first.end, r.Status.Step, ckptStep, withNotice)
+	for _, l := range r.gang() {
+		r.Ledger.AddLostWork(l.Instance.ID, perNode)
+	}
+	lostSecs := perNode * float64(r.nodes())
 	r.Status.Preemptions++
 	r.Status.LostWorkSecs += lostSecs
 	r.Status.LastPreemption = &PreemptionInfo{
@@ -262,6 +267,7 @@ func (r *run) replaceNodes(ctx workflow.Context, e attemptEnd, lost []nodeEnd) e
 		return nil
 	}
 	r.enter(ctx, StateAcquiring)
+	var newest *Lease
 	for _, rank := range taken {
 		ask := r.askFor(capacity.Order(r.Offerings, r.spec.Tier, ""))
 		lease, err := r.Leases.acquire(ctx, r.owner(), r.peerAsk(*ask, rank, kept.Offering()))
@@ -274,12 +280,15 @@ func (r *run) replaceNodes(ctx workflow.Context, e attemptEnd, lost []nodeEnd) e
 		}
 		lease.Teaches = true
 		gang[rank] = lease
+		newest = lease
 		r.bindRank(ctx, rank, lease)
 		r.Status.NodeReplacements++
 		workflow.GetMetricsHandler(ctx).Counter(telemetry.NodeReplacementsTotal).Inc(1)
 	}
 	r.Peers = gang[1:]
 	r.use(ctx, gang[0])
+	// The recovery is the replacement's: the drill and status follow it.
+	r.Status.LastRecovery = &RecoveryInfo{ReplacementAt: newest.Since, InstanceID: newest.Instance.ID}
 	return nil
 }
 
