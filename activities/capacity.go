@@ -13,6 +13,7 @@ import (
 
 	"refuel/internal/telemetry"
 	"refuel/pkg/capacity"
+	"refuel/pkg/policy"
 )
 
 // Interrupter is a provider that can reclaim an instance on demand, the
@@ -43,6 +44,9 @@ type Capacity struct {
 	// Deployment is tagged on every instance acquired (TagDeployment);
 	// empty means DefaultDeployment.
 	Deployment string
+	// Plans are the worker's outlooks for the runs that choose their
+	// market (DecideMarket); nil solves each decision's afresh.
+	Plans *policy.Plans
 }
 
 // ListOfferings asks each allowed provider what it sells for the resources.

@@ -30,6 +30,7 @@ func Register(w worker.Registry, wf *workflows.Workflows, caps *activities.Capac
 		activities.LostInstancesName:     caps.LostInstances,
 		activities.StockHistoryName:      caps.StockHistory,
 		activities.InterruptName:         caps.Interrupt,
+		activities.DecideMarketName:      caps.DecideMarket,
 		activities.ListManagedName:       jan.ListManagedInstances,
 		activities.RunOwnsInstanceName:   jan.RunOwnsInstance,
 		activities.EndedWorkflowsName:    jan.EndedWorkflows,

@@ -21,6 +21,7 @@ import (
 	"refuel/internal/telemetry"
 	"refuel/nodeagent"
 	"refuel/pkg/capacity"
+	"refuel/pkg/policy"
 	awscloud "refuel/pkg/cloud/aws"
 	"refuel/pkg/cloud/local"
 	"refuel/pkg/cloud/sim"
@@ -92,6 +93,9 @@ type Config struct {
 	// each, or InstancesVirtual, the same node agent inside this process
 	// on this stack's client connection, with the demo trainer in-process.
 	Instances string
+	// PlanCacheMB bounds the outlooks this worker keeps for the runs that
+	// choose their market (policy.Plans); default 256.
+	PlanCacheMB int
 }
 
 // How instances are hosted (Config.Instances, worker --instances).
@@ -112,6 +116,9 @@ type Stack struct {
 	// StockLogs are what runs saw of each spot offering's stock, which
 	// deadline runs plan with on clouds without a market clock.
 	StockLogs *activities.StockLogs
+	// Plans are the outlooks this worker keeps for runs that choose their
+	// market (Config.PlanCacheMB).
+	Plans *policy.Plans
 	Sim       *sim.Cloud // set when the simulated cloud runs here
 	// Virtual starts the node agents of virtual instances; nil unless
 	// Config.Instances is InstancesVirtual.
@@ -201,6 +208,8 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	s.StockLogs = stock
 	caps := &activities.Capacity{Providers: providers, Interrupters: set.interrupters, Unavailable: capacity.NewUnavailableCache(0, nil), Clocks: set.clocks, Logs: logs, Stock: stock}
 	caps.Deployment = cfg.Deployment
+	caps.Plans = policy.NewPlans(int64(cfg.PlanCacheMB) << 20)
+	s.Plans = caps.Plans
 	caps.InProcessInstances = s.Virtual != nil
 	jan := &activities.Janitor{Providers: providers, Client: s.Client, Deployment: cfg.Deployment}
 
@@ -376,6 +385,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.Deployment == "" {
 		cfg.Deployment = activities.DefaultDeployment
+	}
+	switch {
+	case cfg.PlanCacheMB == 0:
+		cfg.PlanCacheMB = 256
+	case cfg.PlanCacheMB < 0:
+		return cfg, fmt.Errorf("--plan-cache-mb %d is negative: give the megabytes of plans to keep (default 256)", cfg.PlanCacheMB)
 	}
 	if err := activities.CheckDeployment(cfg.Deployment); err != nil {
 		return cfg, fmt.Errorf("--deployment: %w", err)

@@ -46,6 +46,11 @@ type ScaleReport struct {
 	RequestsPerRunningJobPerS float64 `json:"requests_per_running_job_per_second"`
 	PeakRSSMB                 float64 `json:"peak_rss_mb"`
 	WallSeconds               float64 `json:"wall_seconds"`
+	// PlansSolved are the outlooks the worker's plans solved for the
+	// deadline runs' decisions, and PlansSharedMB what they held at the
+	// end, shared by every run.
+	PlansSolved   int     `json:"plans_solved"`
+	PlansSharedMB float64 `json:"plans_shared_mb"`
 }
 
 // scaleZones are the bench market's zones: the storm strikes the first.
@@ -95,6 +100,7 @@ func runScaleBench(args []string, stdout, stderr io.Writer) error {
 		rep.Preempted, rep.Recovered, rep.RecoveryP50Seconds, rep.RecoveryP99Seconds, rep.RecoveriesPerSecond, rep.RawWorkflowsPerSecond)
 	fmt.Fprintf(stdout, "steady state: %.3f requests per running job per second; peak RSS %.0f MB; %.0fs in all\n",
 		rep.RequestsPerRunningJobPerS, rep.PeakRSSMB, rep.WallSeconds)
+	fmt.Fprintf(stdout, "plans: %d outlooks solved for the deadline runs' decisions, %.0f MB held\n", rep.PlansSolved, rep.PlansSharedMB)
 	return nil
 }
 
@@ -189,6 +195,10 @@ func (b *scaleBench) run(dataDir string, raw int) (ScaleReport, error) {
 	left, _ := s.Sim.List(ctx, nil)
 	rep.Leaked = len(left)
 	rep.PeakRSSMB = peakRSSMB()
+	ps := s.Plans.Stats()
+	rep.PlansSolved, rep.PlansSharedMB = ps.Misses, float64(ps.Bytes)/(1<<20)
+	b.say("plans: %d outlooks solved, %d decisions found one solved, %d waited for one being solved; %.0f MB held",
+		ps.Misses, ps.Hits, ps.Shared, rep.PlansSharedMB)
 	rep.WallSeconds = time.Since(b.start).Seconds()
 	b.say("done: %d completed, %d lost, %d leaked", rep.Completed, rep.Lost, rep.Leaked)
 	return rep, nil

@@ -95,6 +95,17 @@ func TestDeadlineRunWaitsForSpotEndToEnd(t *testing.T) {
 	if final.State != workflows.StateCompleted || len(segs) != 1 || segs[0].Market != string(capacity.Spot) {
 		t.Fatalf("final %s, ledger %+v; want completed on spot alone", final.State, segs)
 	}
+	// Each decision to wait was the worker's plans', recorded: a replay
+	// reads the answers instead of solving the plans again.
+	markers := 0
+	for _, ev := range history(ctx, t, s.Client, js.ID) {
+		if ev.GetMarkerRecordedEventAttributes().GetMarkerName() == "LocalActivity" {
+			markers++
+		}
+	}
+	if st := s.Plans.Stats(); markers < 2 || st.Misses == 0 {
+		t.Errorf("%d decisions recorded, plans %+v; want the waits decided by the worker's plans and recorded", markers, st)
+	}
 	recordHistory(t, s.Client, js.ID, "training-run-wait-for-spot")
 }
 

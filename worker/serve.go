@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -49,6 +50,7 @@ func serve(args []string) int {
 		waitSpot   = fs.Bool("deadline-waits-for-spot", wf.Run.WaitForSpot, "a deadline run that finds no spot waits for it while refuel says its slack allows; false takes on-demand at the first stock-out")
 		changeover = fs.Duration("changeover-overhead", wf.Run.RestartOverhead, "what refuel counts a move from on-demand to spot to cost a run (boot, setup, restoring the checkpoint)")
 		instances  = fs.String("instances", envOr("REFUEL_INSTANCES", controlplane.InstancesProcess), "how the sim and local clouds host instances: process (a node-agent process each, as on a real cloud) or virtual (the same node agent inside this worker, the demo trainer in-process: a thousand instances cost little more than their runs) (env REFUEL_INSTANCES)")
+		planCache  = fs.String("plan-cache-mb", envOr("REFUEL_PLAN_CACHE_MB", "256"), "megabytes of plans this worker keeps for the deadline runs that choose their market, shared by all of them (env REFUEL_PLAN_CACHE_MB)")
 		deployment = fs.String("deployment", envOr("REFUEL_DEPLOYMENT", activities.DefaultDeployment), "this control plane's name, tagged refuel:deployment on every instance it launches; its janitor releases only those, so deployments can share a cloud account (env REFUEL_DEPLOYMENT)")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
 		logJSON    = fs.Bool("log-json", false, "log JSON lines instead of console text")
@@ -72,6 +74,11 @@ func serve(args []string) int {
 	zap.ReplaceGlobals(log)
 	if *spotRetry < 0 || *changeover < 0 {
 		log.Error("--spot-retry and --changeover-overhead are durations of 0 or more, e.g. 10m")
+		return 2
+	}
+	planCacheMB, err := strconv.Atoi(*planCache)
+	if err != nil || planCacheMB <= 0 {
+		log.Error(fmt.Sprintf("--plan-cache-mb %q: give a whole number of megabytes above 0 (default 256)", *planCache))
 		return 2
 	}
 	if err := activities.CheckDeployment(*deployment); err != nil {
@@ -110,8 +117,9 @@ func serve(args []string) int {
 			TLS:        devserver.TLS{CertFile: *tlsCert, KeyFile: *tlsKey, ClientCAFile: *tlsCA},
 			APIKeyFile: *apiKeyFile, CodecServer: *codecAddr, CodecTokenFile: *codecToken,
 		},
-		Deployment: *deployment,
-		Instances:  *instances,
+		Deployment:  *deployment,
+		Instances:   *instances,
+		PlanCacheMB: planCacheMB,
 	})
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))

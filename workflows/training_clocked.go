@@ -310,7 +310,20 @@ func (m *clockedMarket) decide(ctx workflow.Context, r *run) error {
 	choice := policy.None
 	if !r.held(ctx) {
 		var err error
-		if choice, err = m.decider.Decide(r.spec.Tier, m.policy, t.state, t.market); err != nil {
+		// Only refuel's decisions solve plans; the other policies' are
+		// quick, and decided here cost no event in the history.
+		if m.policy == policy.Refuel && r.spec.Tier == spec.TierDeadline && askPlans(ctx) {
+			var d activities.Decision
+			d, err = decide(ctx, activities.DecisionInput{Kind: activities.DecideTick, Tier: r.spec.Tier, Policy: m.policy, State: t.state, Market: t.market},
+				"decide what to hold at tick "+strconv.Itoa(m.tick))
+			if failedOn(err, "InvalidJobSpec") {
+				return temporal.NewNonRetryableApplicationError(err.Error(), "InvalidJobSpec", nil)
+			}
+			if err != nil {
+				return fmt.Errorf("policy %s at tick %d: %w", m.policy, m.tick, err)
+			}
+			choice = d.Choice
+		} else if choice, err = m.decider.Decide(r.spec.Tier, m.policy, t.state, t.market); err != nil {
 			return temporal.NewNonRetryableApplicationError(err.Error(), "InvalidJobSpec", nil)
 		}
 	}

@@ -119,7 +119,7 @@ func TestClockedRunDecidesAsTheSimulator(t *testing.T) {
 				activities.ListOfferingsName: caps.ListOfferings, activities.AcquireName: caps.Acquire,
 				activities.OpenMarketName: caps.OpenMarket, activities.MarketAtName: caps.MarketAt,
 				activities.ReleaseName: caps.Release, activities.RunTrainingName: tr.RunTraining, activities.StopTrainingName: tr.StopTraining,
-				activities.PoolCheckpointLogName: caps.PoolCheckpointLog,
+				activities.PoolCheckpointLogName: caps.PoolCheckpointLog, activities.DecideMarketName: caps.DecideMarket,
 			} {
 				env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 			}

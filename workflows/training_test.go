@@ -241,6 +241,8 @@ func newEnvWithoutPool(t *testing.T, f *fakeCloud, opts ...option) *testsuite.Te
 		activities.ReleaseName:     f.Release,
 		activities.RunTrainingName: f.RunTraining, activities.StockHistoryName: f.StockHistory,
 		activities.StopTrainingName: f.StopTraining,
+		// The plans are pure: the real activity, with plans of its own.
+		activities.DecideMarketName: (&activities.Capacity{Plans: policy.NewPlans(1 << 30)}).DecideMarket,
 	} {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

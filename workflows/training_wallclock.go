@@ -133,7 +133,17 @@ func (r *run) waitsForSpot(ctx workflow.Context) bool {
 	}
 	od := capacity.OnlyMarket(capacity.Order(r.Offerings, r.spec.Tier, ""), capacity.OnDemand)
 	m := r.spotMarket(ctx, max(w.Step, time.Second), od[0].PricePerHour)
-	return policy.WaitForSpot(r.policyState(workflow.Now(ctx), w, policy.None), m)
+	s := r.policyState(workflow.Now(ctx), w, policy.None)
+	if !askPlans(ctx) {
+		return policy.WaitForSpot(s, m)
+	}
+	d, err := decide(ctx, activities.DecisionInput{Kind: activities.DecideWaitForSpot, State: s, Market: m}, "ask refuel whether to wait for spot")
+	if err != nil {
+		// Without an answer the run takes on-demand: its deadline is safe.
+		workflow.GetLogger(ctx).Warn("refuel's plans did not answer; taking on-demand", "error", err)
+		return false
+	}
+	return d.Wait
 }
 
 // spotMarket is the run's spot offerings as refuel plans with them, each
@@ -248,7 +258,17 @@ func (r *run) spotToTry(ctx workflow.Context, w *spotWatch) (capacity.Offering, 
 	o := r.Lease.Offering()
 	m := r.spotMarket(ctx, w.Every, o.PricePerHour)
 	s := r.policyState(workflow.Now(ctx), w, policy.Choice{Market: capacity.OnDemand, Zone: o.Key()})
-	c, ok := policy.BackToSpot(s, m)
+	var c policy.Choice
+	var ok bool
+	if askPlans(ctx) {
+		d, err := decide(ctx, activities.DecisionInput{Kind: activities.DecideBackToSpot, State: s, Market: m}, "ask refuel whether to try spot now")
+		if err != nil {
+			workflow.GetLogger(ctx).Warn("refuel's plans did not answer; staying on on-demand until the next ask", "error", err)
+		}
+		c, ok = d.Choice, err == nil && d.Try
+	} else {
+		c, ok = policy.BackToSpot(s, m)
+	}
 	if !ok {
 		return capacity.Offering{}, false
 	}

@@ -13,13 +13,16 @@ import (
 // for as long as its History says (with none, since the try); the answer
 // is refuel's: wait while the slack can afford the outage the zones'
 // stretches promise, with the changeover still to pay.
-func WaitForSpot(s State, m Market) bool {
+func WaitForSpot(s State, m Market) bool { return new(Decider).WaitForSpot(s, m) }
+
+// WaitForSpot is the package's WaitForSpot, with d's outlooks.
+func (d *Decider) WaitForSpot(s State, m Market) bool {
 	if s.Remaining <= 0 || len(m.Zones) == 0 {
 		return false
 	}
 	s.Current, s.OverheadLeft = None, 0
 	capSlack(&s)
-	return !new(Decider).refuel(s, withStock(m, false)).Holds()
+	return !d.refuel(s, withStock(m, false)).Holds()
 }
 
 // withStock is m with every zone in stock or out of it, the zones copied.
@@ -50,11 +53,14 @@ func capSlack(s *State) {
 // of the zones (their History; with none, its priors). A try that finds
 // no stock costs nothing but the try: the run keeps its on-demand
 // instance until the spot one is up. The slack is capped as capSlack says.
-func BackToSpot(s State, m Market) (Choice, bool) {
+func BackToSpot(s State, m Market) (Choice, bool) { return new(Decider).BackToSpot(s, m) }
+
+// BackToSpot is the package's BackToSpot, with d's outlooks.
+func (d *Decider) BackToSpot(s State, m Market) (Choice, bool) {
 	if s.Current.Market != capacity.OnDemand || s.Remaining <= 0 || len(m.Zones) == 0 {
 		return None, false
 	}
 	capSlack(&s)
-	c := new(Decider).refuel(s, withStock(m, true))
+	c := d.refuel(s, withStock(m, true))
 	return c, c.Market == capacity.Spot
 }

@@ -8,6 +8,8 @@ package policy
 type Decider struct {
 	outlooks []*outlook // most recently used first
 	used     int        // outlooks the decision under way used so far
+	// plans, when set, hold the outlooks instead (Plans.Decider).
+	plans *Plans
 }
 
 // rememberedOutlooks is the most outlooks a Decider keeps: enough for
@@ -26,6 +28,11 @@ func (d *Decider) forget() {
 }
 
 func (d *Decider) outlook(k outlookKey) *outlook {
+	if d.plans != nil {
+		// Only activities decide with plans; a workflow's Decider has
+		// none, and its outlooks are its own.
+		return d.plans.outlook(k) //workflowcheck:ignore
+	}
 	d.used++
 	for i, o := range d.outlooks {
 		if o.key == k {

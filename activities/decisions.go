@@ -1,0 +1,74 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+
+	"refuel/pkg/policy"
+	"refuel/pkg/spec"
+)
+
+// DecideMarketName is the local activity in which a run that chooses its
+// market asks refuel's plans what to do. The plans are large (an outlook
+// is tens of megabytes for a long run with much slack) and slow to solve,
+// so they are solved here, in the worker's shared and bounded Plans,
+// rather than in workflow code: the answer is recorded in the run's
+// history, and a replay reads it instead of solving again.
+const DecideMarketName = "DecideMarket"
+
+// DecisionKind is the question a run asks.
+type DecisionKind string
+
+const (
+	// DecideWaitForSpot: about to acquire with spot out of stock, wait
+	// for spot rather than take on-demand? (policy.WaitForSpot)
+	DecideWaitForSpot DecisionKind = "wait-for-spot"
+	// DecideBackToSpot: training on on-demand, try spot now, and where?
+	// (policy.BackToSpot)
+	DecideBackToSpot DecisionKind = "back-to-spot"
+	// DecideTick: what to hold for the market's next tick. (policy.Decide)
+	DecideTick DecisionKind = "tick"
+)
+
+// DecisionInput is the run and its market as the policy sees them.
+type DecisionInput struct {
+	Kind   DecisionKind  `json:"kind"`
+	Tier   spec.Tier     `json:"tier,omitempty"`   // for DecideTick
+	Policy policy.Name   `json:"policy,omitempty"` // for DecideTick
+	State  policy.State  `json:"state"`
+	Market policy.Market `json:"market"`
+}
+
+// Decision is the policy's answer: Wait for DecideWaitForSpot; Choice
+// for the others, with Try saying whether DecideBackToSpot found a zone
+// worth trying now.
+type Decision struct {
+	Wait   bool          `json:"wait,omitempty"`
+	Try    bool          `json:"try,omitempty"`
+	Choice policy.Choice `json:"choice"`
+}
+
+// DecideMarket answers a run's question with the worker's plans (a
+// Decider of its own when the worker keeps none).
+func (a *Capacity) DecideMarket(_ context.Context, in DecisionInput) (Decision, error) {
+	d := new(policy.Decider)
+	if a.Plans != nil {
+		d = a.Plans.Decider()
+	}
+	switch in.Kind {
+	case DecideWaitForSpot:
+		return Decision{Wait: d.WaitForSpot(in.State, in.Market)}, nil
+	case DecideBackToSpot:
+		c, try := d.BackToSpot(in.State, in.Market)
+		return Decision{Choice: c, Try: try}, nil
+	case DecideTick:
+		c, err := d.Decide(in.Tier, in.Policy, in.State, in.Market)
+		if err != nil {
+			return Decision{}, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidJobSpec", nil)
+		}
+		return Decision{Choice: c}, nil
+	}
+	return Decision{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("unknown decision kind %q", in.Kind), "BadRequest", nil)
+}
