@@ -21,11 +21,11 @@ import (
 	"refuel/internal/telemetry"
 	"refuel/nodeagent"
 	"refuel/pkg/capacity"
-	"refuel/pkg/policy"
 	awscloud "refuel/pkg/cloud/aws"
 	"refuel/pkg/cloud/local"
 	"refuel/pkg/cloud/sim"
 	"refuel/pkg/devserver"
+	"refuel/pkg/policy"
 	"refuel/pkg/pool"
 	"refuel/workflows"
 )
@@ -119,7 +119,7 @@ type Stack struct {
 	// Plans are the outlooks this worker keeps for runs that choose their
 	// market (Config.PlanCacheMB).
 	Plans *policy.Plans
-	Sim       *sim.Cloud // set when the simulated cloud runs here
+	Sim   *sim.Cloud // set when the simulated cloud runs here
 	// Virtual starts the node agents of virtual instances; nil unless
 	// Config.Instances is InstancesVirtual.
 	Virtual *nodeagent.Virtual
