@@ -2,6 +2,7 @@ package policy
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"refuel/pkg/capacity"
@@ -11,10 +12,10 @@ import (
 // step grows, trading resolution for time.
 const maxPlanCells = 250_000
 
-// planKey is the outlook for one zone's model, on a grid fixed for the
-// whole run (total work and the slack it started with), so that decisions
-// later in the run reuse it.
-func planKey(s State, m Market, model stockModel) outlookKey {
+// planKey is the outlook for zone z's model and prices, on a grid fixed
+// for the whole run (total work and the slack it started with), so that
+// decisions later in the run reuse it.
+func planKey(s State, m Market, z Zone, model stockModel) outlookKey {
 	total := s.Done + s.Remaining
 	slack := max(0, s.Elapsed+s.TimeLeft-total)
 	step := max(s.RestartOverhead/2, time.Minute)
@@ -30,8 +31,8 @@ func planKey(s State, m Market, model stockModel) outlookKey {
 		spotCost: 0.3, odCost: 1,
 	}
 	if m.OnDemandPrice > 0 {
-		k.odCost = float32(m.OnDemandPrice * step.Hours())
-		k.spotCost = float32(m.Zones[0].SpotPrice * step.Hours())
+		k.odCost = float32(m.onDemandPrice(z) * step.Hours())
+		k.spotCost = float32(z.SpotPrice * step.Hours())
 	}
 	return k
 }
@@ -69,7 +70,7 @@ func (d *Decider) refuel(s State, m Market) Choice {
 	if len(m.Zones) == 0 {
 		return od
 	}
-	step := planKey(s, m, stockModel{}).step
+	step := planKey(s, m, m.Zones[0], stockModel{}).step
 	r := int((s.Remaining + step - 1) / step)
 	slack := int(math.Floor(float64(s.TimeLeft-s.Remaining) / float64(step)))
 	if slack < 0 {
@@ -81,7 +82,9 @@ func (d *Decider) refuel(s State, m Market) Choice {
 			options = append(options, option{m.spot(i), inf32, z.stockAge()})
 		}
 	}
-	options = append(options, option{c: od, cost: inf32})
+	for _, c := range m.onDemandChoices(s) {
+		options = append(options, option{c: c, cost: inf32})
+	}
 	p := planPoint{r: r, slack: slack, step: step}
 	if roams(m) {
 		d.costRoaming(s, m, p, options)
@@ -122,7 +125,7 @@ type planPoint struct {
 // the restart the current zone saves; ties go to the zone in stock the
 // longest.
 func (d *Decider) costRoaming(s State, m Market, p planPoint, options []option) {
-	o := d.outlook(planKey(s, m, fitStock(m.Roaming.Availability)))
+	o := d.outlook(planKey(s, m, m.Zones[0], fitStock(m.Roaming.Availability)))
 	k := o.key
 	owed := min(k.overhead, int((s.OverheadLeft+p.step-1)/p.step))
 	in, b := 0, 0
@@ -153,20 +156,17 @@ func (d *Decider) costRoaming(s State, m Market, p planPoint, options []option) 
 	}
 }
 
-// costZones costs every option with each zone's own outlook: spot in a
-// zone by that zone's, holding nothing or on-demand by the best zone's.
+// costZones costs every option with each zone's own outlook, its prices
+// and what reaching it costs: spot in a zone by that zone's outlook,
+// on-demand in a region by the best of its zones', holding nothing by
+// the best zone's. A start in another region than the checkpoint's adds
+// the move: its egress, and its transfer time as slack spent on an
+// instance already paid for.
 func (d *Decider) costZones(s State, m Market, p planPoint, options []option) {
-	for i, z := range m.Zones {
-		o := d.outlook(planKey(s, m, fitStock(z.History)))
+	for _, z := range m.Zones {
+		o := d.outlook(planKey(s, m, z, fitStock(z.History)))
 		k := o.key
 		owed := min(k.overhead, int((s.OverheadLeft+p.step-1)/p.step))
-		h := 0
-		switch {
-		case s.Current.Market == capacity.OnDemand:
-			h = k.odHeld(owed)
-		case s.Current == m.spot(i):
-			h = k.spotHeld(owed)
-		}
 		in, b := 0, 0
 		if z.SpotAvailable {
 			in = 1
@@ -174,14 +174,34 @@ func (d *Decider) costZones(s State, m Market, p planPoint, options []option) {
 		if z.History.Last == z.SpotAvailable {
 			b = bucketOf(z.History.Since)
 		}
+		// q is the cost of taking act, continuing the current instance
+		// if it is c, or else starting c in this zone's stead.
+		q := func(c Choice, act int) float32 {
+			if c == s.Current {
+				h := k.spotHeld(owed)
+				if act == actOnDemand {
+					h = k.odHeld(owed)
+				}
+				return o.q(p.r, p.slack, h, in, b, act)
+			}
+			if !m.moves(z) || m.OnDemandPrice == 0 {
+				return o.q(p.r, p.slack, 0, in, b, act)
+			}
+			steps := int((m.Move.Time + p.step - 1) / p.step)
+			price := k.spotCost
+			if act == actOnDemand {
+				price = k.odCost
+			}
+			return float32(m.Move.USD) + float32(steps)*price + o.q(p.r, p.slack-steps, 0, in, b, act)
+		}
 		for j := range options {
 			switch c := options[j].c; {
 			case !c.Holds():
-				options[j].cost = min(options[j].cost, o.q(p.r, p.slack, h, in, b, actNone))
-			case c.Market == capacity.OnDemand:
-				options[j].cost = min(options[j].cost, o.q(p.r, p.slack, h, in, b, actOnDemand))
+				options[j].cost = min(options[j].cost, o.q(p.r, p.slack, 0, in, b, actNone))
+			case c.Market == capacity.OnDemand && m.Zones[m.zone(c.Zone)].Region == z.Region:
+				options[j].cost = min(options[j].cost, q(c, actOnDemand))
 			case c.Zone == z.Name:
-				options[j].cost = o.q(p.r, p.slack, h, in, b, actSpot)
+				options[j].cost = q(c, actSpot)
 			}
 		}
 	}
@@ -193,7 +213,40 @@ func (d *Decider) costZones(s State, m Market, p planPoint, options []option) {
 // roaming model alone priced better than the cheaper of it and the
 // zones' own, which undervalue waiting for any zone's stock.
 func roams(m Market) bool {
-	return len(m.Zones) > 1 && m.Roaming.Since > 0
+	return len(m.Zones) > 1 && m.Roaming.Since > 0 && alike(m)
+}
+
+// alike reports whether every zone of m charges the same in the same
+// region, so that the stock across them is one market.
+func alike(m Market) bool {
+	for _, z := range m.Zones {
+		a := m.Zones[0]
+		if z.SpotPrice != a.SpotPrice || m.onDemandPrice(z) != m.onDemandPrice(a) || z.Region != a.Region {
+			return false
+		}
+	}
+	return true
+}
+
+// onDemandChoices are the on-demand choices refuel weighs: one per
+// region, in the zone the run holds an instance in there, or else where
+// on-demand is cheapest (the first such zone on ties).
+func (m Market) onDemandChoices(s State) []Choice {
+	var out []Choice
+	for _, z := range m.Zones {
+		j := slices.IndexFunc(out, func(c Choice) bool { return m.Zones[m.zone(c.Zone)].Region == z.Region })
+		if j < 0 {
+			out = append(out, Choice{Market: capacity.OnDemand, Zone: z.Name})
+			continue
+		}
+		chosen := m.Zones[m.zone(out[j].Zone)]
+		switch {
+		case s.Current.Holds() && s.Current.Zone == chosen.Name:
+		case s.Current.Holds() && s.Current.Zone == z.Name, m.onDemandPrice(z) < m.onDemandPrice(chosen):
+			out[j].Zone = z.Name
+		}
+	}
+	return out
 }
 
 // refuelSpotZone is, for a flexible run, the zone the run is on spot in
