@@ -122,38 +122,139 @@ type planPoint struct {
 // the zones (see Roaming): while any zone is in stock spot can be had,
 // and once the zone held runs out the run restarts in another without
 // waiting if one is in stock. Every spot option costs the same but for
-// the restart the current zone saves; ties go to the zone in stock the
-// longest.
+// the restart the current zone saves, and where zones are priced apart
+// for what the zone saves or adds over the spot price the roaming run
+// can expect (see roamingPrice), for as long as its stock is expected to
+// last; ties go to the zone in stock the longest. On-demand is priced in
+// its own region, and a start in another region than the checkpoint's
+// adds the move (see withMove).
 func (d *Decider) costRoaming(s State, m Market, p planPoint, options []option) {
-	o := d.outlook(planKey(s, m, m.Zones[0], fitStock(m.Roaming.Availability)))
-	k := o.key
-	owed := min(k.overhead, int((s.OverheadLeft+p.step-1)/p.step))
-	in, b := 0, 0
-	for _, z := range m.Zones {
-		if z.SpotAvailable {
-			in = 1
-		}
-	}
-	if m.Roaming.Last == (in == 1) {
-		b = bucketOf(m.Roaming.Since)
-	}
+	single := alike(m)
 	for j := range options {
 		c := options[j].c
-		h, act := 0, actNone
-		switch {
-		case c.Market == capacity.Spot && c == s.Current:
-			h = k.spotHeld(owed)
-		case c.Market != capacity.Spot && s.Current.Market == capacity.OnDemand:
-			h = k.odHeld(owed)
+		z := m.Zones[max(0, m.zone(c.Zone))]
+		stock, zones := m.Roaming, m.Zones
+		if !single {
+			// Plan within the option's region; holding nothing, within
+			// the checkpoint's.
+			r := z.Region
+			if !c.Holds() && m.Move.Region != "" {
+				r = m.Move.Region
+			}
+			stock, zones = m.regionStock(r), regionZones(m, r)
 		}
+		in, b := 0, 0
+		cheapest := math.Inf(1)
+		for _, z := range zones {
+			if z.SpotAvailable {
+				in, cheapest = 1, min(cheapest, z.SpotPrice)
+			}
+		}
+		if stock.Last == (in == 1) {
+			b = bucketOf(stock.Since)
+		}
+		// Spot is priced at the cheapest in stock, or, with none in stock,
+		// at what the stock across the zones can be expected to cost.
+		if math.IsInf(cheapest, 1) {
+			cheapest = roamingPrice(zones)
+		}
+		priced := Zone{SpotPrice: cheapest, OnDemandPrice: m.onDemandPrice(z)}
+		if !c.Holds() {
+			priced.OnDemandPrice = m.OnDemandPrice
+		}
+		o := d.outlook(planKey(s, m, priced, fitStock(stock.Availability)))
+		k := o.key
+		owed := min(k.overhead, int((s.OverheadLeft+p.step-1)/p.step))
+		h, act, price := 0, actNone, float32(0)
 		switch c.Market {
 		case capacity.Spot:
-			act = actSpot
+			act, price = actSpot, k.spotCost
+			if c == s.Current {
+				h = k.spotHeld(owed)
+			}
 		case capacity.OnDemand:
-			act = actOnDemand
+			act, price = actOnDemand, k.odCost
+			if c == s.Current {
+				h = k.odHeld(owed)
+			}
 		}
-		options[j].cost = o.q(p.r, p.slack, h, in, b, act)
+		cost := m.withMove(c, s, p, price, func(slack int) float32 { return o.q(p.r, slack, h, in, b, act) })
+		if c.Market == capacity.Spot && m.OnDemandPrice > 0 {
+			// What this zone adds over the cheapest, while it lasts.
+			held := min(s.Remaining, expectedLeft(z, true))
+			cost += float32((z.SpotPrice - cheapest) * held.Hours())
+		}
+		options[j].cost = cost
 	}
+}
+
+// regionZones are m's zones in region r.
+func regionZones(m Market, r string) []Zone {
+	var out []Zone
+	for _, z := range m.Zones {
+		if z.Region == r {
+			out = append(out, z)
+		}
+	}
+	return out
+}
+
+// withMove is q at the plan's slack, or, for a start of c in another
+// region than the checkpoint's, the move's egress plus its transfer time
+// held at price per step and spent from the slack.
+func (m Market) withMove(c Choice, s State, p planPoint, price float32, q func(slack int) float32) float32 {
+	if c == s.Current || !c.Holds() || m.OnDemandPrice == 0 || !m.moves(m.Zones[max(0, m.zone(c.Zone))]) {
+		return q(p.slack)
+	}
+	steps := int((m.Move.Time + p.step - 1) / p.step)
+	return float32(m.Move.USD) + float32(steps)*price + q(p.slack-steps)
+}
+
+// roamingPrice is the spot price a run roaming between the zones can
+// expect to pay: that of the cheapest zone in stock, each zone's chance of
+// being in stock its share of the time seen in stock (a half before any
+// is seen), taken as independent.
+func roamingPrice(zones []Zone) float64 {
+	order := make([]int, len(zones))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmpFloat(zones[a].SpotPrice, zones[b].SpotPrice) })
+	var sum, weight float64
+	none := 1.0 // chance that no cheaper zone is in stock
+	for _, i := range order {
+		z := zones[i]
+		share := inStockShare(z.History)
+		sum += none * share * z.SpotPrice
+		weight += none * share
+		none *= 1 - share
+	}
+	if weight == 0 {
+		return zones[order[0]].SpotPrice
+	}
+	return sum / weight
+}
+
+// inStockShare is the share of the time a zone was seen in stock, with
+// an hour of each kind assumed before anything was seen.
+func inStockShare(a Availability) float64 {
+	in, out := a.In.Total.Hours()+1, a.Out.Total.Hours()+1
+	if a.Last {
+		in += a.Since.Hours()
+	} else {
+		out += a.Since.Hours()
+	}
+	return in / (in + out)
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // costZones costs every option with each zone's own outlook, its prices
@@ -177,22 +278,17 @@ func (d *Decider) costZones(s State, m Market, p planPoint, options []option) {
 		// q is the cost of taking act, continuing the current instance
 		// if it is c, or else starting c in this zone's stead.
 		q := func(c Choice, act int) float32 {
-			if c == s.Current {
-				h := k.spotHeld(owed)
-				if act == actOnDemand {
-					h = k.odHeld(owed)
-				}
-				return o.q(p.r, p.slack, h, in, b, act)
-			}
-			if !m.moves(z) || m.OnDemandPrice == 0 {
-				return o.q(p.r, p.slack, 0, in, b, act)
-			}
-			steps := int((m.Move.Time + p.step - 1) / p.step)
-			price := k.spotCost
+			h, price := 0, k.spotCost
 			if act == actOnDemand {
 				price = k.odCost
 			}
-			return float32(m.Move.USD) + float32(steps)*price + o.q(p.r, p.slack-steps, 0, in, b, act)
+			switch {
+			case c == s.Current && act == actSpot:
+				h = k.spotHeld(owed)
+			case c == s.Current:
+				h = k.odHeld(owed)
+			}
+			return m.withMove(c, s, p, price, func(slack int) float32 { return o.q(p.r, slack, h, in, b, act) })
 		}
 		for j := range options {
 			switch c := options[j].c; {
@@ -213,7 +309,7 @@ func (d *Decider) costZones(s State, m Market, p planPoint, options []option) {
 // roaming model alone priced better than the cheaper of it and the
 // zones' own, which undervalue waiting for any zone's stock.
 func roams(m Market) bool {
-	return len(m.Zones) > 1 && m.Roaming.Since > 0 && alike(m)
+	return len(m.Zones) > 1 && (m.Roaming.Since > 0 || !alike(m))
 }
 
 // alike reports whether every zone of m charges the same in the same

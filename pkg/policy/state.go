@@ -79,6 +79,28 @@ type Market struct {
 	// Move is what a start in another region than the checkpoint's
 	// costs; its zero value, that moves cost nothing.
 	Move Move
+	// Regions are, where zones lie in several regions, what has been
+	// seen of the stock across each region's zones, as Roaming is across
+	// all of them: refuel plans a region's options with its own, since a
+	// run preempted there restarts there without moving its checkpoint
+	// if it can. Regions missing are planned with refuel's priors.
+	Regions []RegionStock
+}
+
+// RegionStock is the stock across the zones of one region.
+type RegionStock struct {
+	Region  string  `json:"region"`
+	Roaming Roaming `json:"roaming"`
+}
+
+// regionStock is what has been seen across region r's zones.
+func (m Market) regionStock(r string) Roaming {
+	for _, rs := range m.Regions {
+		if rs.Region == r {
+			return rs.Roaming
+		}
+	}
+	return Roaming{}
 }
 
 // Move is what moving a run's checkpoint to another region costs.

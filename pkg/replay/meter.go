@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"refuel/pkg/capacity"
@@ -21,6 +22,10 @@ type Meter struct {
 
 	history []policy.Availability
 	view    policy.Market
+	// inRegion lists the zones of each of view.Regions, when there are
+	// several.
+	inRegion [][]int
+	scratch  []policy.Zone
 
 	t            int // ticks of the run so far
 	stock        []bool
@@ -53,6 +58,18 @@ func NewMeter(job Job, zones []string, gap time.Duration) (*Meter, error) {
 		history: make([]policy.Availability, len(zones)),
 		view: policy.Market{Step: gap, OnDemandPrice: job.cheapestOnDemand(), Zones: make([]policy.Zone, len(zones)),
 			Move: policy.Move{USD: job.moveUSD(), Time: job.moveTime(gap)}},
+	}
+	for z := range zones {
+		r := slices.IndexFunc(m.view.Regions, func(rs policy.RegionStock) bool { return rs.Region == job.region(z) })
+		if r < 0 {
+			r = len(m.view.Regions)
+			m.view.Regions = append(m.view.Regions, policy.RegionStock{Region: job.region(z)})
+			m.inRegion = append(m.inRegion, nil)
+		}
+		m.inRegion[r] = append(m.inRegion[r], z)
+	}
+	if len(m.view.Regions) == 1 {
+		m.view.Regions, m.inRegion = nil, nil
 	}
 	return m, nil
 }
@@ -197,7 +214,14 @@ func (m *Meter) see(stock []bool) error {
 }
 
 func (m *Meter) observe() {
-	m.view.Roaming.Observe(m.view.Zones, m.gap)
+	m.view.Roaming.ObserveMoves(m.view.Zones, m.gap, m.view.Move.Time)
+	for r, zones := range m.inRegion {
+		m.scratch = m.scratch[:0]
+		for _, z := range zones {
+			m.scratch = append(m.scratch, m.view.Zones[z])
+		}
+		m.view.Regions[r].Roaming.Observe(m.scratch, m.gap)
+	}
 	for z := range m.history {
 		m.history[z].Observe(m.stock[z], m.gap)
 	}

@@ -46,3 +46,10 @@ func (cfg Config) WithPrices(p *trace.Prices) Config {
 	cfg.Pools = pools
 	return cfg
 }
+
+// InstanceTypeOf is the instance type of the default catalogue a trace
+// stands for (see typeForTrace), to price it.
+func InstanceTypeOf(t *trace.Trace) (string, bool) {
+	it, ok := typeForTrace(DefaultCatalogue(), t.Instance, t.Count)
+	return it.Name, ok
+}
