@@ -33,6 +33,10 @@ func planKey(s State, m Market, z Zone, model stockModel) outlookKey {
 	if m.OnDemandPrice > 0 {
 		k.odCost = float32(m.onDemandPrice(z) * step.Hours())
 		k.spotCost = float32(z.SpotPrice * step.Hours())
+		if !m.priced() {
+			k.odCost = float32(m.OnDemandPrice * step.Hours())
+			k.spotCost = float32(m.Zones[0].SpotPrice * step.Hours())
+		}
 	}
 	return k
 }
@@ -179,7 +183,7 @@ func (d *Decider) costRoaming(s State, m Market, p planPoint, options []option) 
 			}
 		}
 		cost := m.withMove(c, s, p, price, func(slack int) float32 { return o.q(p.r, slack, h, in, b, act) })
-		if c.Market == capacity.Spot && m.OnDemandPrice > 0 {
+		if c.Market == capacity.Spot && m.OnDemandPrice > 0 && m.priced() {
 			// What this zone adds over the cheapest, while it lasts.
 			held := min(s.Remaining, expectedLeft(z, true))
 			cost += float32((z.SpotPrice - cheapest) * held.Hours())
@@ -309,12 +313,15 @@ func (d *Decider) costZones(s State, m Market, p planPoint, options []option) {
 // roaming model alone priced better than the cheaper of it and the
 // zones' own, which undervalue waiting for any zone's stock.
 func roams(m Market) bool {
-	return len(m.Zones) > 1 && (m.Roaming.Since > 0 || !alike(m))
+	return len(m.Zones) > 1 && m.Roaming.Since > 0
 }
 
 // alike reports whether every zone of m charges the same in the same
 // region, so that the stock across them is one market.
 func alike(m Market) bool {
+	if !m.priced() {
+		return true
+	}
 	for _, z := range m.Zones {
 		a := m.Zones[0]
 		if z.SpotPrice != a.SpotPrice || m.onDemandPrice(z) != m.onDemandPrice(a) || z.Region != a.Region {
@@ -338,7 +345,7 @@ func (m Market) onDemandChoices(s State) []Choice {
 		chosen := m.Zones[m.zone(out[j].Zone)]
 		switch {
 		case s.Current.Holds() && s.Current.Zone == chosen.Name:
-		case s.Current.Holds() && s.Current.Zone == z.Name, m.onDemandPrice(z) < m.onDemandPrice(chosen):
+		case s.Current.Holds() && s.Current.Zone == z.Name, m.priced() && m.onDemandPrice(z) < m.onDemandPrice(chosen):
 			out[j].Zone = z.Name
 		}
 	}

@@ -136,6 +136,22 @@ type Zone struct {
 	History Availability
 }
 
+// priced reports whether the market's zones are placed in regions with
+// prices of their own (Region or OnDemandPrice set): only then does
+// refuel plan each zone at its own prices, and do the zone choices rank
+// zones by price. Otherwise the zones are one market, planned at the
+// first zone's spot price and taken in their order of preference, as
+// before zones were priced, so that runs deciding on such markets decide
+// as they always did.
+func (m Market) priced() bool {
+	for _, z := range m.Zones {
+		if z.Region != "" || z.OnDemandPrice != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // onDemandPrice is the zone's on-demand price, or the market's.
 func (m Market) onDemandPrice(z Zone) float64 {
 	if z.OnDemandPrice > 0 {
@@ -166,7 +182,7 @@ func (m Market) onDemand(s State) Choice {
 	}
 	best := 0
 	for i := range m.Zones {
-		if m.startPrice(m.Zones[i], true, s) < m.startPrice(m.Zones[best], true, s) {
+		if m.priced() && m.startPrice(m.Zones[i], true, s) < m.startPrice(m.Zones[best], true, s) {
 			best = i
 		}
 	}
