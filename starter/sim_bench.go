@@ -71,6 +71,7 @@ func runSimBench(args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&job.CheckpointGB, "checkpoint-gb", 50, "size of the checkpoint a move between regions transfers, in GB")
 	fs.Float64Var(&job.EgressUSDPerGB, "egress-usd-per-gb", 0.02, "USD per GB a checkpoint moved to another region costs")
 	gbps := fs.Float64("transfer-gbps", 1, "Gbit/s a checkpoint moves between regions at")
+	withRegions := fs.Bool("priced-regions", true, "also replay markets whose zones span regions with each zone at its own prices")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -111,7 +112,7 @@ func runSimBench(args []string, stdout, stderr io.Writer) error {
 	}
 	var regions []*regionCell
 	for _, bm := range multis {
-		if !spansRegions(bm) {
+		if !*withRegions || !spansRegions(bm) {
 			continue
 		}
 		for _, dl := range dls {

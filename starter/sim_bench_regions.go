@@ -76,7 +76,7 @@ func runRegionCells(cells []*regionCell, stderr io.Writer) error {
 				for _, sub := range regionMarkets(c.market, c.job) {
 					res, err := replaySim(sub.market, sub.job, c.start, policy.Optimal)
 					if err != nil {
-						fail(err)
+						fail(fmt.Errorf("%s, deadline %s, start %d, optimal in one region: %w", c.market.name, c.deadline, c.start, err))
 						continue
 					}
 					if c.single < 0 || res.Cost < c.single {
