@@ -64,7 +64,7 @@ import (
 // composed days start at 00:00 and cron windows read naturally.
 var benchEpoch = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 
-// Targets from issue 5, checked and printed under the table.
+// Targets for refuel on every scenario, checked and printed under the table.
 const (
 	targetAttainment   = 0.99
 	targetCostVsOracle = 1.15
