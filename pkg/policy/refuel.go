@@ -297,7 +297,10 @@ func (d *Decider) costZones(s State, m Market, p planPoint, options []option) {
 		for j := range options {
 			switch c := options[j].c; {
 			case !c.Holds():
-				options[j].cost = min(options[j].cost, o.q(p.r, p.slack, 0, in, b, actNone))
+				// Waiting for this zone's spot: reaching it later moves
+				// the checkpoint as reaching it now would.
+				wait := m.withMove(m.spot(m.zone(z.Name)), s, p, 0, func(slack int) float32 { return o.q(p.r, slack, 0, in, b, actNone) })
+				options[j].cost = min(options[j].cost, wait)
 			case c.Market == capacity.OnDemand && m.Zones[m.zone(c.Zone)].Region == z.Region:
 				options[j].cost = min(options[j].cost, q(c, actOnDemand))
 			case c.Zone == z.Name:
