@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -126,12 +127,14 @@ type planPoint struct {
 // the zones (see Roaming): while any zone is in stock spot can be had,
 // and once the zone held runs out the run restarts in another without
 // waiting if one is in stock. Every spot option costs the same but for
-// the restart the current zone saves, and where zones are priced apart
-// for what the zone saves or adds over the spot price the roaming run
-// can expect (see roamingPrice), for as long as its stock is expected to
-// last; ties go to the zone in stock the longest. On-demand is priced in
-// its own region, and a start in another region than the checkpoint's
-// adds the move (see withMove).
+// the restart the current zone saves; ties go to the zone in stock the
+// longest. Where the zones lie in regions with prices of their own, each
+// option is planned within its region (holding nothing, within the
+// checkpoint's), with the stock across that region's zones (see
+// Market.Regions) at the cheapest spot price in stock there; a dearer
+// zone adds what it costs over that while its stock is expected to last,
+// and a start in another region than the checkpoint's adds the move (see
+// withMove).
 func (d *Decider) costRoaming(s State, m Market, p planPoint, options []option) {
 	single := alike(m)
 	for j := range options {
@@ -215,15 +218,15 @@ func (m Market) withMove(c Choice, s State, p planPoint, price float32, q func(s
 }
 
 // roamingPrice is the spot price a run roaming between the zones can
-// expect to pay: that of the cheapest zone in stock, each zone's chance of
-// being in stock its share of the time seen in stock (a half before any
-// is seen), taken as independent.
+// expect to pay when none is in stock now: that of the cheapest zone in
+// stock, each zone's chance of being in stock its share of the time seen
+// in stock (a half before any is seen), taken as independent.
 func roamingPrice(zones []Zone) float64 {
 	order := make([]int, len(zones))
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmpFloat(zones[a].SpotPrice, zones[b].SpotPrice) })
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(zones[a].SpotPrice, zones[b].SpotPrice) })
 	var sum, weight float64
 	none := 1.0 // chance that no cheaper zone is in stock
 	for _, i := range order {
@@ -249,16 +252,6 @@ func inStockShare(a Availability) float64 {
 		out += a.Since.Hours()
 	}
 	return in / (in + out)
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // costZones costs every option with each zone's own outlook, its prices

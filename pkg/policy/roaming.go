@@ -51,8 +51,10 @@ func (r *Roaming) ObserveMoves(zones []Zone, d, move time.Duration) {
 		}
 	}
 	best := longestInStock(zones)
-	if near := longestInStock(inRegion(zones, held)); r.Zone != "" && near >= 0 {
-		best = slices.IndexFunc(zones, func(z Zone) bool { return z.Name == inRegion(zones, held)[near].Name })
+	if home := inRegion(zones, held); r.Zone != "" {
+		if near := longestInStock(home); near >= 0 {
+			best = slices.IndexFunc(zones, func(z Zone) bool { return z.Name == home[near].Name })
+		}
 	}
 	if best < 0 {
 		r.Zone = ""
