@@ -66,15 +66,22 @@ bench:
 
 # Market policies over every availability trace: 48h of work, 52h and 70h
 # deadlines, 10 start offsets per trace (issue 4's table), with refuel's
-# bound when each window's statistics are known in advance.
+# bound when each window's statistics are known in advance, and the
+# zones of aws-02-15-2023 at their own prices across three regions; then
+# the same over the preemption traces, which refuel was not tuned on.
 bench-policy:
 	$(GO) run ./starter sim-bench --traces $(TRACES)/availability --known-statistics
+	$(GO) run ./starter sim-bench --traces $(TRACES)/preemption --known-statistics --priced-regions=false
 
-# Inference autoscaling on a real hour of LLM traffic and a day composed
-# from it: SLO attainment and cost of refuel, a SkyServe-like reactive
-# autoscaler, static peak provisioning and an oracle (issue 5's table).
+# Inference autoscaling on a real hour of LLM traffic, a day composed
+# from it and a family of seeded shapes (diurnal, flash crowd, heavy-tailed
+# bursts, slow ramp, on/off, the hour at other rates): SLO attainment and
+# cost of refuel, a SkyServe-like reactive autoscaler, static peak
+# provisioning and an oracle. SEED=2 or 3 gives the shapes refuel was not
+# tuned on.
+SEED ?= 1
 bench-autoscale:
-	$(GO) run ./starter autoscale-bench --trace $(TRACES)/inference/azure-llm-conv-2023-11-16.csv
+	$(GO) run ./starter autoscale-bench --trace $(TRACES)/inference/azure-llm-conv-2023-11-16.csv --seed $(SEED)
 
 # A thousand training runs on one worker (virtual instances on the sim
 # cloud, its own embedded stack and data dir): the server's raw rate, the

@@ -28,13 +28,15 @@ import (
 // 24 h, each copy rotated by a seeded random offset, and keeps each
 // request with probability 0.2 + 0.8*(1-cos(2π(t-04:00)/24h))/2: a daily
 // cycle from 20% of the trace's rate at 04:00 to all of it at 16:00, with
-// the trace's own minute-to-minute bursts on top. Two hold-outs check
-// that nothing is tuned to that day: "day-late-half" is composed the same
-// way from only the second half of the hour, with a 30% trough at 02:00
-// and another seed; "bursts" is synthetic, Poisson arrivals on a daily
-// cycle (25% trough at 05:00) with a burst every two hours on average
-// that ramps up over 3 min to 1.3-2x, holds 5-20 min and ramps down,
-// request sizes drawn from the trace.
+// the trace's own minute-to-minute bursts on top. "day-late-half" is
+// composed the same way from only the second half of the hour, with a 30%
+// trough at 02:00; "bursts" is Poisson arrivals on a daily cycle with a
+// burst every two hours on average that ramps up over 3 min to 1.3-2x,
+// holds 5-20 min and ramps down. The rest is a family of shapes drawn
+// from the seed (see autoscaleScenarios): a daily cycle with drift, the
+// same at a tenth of the rate, a flash crowd, heavy-tailed bursts, a slow
+// ramp, traffic that switches on and off, and the real hour at a quarter
+// and at four times its rate. Request sizes are always the real hour's.
 //
 // Service. A replica prefills 2,000 context tokens/s and decodes 200
 // tokens/s summed over its batch (one mid-range GPU serving a 13B model
@@ -62,11 +64,7 @@ import (
 // composed days start at 00:00 and cron windows read naturally.
 var benchEpoch = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 
-// autoscaleScenarios are the traffic patterns the bench can replay, in
-// the order it prints them.
-var autoscaleScenarios = []string{"hour", "day", "day-late-half", "bursts"}
-
-// Targets from issue 5, checked and printed under the table.
+// Targets for refuel on every scenario, checked and printed under the table.
 const (
 	targetAttainment   = 0.99
 	targetCostVsOracle = 1.15
@@ -107,7 +105,7 @@ func runAutoscaleBench(args []string, stdout io.Writer) error {
 		dflt = filepath.Join("..", "shared", "traces", "inference", "azure-llm-conv-2023-11-16.csv")
 	}
 	path := fs.String("trace", dflt, "request trace in the Azure LLM format (env REFUEL_INFERENCE_TRACE)")
-	scenarios := fs.String("scenarios", strings.Join(autoscaleScenarios, ","), "comma-separated traffic patterns: "+strings.Join(autoscaleScenarios, ", "))
+	scenarios := fs.String("scenarios", strings.Join(scenarioNames(), ","), "comma-separated traffic patterns: "+strings.Join(scenarioNames(), ", "))
 	cfg := servingsim.Config{
 		Model: servingsim.Model{PrefillTokensPerSecond: 2000, DecodeTokensPerSecond: 200},
 		Startup: servingsim.Startup{
@@ -141,23 +139,24 @@ func runAutoscaleBench(args []string, stdout io.Writer) error {
 	case *window < time.Second:
 		return &FlagError{"demand-window", "is under a second", "give a window such as 1m"}
 	}
-	var names []string
+	var chosen []autoscaleScenario
 	for _, n := range strings.Split(*scenarios, ",") {
 		n = strings.TrimSpace(n)
-		if !slices.Contains(autoscaleScenarios, n) {
-			return &FlagError{"scenarios", fmt.Sprintf("%q is not a scenario", n), "use " + strings.Join(autoscaleScenarios, ", ")}
+		i := slices.IndexFunc(autoscaleScenarios, func(s autoscaleScenario) bool { return s.name == n })
+		if i < 0 {
+			return &FlagError{"scenarios", fmt.Sprintf("%q is not a scenario", n), "use " + strings.Join(scenarioNames(), ", ")}
 		}
-		names = append(names, n)
+		chosen = append(chosen, autoscaleScenarios[i])
 	}
 	hour, err := traffic.ReadAzureCSV(*path)
 	if err != nil {
 		return err
 	}
 	var rows []autoscaleRow
-	for _, name := range names {
-		tr := benchTraffic(name, hour, cfg.Seed)
-		fmt.Fprintf(os.Stderr, "autoscale-bench: %s: %d requests over %s\n", name, len(tr.Requests), tr.Span.Round(time.Second))
-		rows = append(rows, benchScenario(name, tr, cfg, *window)...)
+	for _, sc := range chosen {
+		tr := sc.build(hour, cfg.Seed)
+		fmt.Fprintf(os.Stderr, "autoscale-bench: %s (%s): %d requests over %s\n", sc.name, sc.about, len(tr.Requests), tr.Span.Round(time.Second))
+		rows = append(rows, benchScenario(sc.name, tr, cfg, *window)...)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -172,24 +171,13 @@ func runAutoscaleBench(args []string, stdout io.Writer) error {
 	return nil
 }
 
-// benchTraffic builds a scenario's traffic from the real hour.
-func benchTraffic(name string, hour *traffic.Trace, seed uint64) *traffic.Trace {
-	steady := hour.Steady()
-	switch name {
-	case "day":
-		return traffic.ComposeDay(steady, traffic.DayShape{Trough: 0.2, TroughAt: 4 * time.Hour}, seed)
-	case "day-late-half":
-		late := steady.Slice(steady.Span/2, steady.Span)
-		return traffic.ComposeDay(late, traffic.DayShape{Trough: 0.3, TroughAt: 2 * time.Hour}, seed+1)
-	case "bursts":
-		return traffic.Bursts{
-			Length: traffic.Day, PeakRate: float64(len(hour.Requests)) / hour.Span.Seconds(),
-			Shape:   traffic.DayShape{Trough: 0.25, TroughAt: 5 * time.Hour},
-			PerHour: 0.5, MinFactor: 1.3, MaxFactor: 2,
-			MinHold: 5 * time.Minute, MaxHold: 20 * time.Minute, Ramp: 3 * time.Minute,
-		}.Generate(hour, seed+2)
+// scenarioNames lists the scenarios in the order the bench prints them.
+func scenarioNames() []string {
+	names := make([]string, len(autoscaleScenarios))
+	for i, s := range autoscaleScenarios {
+		names[i] = s.name
 	}
-	return hour
+	return names
 }
 
 // benchScenario runs every policy on one traffic pattern.

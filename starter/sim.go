@@ -45,6 +45,10 @@ type simFlags struct {
 	starts   int
 	json     bool
 	plot     string
+	// prices, when set, price each zone apart (--prices); transfer is the
+	// link a checkpoint moves between regions over, in Gbit/s.
+	prices   string
+	transfer float64
 }
 
 // FlagError is a flag given a value `starter sim` cannot use.
@@ -116,6 +120,10 @@ func parseSimFlags(args []string, stderr io.Writer) (simFlags, error) {
 		f.tier = t
 		return nil
 	})
+	fs.StringVar(&f.prices, "prices", "", "price each zone from FILE (DescribeSpotPriceHistory's JSON with OnDemandPrices beside it), or from refuel's embedded prices with \""+embeddedPrices+"\"; without it every zone charges --spot-price and --ondemand-price")
+	fs.Float64Var(&f.job.EgressUSDPerGB, "egress-usd-per-gb", 0.02, "with --prices: USD per GB a checkpoint moved to another region costs")
+	fs.Float64Var(&f.job.CheckpointGB, "checkpoint-gb", 0, "with --prices: size of the run's checkpoint in GB, moved on a start in another region")
+	fs.Float64Var(&f.transfer, "transfer-gbps", 1, "with --prices: Gbit/s a checkpoint moves between regions at")
 	fs.IntVar(&f.start, "start", 0, "tick of the traces the job starts at")
 	fs.IntVar(&f.starts, "starts", 0, "run N windows whose starts are spread evenly over the traces, then a summary")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object per line")
@@ -127,6 +135,7 @@ func parseSimFlags(args []string, stderr io.Writer) (simFlags, error) {
 		return f, usagef("sim: unexpected argument %q; give traces with --trace FILE", fs.Arg(0))
 	}
 	f.job.Tier = f.tier
+	f.job.TransferTime = transferTime(f.job.CheckpointGB, f.transfer)
 	if len(f.policies) == 0 {
 		f.policies = []policy.Name{policy.Refuel}
 	}
@@ -152,6 +161,12 @@ func (f simFlags) check() error {
 		return bad("starts", fmt.Sprintf("%d is negative", f.starts), "give a number of windows, e.g. --starts 10")
 	case f.starts > 0 && f.start != 0:
 		return bad("starts", "and --start were both given", "use --start for one window or --starts for several")
+	case j.EgressUSDPerGB < 0:
+		return bad("egress-usd-per-gb", "is negative", "give USD per GB, e.g. --egress-usd-per-gb 0.02")
+	case j.CheckpointGB < 0:
+		return bad("checkpoint-gb", "is negative", "give the checkpoint's size in GB, e.g. --checkpoint-gb 50")
+	case f.transfer <= 0:
+		return bad("transfer-gbps", fmt.Sprintf("%v is not a rate", f.transfer), "give the link's Gbit/s, e.g. --transfer-gbps 1")
 	case f.plot != "" && !strings.HasSuffix(f.plot, ".png") && !strings.HasSuffix(f.plot, ".svg"):
 		return bad("plot", fmt.Sprintf("%q names neither a .png nor an .svg file", f.plot), "end the file name with .png or .svg")
 	}
@@ -180,6 +195,10 @@ type simRow struct {
 	// CostFraction is the cost as a share of on-demand from start to end.
 	CostFraction float64 `json:"cost_fraction"`
 	Tier         string  `json:"tier"`
+	// Transfers are moves of the checkpoint between regions, EgressUSD
+	// their cost (in cost_usd).
+	Transfers int     `json:"transfers"`
+	EgressUSD float64 `json:"egress_usd"`
 }
 
 // simSummary closes a run of several windows, per policy.
@@ -209,6 +228,12 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var prices *trace.Prices
+	if f.prices != "" {
+		if prices, err = loadPrices(f.prices); err != nil {
+			return &FlagError{"prices", err.Error(), "give a price file or " + embeddedPrices}
+		}
+	}
 	starts := []int{f.start}
 	if f.starts > 0 {
 		if starts, err = market.Starts(f.starts, f.job.Deadline); err != nil {
@@ -225,12 +250,16 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		if len(starts) > 1 {
 			fmt.Fprintf(stderr, "sim: window %d/%d (start tick %d)\n", w+1, len(starts), start)
 		}
+		job := f.job
+		if prices != nil {
+			job = pricedJob(job, traces, market.Gap, start, prices)
+		}
 		for _, p := range f.policies {
-			res, err := replaySim(market, f.job, start, p)
+			res, err := replaySim(market, job, start, p)
 			if err != nil {
 				return fmt.Errorf("policy %s, start %d: %w", p, start, err)
 			}
-			rows = append(rows, rowOf(p, f.job, res))
+			rows = append(rows, rowOf(p, job, res))
 			if w == 0 {
 				plotted = append(plotted, res)
 			}
@@ -266,6 +295,7 @@ func rowOf(p policy.Name, job replay.Job, r replay.Result) simRow {
 		SpotHours: r.Spot.Hours(), OnDemandHours: r.OnDemand.Hours(),
 		Preemptions: r.Preemptions, Changeovers: r.Changeovers,
 		Finished: r.Finished, Restarts: r.Starts, CostFraction: r.Cost / job.OnDemandCost(), Tier: string(job.Tier),
+		Transfers: r.Transfers, EgressUSD: r.EgressUSD,
 	}
 }
 

@@ -313,3 +313,36 @@ func TestOracleAndStatic(t *testing.T) {
 		t.Errorf("static: %d; want 7", d.Replicas)
 	}
 }
+
+func TestDecisionsExplainThemselves(t *testing.T) {
+	busy := func(replicas int, util float64) Metrics {
+		return Metrics{QPS: 5, GPUUtilization: util, Replicas: replicas}
+	}
+	cases := map[string]struct {
+		edit   func(*spec.ServiceSpec)
+		before Metrics
+		after  Metrics
+		steps  int
+		want   string
+	}{
+		"steady": {nil, busy(8, 0.5), busy(8, 0.5), 1,
+			"8 replicas: a load of 8.0 replicas expected within 5 min (recent peak 8.0, margin 0.0)"},
+		"a fall held by the tolerance": {func(s *spec.ServiceSpec) { s.Tolerance = 0.2 }, busy(10, 0.5), busy(10, 0.45), 60,
+			"holding 10 replicas: a load of 9.0 replicas expected within 5 min is within the 20% tolerance"},
+		"a fall held by the downscale delay": {nil, busy(10, 0.5), busy(10, 0.2), 50,
+			"10 replicas: 5 wanted now, 10 within the downscale delay of 10 min"},
+		"capped": {func(s *spec.ServiceSpec) { s.MaxReplicas = 12 }, busy(10, 0.5), busy(10, 1), 12,
+			"12 replicas: capped at max_replicas (20 wanted)"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			a := autoscaler(t, tc.edit)
+			f := Fleet{Ready: tc.before.Replicas}
+			at, _ := feed(a, monday, 90, tc.before, f)
+			_, d := feed(a, at.Add(every), tc.steps, tc.after, f)
+			if d.Explanation != tc.want {
+				t.Errorf("got  %q\nwant %q", d.Explanation, tc.want)
+			}
+		})
+	}
+}

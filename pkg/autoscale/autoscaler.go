@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"refuel/pkg/spec"
@@ -178,42 +179,82 @@ func (a *Autoscaler) Decide(now time.Time, f Fleet) Decision {
 	lead := a.Lead.Estimate()
 	have := f.Replicas()
 	want, reason := have, "no load known yet"
+	why := func(n int) string { return fmt.Sprintf("%s: no load reported yet", replicas(n)) }
 	if len(a.Loads) > 0 {
 		p := peak(a.Loads)
 		expect := p + a.margin()*scale(p)
 		want = replicasFor(expect)
 		reason = fmt.Sprintf("load %.2f expected within %s", expect, lead.Round(time.Second))
+		why = func(n int) string {
+			return fmt.Sprintf("%s: a load of %.1f replicas expected within %s (recent peak %.1f, margin %.1f)",
+				replicas(n), expect, minutes(lead), p, expect-p)
+		}
 		// Tolerance damps scale-in only: too few replicas breaks the SLO
 		// at once, too many only costs until the next decision.
 		if want < have && expect > float64(have)*(1-s.Tolerance) {
 			want, reason = have, fmt.Sprintf("load %.2f within tolerance", expect)
+			why = func(n int) string {
+				return fmt.Sprintf("holding %s: a load of %.1f replicas expected within %s is within the %.0f%% tolerance",
+					replicas(n), expect, minutes(lead), 100*s.Tolerance)
+			}
 		}
 	}
 	if floor := ScheduledFloor(s.Schedules, now, now.Add(lead)); floor > want {
 		want, reason = floor, "scheduled window"
+		why = func(n int) string {
+			return fmt.Sprintf("%s: a scheduled window asks for %d within %s", replicas(n), floor, minutes(lead))
+		}
 	}
+	wanted := want
 	a.Wants = dropBefore(append(a.Wants, Point{now, float64(want)}), now.Add(-max(s.UpscaleDelay.D(), s.DownscaleDelay.D())))
 	switch {
 	case want > have && s.UpscaleDelay > 0:
 		// Scale up only as far as has been wanted throughout the delay.
 		if held := int(minSince(a.Wants, now.Add(-s.UpscaleDelay.D()))); held < want {
 			want, reason = max(held, have), reason+"; upscale delay"
+			why = func(n int) string {
+				return fmt.Sprintf("%s: %d wanted, %d throughout the upscale delay of %s", replicas(n), wanted, held, minutes(s.UpscaleDelay.D()))
+			}
 		}
 	case want < have && s.DownscaleDelay > 0 && now.Sub(a.Since) < s.DownscaleDelay.D():
 		want, reason = have, reason+"; downscale delay"
+		why = func(n int) string {
+			return fmt.Sprintf("holding %s: %d wanted, but the service has not yet seen a whole downscale delay of %s", replicas(n), wanted, minutes(s.DownscaleDelay.D()))
+		}
 	case want < have && s.DownscaleDelay > 0:
 		// Scale in only as far as nothing wanted more during the delay.
 		if held := int(maxSince(a.Wants, now.Add(-s.DownscaleDelay.D()))); held > want {
 			want, reason = min(held, have), reason+"; downscale delay"
+			why = func(n int) string {
+				return fmt.Sprintf("%s: %d wanted now, %d within the downscale delay of %s", replicas(n), wanted, held, minutes(s.DownscaleDelay.D()))
+			}
 		}
 	}
 	switch {
 	case want < s.MinReplicas:
 		want, reason = s.MinReplicas, "min_replicas"
+		why = func(n int) string { return fmt.Sprintf("%s: min_replicas (%d wanted)", replicas(n), wanted) }
 	case want > s.MaxReplicas:
 		want, reason = s.MaxReplicas, "max_replicas"
+		why = func(n int) string { return fmt.Sprintf("%s: capped at max_replicas (%d wanted)", replicas(n), wanted) }
 	}
-	return Decision{Replicas: want, Warm: s.WarmPool, Reason: reason}
+	return Decision{Replicas: want, Warm: s.WarmPool, Reason: reason, Explanation: why(want)}
+}
+
+// replicas writes a count of replicas: "1 replica", "3 replicas".
+func replicas(n int) string {
+	if n == 1 {
+		return "1 replica"
+	}
+	return fmt.Sprintf("%d replicas", n)
+}
+
+// minutes writes a duration as a person reads it: "45 s", "5.5 min".
+func minutes(d time.Duration) string {
+	if d < time.Minute {
+		return fmt.Sprintf("%.0f s", d.Seconds())
+	}
+	return strings.TrimSuffix(fmt.Sprintf("%.1f", d.Minutes()), ".0") + " min"
 }
 
 // margin is the MissQuantile of the remembered misses, in units of the

@@ -43,6 +43,11 @@ type Decision struct {
 	Warm int `json:"warm"`
 	// Reason says in a few words what decided Replicas, for status and logs.
 	Reason string `json:"reason"`
+	// Explanation says it in a line a person reads, with the numbers
+	// that decided: "4 replicas: a load of 3.4 replicas expected within
+	// 5.5 min (recent peak 3.0, margin 0.4)". Empty from a policy that
+	// does not explain itself.
+	Explanation string `json:"explanation,omitempty"`
 }
 
 // Policy decides a service's replicas. The workflow (or the benchmark)

@@ -117,15 +117,18 @@ func flexible(s State, m Market, i int) Choice {
 }
 
 // firstSpotZone is the zone the run is on spot in if still in stock, else
-// the first zone with stock, else -1.
+// the zone with stock where spot is cheapest for the work left, the move
+// counted (the first such on ties; on a market not priced, the first),
+// else -1.
 func firstSpotZone(s State, m Market) int {
 	if i := m.zone(s.Current.Zone); i >= 0 && s.Current.Market == capacity.Spot && m.Zones[i].SpotAvailable {
 		return i
 	}
+	best := -1
 	for i, z := range m.Zones {
-		if z.SpotAvailable {
-			return i
+		if z.SpotAvailable && (best < 0 || m.priced() && m.startPrice(z, false, s) < m.startPrice(m.Zones[best], false, s)) {
+			best = i
 		}
 	}
-	return -1
+	return best
 }

@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"time"
 
 	"refuel/pkg/capacity"
@@ -11,10 +13,10 @@ import (
 // step grows, trading resolution for time.
 const maxPlanCells = 250_000
 
-// planKey is the outlook for one zone's model, on a grid fixed for the
-// whole run (total work and the slack it started with), so that decisions
-// later in the run reuse it.
-func planKey(s State, m Market, model stockModel) outlookKey {
+// planKey is the outlook for zone z's model and prices, on a grid fixed
+// for the whole run (total work and the slack it started with), so that
+// decisions later in the run reuse it.
+func planKey(s State, m Market, z Zone, model stockModel) outlookKey {
 	total := s.Done + s.Remaining
 	slack := max(0, s.Elapsed+s.TimeLeft-total)
 	step := max(s.RestartOverhead/2, time.Minute)
@@ -30,8 +32,12 @@ func planKey(s State, m Market, model stockModel) outlookKey {
 		spotCost: 0.3, odCost: 1,
 	}
 	if m.OnDemandPrice > 0 {
-		k.odCost = float32(m.OnDemandPrice * step.Hours())
-		k.spotCost = float32(m.Zones[0].SpotPrice * step.Hours())
+		k.odCost = float32(m.onDemandPrice(z) * step.Hours())
+		k.spotCost = float32(z.SpotPrice * step.Hours())
+		if !m.priced() {
+			k.odCost = float32(m.OnDemandPrice * step.Hours())
+			k.spotCost = float32(m.Zones[0].SpotPrice * step.Hours())
+		}
 	}
 	return k
 }
@@ -69,7 +75,7 @@ func (d *Decider) refuel(s State, m Market) Choice {
 	if len(m.Zones) == 0 {
 		return od
 	}
-	step := planKey(s, m, stockModel{}).step
+	step := planKey(s, m, m.Zones[0], stockModel{}).step
 	r := int((s.Remaining + step - 1) / step)
 	slack := int(math.Floor(float64(s.TimeLeft-s.Remaining) / float64(step)))
 	if slack < 0 {
@@ -81,7 +87,9 @@ func (d *Decider) refuel(s State, m Market) Choice {
 			options = append(options, option{m.spot(i), inf32, z.stockAge()})
 		}
 	}
-	options = append(options, option{c: od, cost: inf32})
+	for _, c := range m.onDemandChoices(s) {
+		options = append(options, option{c: c, cost: inf32})
+	}
 	p := planPoint{r: r, slack: slack, step: step}
 	if roams(m) {
 		d.costRoaming(s, m, p, options)
@@ -120,53 +128,143 @@ type planPoint struct {
 // and once the zone held runs out the run restarts in another without
 // waiting if one is in stock. Every spot option costs the same but for
 // the restart the current zone saves; ties go to the zone in stock the
-// longest.
+// longest. Where the zones lie in regions with prices of their own, each
+// option is planned within its region (holding nothing, within the
+// checkpoint's), with the stock across that region's zones (see
+// Market.Regions) at the cheapest spot price in stock there; a dearer
+// zone adds what it costs over that while its stock is expected to last,
+// and a start in another region than the checkpoint's adds the move (see
+// withMove).
 func (d *Decider) costRoaming(s State, m Market, p planPoint, options []option) {
-	o := d.outlook(planKey(s, m, fitStock(m.Roaming.Availability)))
-	k := o.key
-	owed := min(k.overhead, int((s.OverheadLeft+p.step-1)/p.step))
-	in, b := 0, 0
-	for _, z := range m.Zones {
-		if z.SpotAvailable {
-			in = 1
-		}
-	}
-	if m.Roaming.Last == (in == 1) {
-		b = bucketOf(m.Roaming.Since)
-	}
+	single := alike(m)
 	for j := range options {
 		c := options[j].c
-		h, act := 0, actNone
-		switch {
-		case c.Market == capacity.Spot && c == s.Current:
-			h = k.spotHeld(owed)
-		case c.Market != capacity.Spot && s.Current.Market == capacity.OnDemand:
-			h = k.odHeld(owed)
+		z := m.Zones[max(0, m.zone(c.Zone))]
+		stock, zones := m.Roaming, m.Zones
+		if !single {
+			// Plan within the option's region; holding nothing, within
+			// the checkpoint's.
+			r := z.Region
+			if !c.Holds() && m.Move.Region != "" {
+				r = m.Move.Region
+			}
+			stock, zones = m.regionStock(r), regionZones(m, r)
 		}
+		in, b := 0, 0
+		cheapest := math.Inf(1)
+		for _, z := range zones {
+			if z.SpotAvailable {
+				in, cheapest = 1, min(cheapest, z.SpotPrice)
+			}
+		}
+		if stock.Last == (in == 1) {
+			b = bucketOf(stock.Since)
+		}
+		// Spot is priced at the cheapest in stock, or, with none in stock,
+		// at what the stock across the zones can be expected to cost.
+		if math.IsInf(cheapest, 1) {
+			cheapest = roamingPrice(zones)
+		}
+		priced := Zone{SpotPrice: cheapest, OnDemandPrice: m.onDemandPrice(z)}
+		if !c.Holds() {
+			priced.OnDemandPrice = m.OnDemandPrice
+		}
+		o := d.outlook(planKey(s, m, priced, fitStock(stock.Availability)))
+		k := o.key
+		owed := min(k.overhead, int((s.OverheadLeft+p.step-1)/p.step))
+		h, act, price := 0, actNone, float32(0)
 		switch c.Market {
 		case capacity.Spot:
-			act = actSpot
+			act, price = actSpot, k.spotCost
+			if c == s.Current {
+				h = k.spotHeld(owed)
+			}
 		case capacity.OnDemand:
-			act = actOnDemand
+			act, price = actOnDemand, k.odCost
+			if c == s.Current {
+				h = k.odHeld(owed)
+			}
 		}
-		options[j].cost = o.q(p.r, p.slack, h, in, b, act)
+		cost := m.withMove(c, s, p, price, func(slack int) float32 { return o.q(p.r, slack, h, in, b, act) })
+		if c.Market == capacity.Spot && m.OnDemandPrice > 0 && m.priced() {
+			// What this zone adds over the cheapest, while it lasts.
+			held := min(s.Remaining, expectedLeft(z, true))
+			cost += float32((z.SpotPrice - cheapest) * held.Hours())
+		}
+		options[j].cost = cost
 	}
 }
 
-// costZones costs every option with each zone's own outlook: spot in a
-// zone by that zone's, holding nothing or on-demand by the best zone's.
+// regionZones are m's zones in region r.
+func regionZones(m Market, r string) []Zone {
+	var out []Zone
+	for _, z := range m.Zones {
+		if z.Region == r {
+			out = append(out, z)
+		}
+	}
+	return out
+}
+
+// withMove is q at the plan's slack, or, for a start of c in another
+// region than the checkpoint's, the move's egress plus its transfer time
+// held at price per step and spent from the slack.
+func (m Market) withMove(c Choice, s State, p planPoint, price float32, q func(slack int) float32) float32 {
+	if c == s.Current || !c.Holds() || m.OnDemandPrice == 0 || !m.moves(m.Zones[max(0, m.zone(c.Zone))]) {
+		return q(p.slack)
+	}
+	steps := int((m.Move.Time + p.step - 1) / p.step)
+	return float32(m.Move.USD) + float32(steps)*price + q(p.slack-steps)
+}
+
+// roamingPrice is the spot price a run roaming between the zones can
+// expect to pay when none is in stock now: that of the cheapest zone in
+// stock, each zone's chance of being in stock its share of the time seen
+// in stock (a half before any is seen), taken as independent.
+func roamingPrice(zones []Zone) float64 {
+	order := make([]int, len(zones))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(zones[a].SpotPrice, zones[b].SpotPrice) })
+	var sum, weight float64
+	none := 1.0 // chance that no cheaper zone is in stock
+	for _, i := range order {
+		z := zones[i]
+		share := inStockShare(z.History)
+		sum += none * share * z.SpotPrice
+		weight += none * share
+		none *= 1 - share
+	}
+	if weight == 0 {
+		return zones[order[0]].SpotPrice
+	}
+	return sum / weight
+}
+
+// inStockShare is the share of the time a zone was seen in stock, with
+// an hour of each kind assumed before anything was seen.
+func inStockShare(a Availability) float64 {
+	in, out := a.In.Total.Hours()+1, a.Out.Total.Hours()+1
+	if a.Last {
+		in += a.Since.Hours()
+	} else {
+		out += a.Since.Hours()
+	}
+	return in / (in + out)
+}
+
+// costZones costs every option with each zone's own outlook, its prices
+// and what reaching it costs: spot in a zone by that zone's outlook,
+// on-demand in a region by the best of its zones', holding nothing by
+// the best zone's. A start in another region than the checkpoint's adds
+// the move: its egress, and its transfer time as slack spent on an
+// instance already paid for.
 func (d *Decider) costZones(s State, m Market, p planPoint, options []option) {
-	for i, z := range m.Zones {
-		o := d.outlook(planKey(s, m, fitStock(z.History)))
+	for _, z := range m.Zones {
+		o := d.outlook(planKey(s, m, z, fitStock(z.History)))
 		k := o.key
 		owed := min(k.overhead, int((s.OverheadLeft+p.step-1)/p.step))
-		h := 0
-		switch {
-		case s.Current.Market == capacity.OnDemand:
-			h = k.odHeld(owed)
-		case s.Current == m.spot(i):
-			h = k.spotHeld(owed)
-		}
 		in, b := 0, 0
 		if z.SpotAvailable {
 			in = 1
@@ -174,14 +272,32 @@ func (d *Decider) costZones(s State, m Market, p planPoint, options []option) {
 		if z.History.Last == z.SpotAvailable {
 			b = bucketOf(z.History.Since)
 		}
+		// q is the cost of taking act, continuing the current instance
+		// if it is c, or else starting c in this zone's stead.
+		q := func(c Choice, act int) float32 {
+			h, price := 0, k.spotCost
+			if act == actOnDemand {
+				price = k.odCost
+			}
+			switch {
+			case c == s.Current && act == actSpot:
+				h = k.spotHeld(owed)
+			case c == s.Current:
+				h = k.odHeld(owed)
+			}
+			return m.withMove(c, s, p, price, func(slack int) float32 { return o.q(p.r, slack, h, in, b, act) })
+		}
 		for j := range options {
 			switch c := options[j].c; {
 			case !c.Holds():
-				options[j].cost = min(options[j].cost, o.q(p.r, p.slack, h, in, b, actNone))
-			case c.Market == capacity.OnDemand:
-				options[j].cost = min(options[j].cost, o.q(p.r, p.slack, h, in, b, actOnDemand))
+				// Waiting for this zone's spot: reaching it later moves
+				// the checkpoint as reaching it now would.
+				wait := m.withMove(m.spot(m.zone(z.Name)), s, p, 0, func(slack int) float32 { return o.q(p.r, slack, 0, in, b, actNone) })
+				options[j].cost = min(options[j].cost, wait)
+			case c.Market == capacity.OnDemand && m.Zones[m.zone(c.Zone)].Region == z.Region:
+				options[j].cost = min(options[j].cost, q(c, actOnDemand))
 			case c.Zone == z.Name:
-				options[j].cost = o.q(p.r, p.slack, h, in, b, actSpot)
+				options[j].cost = q(c, actSpot)
 			}
 		}
 	}
@@ -194,6 +310,42 @@ func (d *Decider) costZones(s State, m Market, p planPoint, options []option) {
 // zones' own, which undervalue waiting for any zone's stock.
 func roams(m Market) bool {
 	return len(m.Zones) > 1 && m.Roaming.Since > 0
+}
+
+// alike reports whether every zone of m charges the same in the same
+// region, so that the stock across them is one market.
+func alike(m Market) bool {
+	if !m.priced() {
+		return true
+	}
+	for _, z := range m.Zones {
+		a := m.Zones[0]
+		if z.SpotPrice != a.SpotPrice || m.onDemandPrice(z) != m.onDemandPrice(a) || z.Region != a.Region {
+			return false
+		}
+	}
+	return true
+}
+
+// onDemandChoices are the on-demand choices refuel weighs: one per
+// region, in the zone the run holds an instance in there, or else where
+// on-demand is cheapest (the first such zone on ties).
+func (m Market) onDemandChoices(s State) []Choice {
+	var out []Choice
+	for _, z := range m.Zones {
+		j := slices.IndexFunc(out, func(c Choice) bool { return m.Zones[m.zone(c.Zone)].Region == z.Region })
+		if j < 0 {
+			out = append(out, Choice{Market: capacity.OnDemand, Zone: z.Name})
+			continue
+		}
+		chosen := m.Zones[m.zone(out[j].Zone)]
+		switch {
+		case s.Current.Holds() && s.Current.Zone == chosen.Name:
+		case s.Current.Holds() && s.Current.Zone == z.Name, m.priced() && m.onDemandPrice(z) < m.onDemandPrice(chosen):
+			out[j].Zone = z.Name
+		}
+	}
+	return out
 }
 
 // refuelSpotZone is, for a flexible run, the zone the run is on spot in

@@ -1,6 +1,9 @@
 package policy
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Roaming accumulates what a run that may use several zones would have
 // seen of spot stock had it roamed: held spot in one zone while that zone
@@ -26,27 +29,58 @@ const moveGap = time.Nanosecond
 // Observe records one step of d in which each zone of zones was in stock
 // or not (SpotAvailable); each zone's History is what was seen of it
 // before the step, and gives the age of its stretch.
-func (r *Roaming) Observe(zones []Zone, d time.Duration) {
+func (r *Roaming) Observe(zones []Zone, d time.Duration) { r.ObserveMoves(zones, d, 0) }
+
+// ObserveMoves is Observe where moving to a zone of another region than
+// the one held takes move (the transfer of the checkpoint): the roaming
+// run moves to another region only when its own has no stock, and such a
+// move shows as a stretch out of stock that long, so that the slack moves
+// cost is in the stock's statistics.
+func (r *Roaming) ObserveMoves(zones []Zone, d, move time.Duration) {
 	if d <= 0 {
 		return
 	}
+	held := ""
 	for _, z := range zones {
-		if z.SpotAvailable && z.Name == r.Zone {
-			r.Availability.Observe(true, d)
-			return
+		if z.Name == r.Zone {
+			held = z.Region
+			if z.SpotAvailable {
+				r.Availability.Observe(true, d)
+				return
+			}
 		}
 	}
 	best := longestInStock(zones)
+	if home := inRegion(zones, held); r.Zone != "" {
+		if near := longestInStock(home); near >= 0 {
+			best = slices.IndexFunc(zones, func(z Zone) bool { return z.Name == home[near].Name })
+		}
+	}
 	if best < 0 {
 		r.Zone = ""
 		r.Availability.Observe(false, d)
 		return
 	}
 	if r.Zone != "" {
-		r.Availability.Observe(false, moveGap)
+		gap := moveGap
+		if zones[best].Region != held && move > 0 {
+			gap = move
+		}
+		r.Availability.Observe(false, gap)
 	}
 	r.Zone = zones[best].Name
 	r.Availability.Observe(true, d)
+}
+
+// inRegion are the zones of region r.
+func inRegion(zones []Zone, r string) []Zone {
+	var out []Zone
+	for _, z := range zones {
+		if z.Region == r {
+			out = append(out, z)
+		}
+	}
+	return out
 }
 
 // stockAge is how long the zone had been in stock before the step being

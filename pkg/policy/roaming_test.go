@@ -212,3 +212,26 @@ func BenchmarkRefuelDecide(b *testing.B) {
 		})
 	}
 }
+
+func TestRoamingAcrossRegionsMovesOnlyWhenItsRegionIsOut(t *testing.T) {
+	zones := func(a, b, c bool) []Zone {
+		return []Zone{{Name: "a", Region: "east", SpotAvailable: a}, {Name: "b", Region: "west", SpotAvailable: b}, {Name: "c", Region: "east", SpotAvailable: c}}
+	}
+	var r Roaming
+	step, move := 10*time.Minute, 7*time.Minute
+	r.ObserveMoves(zones(true, true, true), step, move)
+	if r.Zone != "a" {
+		t.Fatalf("roaming in %q; want the first zone in stock, a", r.Zone)
+	}
+	// a runs out: c in the same region, not b, though b has been in
+	// stock as long.
+	r.ObserveMoves(zones(false, true, true), step, move)
+	if r.Zone != "c" || r.Out.Count != 1 || r.Out.Total != moveGap {
+		t.Fatalf("roaming in %q after %d outages of %s; want c, after a move without a transfer", r.Zone, r.Out.Count, r.Out.Total)
+	}
+	// The east runs out: the move to b takes the transfer, an outage.
+	r.ObserveMoves(zones(false, true, false), step, move)
+	if r.Zone != "b" || r.Out.Count != 2 || r.Out.Total != moveGap+move {
+		t.Errorf("roaming in %q after %d outages of %s; want b, after the transfer's %s", r.Zone, r.Out.Count, r.Out.Total, move)
+	}
+}

@@ -76,6 +76,47 @@ type Market struct {
 	// including the step being decided. Its zero value means nothing is
 	// known, and refuel then plans with each zone alone.
 	Roaming Roaming
+	// Move is what a start in another region than the checkpoint's
+	// costs; its zero value, that moves cost nothing.
+	Move Move
+	// Regions are, where zones lie in several regions, what has been
+	// seen of the stock across each region's zones, as Roaming is across
+	// all of them: refuel plans a region's options with its own, since a
+	// run preempted there restarts there without moving its checkpoint
+	// if it can. Regions missing are planned with refuel's priors.
+	Regions []RegionStock
+}
+
+// RegionStock is the stock across the zones of one region.
+type RegionStock struct {
+	Region  string  `json:"region"`
+	Roaming Roaming `json:"roaming"`
+}
+
+// regionStock is what has been seen across region r's zones.
+func (m Market) regionStock(r string) Roaming {
+	for _, rs := range m.Regions {
+		if rs.Region == r {
+			return rs.Roaming
+		}
+	}
+	return Roaming{}
+}
+
+// Move is what moving a run's checkpoint to another region costs.
+type Move struct {
+	// Region is where the checkpoint is: the region of the last instance
+	// that worked on the run; empty before there is a checkpoint.
+	Region string
+	// USD is the transfer's egress, Time what it adds to the restart
+	// overhead of the start it precedes.
+	USD  float64
+	Time time.Duration
+}
+
+// moves reports whether a start in zone z would move the checkpoint.
+func (m Market) moves(z Zone) bool {
+	return m.Move.Region != "" && z.Region != m.Move.Region
 }
 
 // Zone is one place the run may hold an instance.
@@ -85,8 +126,38 @@ type Zone struct {
 	SpotAvailable bool
 	// SpotPrice is in USD per instance-hour; 0 if unknown.
 	SpotPrice float64
+	// OnDemandPrice is this zone's, in USD per instance-hour; 0 means the
+	// market's OnDemandPrice.
+	OnDemandPrice float64
+	// Region is the region the zone is in; zones of one region share
+	// their checkpoints (see Move).
+	Region string
 	// History is what has been seen of this zone's spot stock.
 	History Availability
+}
+
+// priced reports whether the market's zones are placed in regions with
+// prices of their own (Region or OnDemandPrice set): only then does
+// refuel plan each zone at its own prices, and do the zone choices rank
+// zones by price. Otherwise the zones are one market, planned at the
+// first zone's spot price and taken in their order of preference, as
+// before zones were priced, so that runs deciding on such markets decide
+// as they always did.
+func (m Market) priced() bool {
+	for _, z := range m.Zones {
+		if z.Region != "" || z.OnDemandPrice != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// onDemandPrice is the zone's on-demand price, or the market's.
+func (m Market) onDemandPrice(z Zone) float64 {
+	if z.OnDemandPrice > 0 {
+		return z.OnDemandPrice
+	}
+	return m.OnDemandPrice
 }
 
 // zone returns the index of the named zone, or -1.
@@ -99,9 +170,9 @@ func (m Market) zone(name string) int {
 	return -1
 }
 
-// onDemand is on-demand in the zone the run is in, or the first zone:
-// on-demand is in stock everywhere, so staying put saves nothing but a
-// needless move.
+// onDemand is on-demand in the zone the run is in, or where it is
+// cheapest, the move counted (the first such zone on ties): on-demand is
+// in stock everywhere, so staying put saves nothing but a needless move.
 func (m Market) onDemand(s State) Choice {
 	if s.Current.Holds() {
 		return Choice{Market: capacity.OnDemand, Zone: s.Current.Zone}
@@ -109,7 +180,27 @@ func (m Market) onDemand(s State) Choice {
 	if len(m.Zones) == 0 {
 		return Choice{Market: capacity.OnDemand}
 	}
-	return Choice{Market: capacity.OnDemand, Zone: m.Zones[0].Name}
+	best := 0
+	for i := range m.Zones {
+		if m.priced() && m.startPrice(m.Zones[i], true, s) < m.startPrice(m.Zones[best], true, s) {
+			best = i
+		}
+	}
+	return Choice{Market: capacity.OnDemand, Zone: m.Zones[best].Name}
+}
+
+// startPrice ranks a start in zone z on on-demand (od) or spot for the
+// rest of the work: its hourly price over the work left, plus the move.
+func (m Market) startPrice(z Zone, od bool, s State) float64 {
+	price := z.SpotPrice
+	if od {
+		price = m.onDemandPrice(z)
+	}
+	c := price * s.Remaining.Hours()
+	if m.moves(z) {
+		c += m.Move.USD + price*m.Move.Time.Hours()
+	}
+	return c
 }
 
 // spot is spot in the zone at index i.

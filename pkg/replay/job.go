@@ -16,6 +16,25 @@ type Job struct {
 	RestartOverhead time.Duration `json:"restart_overhead"`
 	SpotPrice       float64       `json:"spot_price"`     // USD per instance-hour
 	OnDemandPrice   float64       `json:"ondemand_price"` // USD per instance-hour
+	// Zones, when set, price each zone of the market on its own, in the
+	// market's order, and place it in a region; otherwise every zone
+	// charges SpotPrice and OnDemandPrice, and all are one region.
+	Zones []ZonePrice `json:"zones,omitempty"`
+	// A start in another region than the one the run's checkpoint is in
+	// (the region of the last instance it held, once it has done any
+	// work) moves the checkpoint there: CheckpointGB at EgressUSDPerGB,
+	// and TransferTime more before the new instance works, added to its
+	// restart overhead and counted in whole ticks of the market.
+	CheckpointGB   float64       `json:"checkpoint_gb,omitempty"`
+	EgressUSDPerGB float64       `json:"egress_usd_per_gb,omitempty"`
+	TransferTime   time.Duration `json:"transfer_time,omitempty"`
+}
+
+// ZonePrice is one zone's prices and region.
+type ZonePrice struct {
+	Region   string  `json:"region"`
+	Spot     float64 `json:"spot"`     // USD per instance-hour
+	OnDemand float64 `json:"ondemand"` // USD per instance-hour
 }
 
 // JobError names the field of a Job that is wrong and how to fix it.
@@ -38,12 +57,72 @@ func (j Job) Validate() error {
 		return &JobError{"restart overhead", "is negative", "give 0 or more, e.g. 12m"}
 	case j.SpotPrice < 0 || j.OnDemandPrice < 0:
 		return &JobError{"price", "is negative", "give USD per instance-hour, e.g. 0.9701 and 3.06"}
+	case j.CheckpointGB < 0 || j.EgressUSDPerGB < 0:
+		return &JobError{"checkpoint transfer", "is negative", "give the checkpoint's size in GB and the egress price in USD per GB, e.g. 50 and 0.02"}
+	case j.TransferTime < 0:
+		return &JobError{"transfer time", "is negative", "give 0 or more, e.g. 5m"}
+	}
+	for i, z := range j.Zones {
+		if z.Spot < 0 || z.OnDemand < 0 {
+			return &JobError{fmt.Sprintf("zone %d's price", i), "is negative", "give USD per instance-hour, e.g. 0.9701 and 3.06"}
+		}
 	}
 	return nil
 }
 
-// OnDemandCost is what the job costs on on-demand from start to end: one
-// restart overhead and the work. Costs are reported as a share of it.
+// fits checks that the job prices a market of n zones.
+func (j Job) fits(n int) error {
+	if len(j.Zones) > 0 && len(j.Zones) != n {
+		return &JobError{"zones", fmt.Sprintf("price %d zones, the market has %d", len(j.Zones), n), "give one price per zone of the market, in its order"}
+	}
+	return nil
+}
+
+// spotPrice, onDemandPrice and region are zone z's.
+func (j Job) spotPrice(z int) float64 {
+	if len(j.Zones) == 0 {
+		return j.SpotPrice
+	}
+	return j.Zones[z].Spot
+}
+
+func (j Job) onDemandPrice(z int) float64 {
+	if len(j.Zones) == 0 {
+		return j.OnDemandPrice
+	}
+	return j.Zones[z].OnDemand
+}
+
+func (j Job) region(z int) string {
+	if len(j.Zones) == 0 {
+		return ""
+	}
+	return j.Zones[z].Region
+}
+
+// moveUSD is what moving the checkpoint to another region costs.
+func (j Job) moveUSD() float64 { return j.CheckpointGB * j.EgressUSDPerGB }
+
+// moveTime is the transfer time in whole ticks of gap.
+func (j Job) moveTime(gap time.Duration) time.Duration {
+	return (j.TransferTime + gap - 1) / gap * gap
+}
+
+// cheapestOnDemand is the lowest on-demand price of any zone.
+func (j Job) cheapestOnDemand() float64 {
+	if len(j.Zones) == 0 {
+		return j.OnDemandPrice
+	}
+	p := j.Zones[0].OnDemand
+	for _, z := range j.Zones {
+		p = min(p, z.OnDemand)
+	}
+	return p
+}
+
+// OnDemandCost is what the job costs on on-demand from start to end, in
+// the zone where it is cheapest: one restart overhead and the work. Costs
+// are reported as a share of it.
 func (j Job) OnDemandCost() float64 {
-	return (j.Work + j.RestartOverhead).Hours() * j.OnDemandPrice
+	return (j.Work + j.RestartOverhead).Hours() * j.cheapestOnDemand()
 }

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"refuel/pkg/capacity"
@@ -21,6 +22,10 @@ type Meter struct {
 
 	history []policy.Availability
 	view    policy.Market
+	// inRegion lists the zones of each of view.Regions, when there are
+	// several.
+	inRegion [][]int
+	scratch  []policy.Zone
 
 	t            int // ticks of the run so far
 	stock        []bool
@@ -29,7 +34,11 @@ type Meter struct {
 	curZone      int
 	done         time.Duration
 	overheadLeft time.Duration
-	res          Result
+	// checkpoint is the region the run's checkpoint is in: that of the
+	// last instance it held.
+	checkpoint string
+	held       float64 // USD spent on instances
+	res        Result
 }
 
 // NewMeter returns the meter of a run of job on a market of the named
@@ -38,13 +47,29 @@ func NewMeter(job Job, zones []string, gap time.Duration) (*Meter, error) {
 	if err := job.Validate(); err != nil {
 		return nil, err
 	}
+	if err := job.fits(len(zones)); err != nil {
+		return nil, err
+	}
 	if len(zones) == 0 || gap <= 0 {
 		return nil, &MarketError{Problem: fmt.Sprintf("a market of %d zones with ticks of %s", len(zones), gap), Fix: "give at least one zone and a positive tick"}
 	}
 	m := &Meter{
 		job: job, gap: gap, zones: append([]string(nil), zones...), curZone: -1,
 		history: make([]policy.Availability, len(zones)),
-		view:    policy.Market{Step: gap, OnDemandPrice: job.OnDemandPrice, Zones: make([]policy.Zone, len(zones))},
+		view: policy.Market{Step: gap, OnDemandPrice: job.cheapestOnDemand(), Zones: make([]policy.Zone, len(zones)),
+			Move: policy.Move{USD: job.moveUSD(), Time: job.moveTime(gap)}},
+	}
+	for z := range zones {
+		r := slices.IndexFunc(m.view.Regions, func(rs policy.RegionStock) bool { return rs.Region == job.region(z) })
+		if r < 0 {
+			r = len(m.view.Regions)
+			m.view.Regions = append(m.view.Regions, policy.RegionStock{Region: job.region(z)})
+			m.inRegion = append(m.inRegion, nil)
+		}
+		m.inRegion[r] = append(m.inRegion[r], z)
+	}
+	if len(m.view.Regions) == 1 {
+		m.view.Regions, m.inRegion = nil, nil
 	}
 	return m, nil
 }
@@ -71,6 +96,10 @@ func (m *Meter) Begin(stock []bool) (s policy.State, market policy.Market, preem
 		preempted = true
 		m.lostAtStart = true
 		m.cur, m.curZone, m.overheadLeft = policy.None, -1, 0
+	}
+	m.view.Move.Region = ""
+	if m.done > 0 {
+		m.view.Move.Region = m.checkpoint
 	}
 	elapsed := m.Elapsed()
 	s = policy.State{
@@ -111,6 +140,12 @@ func (m *Meter) Hold(c policy.Choice) (Step, error) {
 		}
 		m.res.Starts++
 		m.overheadLeft = m.job.RestartOverhead
+		if r := m.job.region(zone); m.done > 0 && r != m.checkpoint {
+			m.res.Transfers++
+			m.res.EgressUSD += m.job.moveUSD()
+			m.overheadLeft += m.job.moveTime(m.gap)
+		}
+		m.checkpoint = m.job.region(zone)
 	}
 	m.cur, m.curZone = c, zone
 	held := m.gap
@@ -129,8 +164,10 @@ func (m *Meter) Hold(c policy.Choice) (Step, error) {
 	}
 	if c.Market == capacity.Spot {
 		m.res.Spot += held
+		m.held += held.Hours() * m.job.spotPrice(zone)
 	} else {
 		m.res.OnDemand += held
+		m.held += held.Hours() * m.job.onDemandPrice(zone)
 	}
 	step.Done, step.Cost = m.done, m.cost()
 	m.res.Steps = append(m.res.Steps, step)
@@ -162,9 +199,7 @@ func (m *Meter) Result() Result {
 	return res
 }
 
-func (m *Meter) cost() float64 {
-	return m.res.Spot.Hours()*m.job.SpotPrice + m.res.OnDemand.Hours()*m.job.OnDemandPrice
-}
+func (m *Meter) cost() float64 { return m.held + m.res.EgressUSD }
 
 func (m *Meter) see(stock []bool) error {
 	if len(stock) != len(m.zones) {
@@ -172,13 +207,21 @@ func (m *Meter) see(stock []bool) error {
 	}
 	m.stock = append(m.stock[:0], stock...)
 	for z := range m.view.Zones {
-		m.view.Zones[z] = policy.Zone{Name: m.zones[z], SpotAvailable: stock[z], SpotPrice: m.job.SpotPrice, History: m.history[z]}
+		m.view.Zones[z] = policy.Zone{Name: m.zones[z], SpotAvailable: stock[z], SpotPrice: m.job.spotPrice(z),
+			OnDemandPrice: m.job.onDemandPrice(z), Region: m.job.region(z), History: m.history[z]}
 	}
 	return nil
 }
 
 func (m *Meter) observe() {
-	m.view.Roaming.Observe(m.view.Zones, m.gap)
+	m.view.Roaming.ObserveMoves(m.view.Zones, m.gap, m.view.Move.Time)
+	for r, zones := range m.inRegion {
+		m.scratch = m.scratch[:0]
+		for _, z := range zones {
+			m.scratch = append(m.scratch, m.view.Zones[z])
+		}
+		m.view.Regions[r].Roaming.Observe(m.scratch, m.gap)
+	}
 	for z := range m.history {
 		m.history[z].Observe(m.stock[z], m.gap)
 	}

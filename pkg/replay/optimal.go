@@ -28,11 +28,14 @@ func (e *GridError) Error() string {
 // Optimal returns the cheapest plan for the job started at tick start that
 // meets its deadline, knowing the whole market in advance: the omniscient
 // lower bound no online policy can beat. It is an exact dynamic program
-// over the model that Run replays. The state at a tick boundary is the
-// work done, what is held and how many ticks of it have run (which fixes
-// the overhead still unpaid). Every tick adds either the gap or the gap
-// less an unpaid overhead to the work, so the work done is always a
-// multiple of gcd(gap, overhead) and that grid loses nothing; states that
+// over the model that Run replays, prices and moves between regions
+// included. The state at a tick boundary is the work done and either the
+// region the checkpoint is in, holding nothing, or what is held and how
+// many ticks of it have run since its start, and whether that start moved
+// the checkpoint (which fixes the overhead still unpaid). Every tick adds
+// either the gap or the gap less an unpaid overhead to the work, so the
+// work done is always a multiple of gcd(gap, overhead) and that grid loses
+// nothing (the transfer time of a move counts in whole ticks); states that
 // could no longer meet the deadline even on on-demand are dropped.
 // Replaying the plan with Run gives its cost.
 //
@@ -50,6 +53,9 @@ func optimize(m *Market, job Job, start int) (Plan, float64, error) {
 	if err := job.Validate(); err != nil {
 		return nil, 0, err
 	}
+	if err := job.fits(len(m.Zones)); err != nil {
+		return nil, 0, err
+	}
 	if start < 0 || start >= m.ticks {
 		return nil, 0, &MarketError{Problem: fmt.Sprintf("start tick %d is outside the traces' %d ticks", start, m.ticks), Fix: "start within the traces"}
 	}
@@ -65,50 +71,111 @@ func optimize(m *Market, job Job, start int) (Plan, float64, error) {
 }
 
 // optimizer holds the dynamic program. Times are in nanoseconds; progress
-// p counts grid units of u. Instance 0 is on-demand and instance 1+z is
-// spot in zone z. State 0 holds nothing; state 1+i*k0+(k-1) holds instance
-// i whose stint has run k ticks, k capped at k0 where the overhead is paid.
+// p counts grid units of u. Instances are on-demand in each region (in the
+// region's zone where it is cheapest: on-demand is in stock in every zone,
+// so that one is the region's on-demand), then spot in each zone. States: 0..R-1 hold
+// nothing with the checkpoint in region r; then per instance i, its
+// stints, first those that started without a move (k = 1..k0 ticks run,
+// k0 the overhead paid and capped there), then those that started with
+// one (k = 1..kx, still paying the longer overhead, going on into i's
+// capped state).
 type optimizer struct {
 	m                 *Market
 	job               Job
 	start             int
 	g, ovh, work, ddl int64
 	u                 int64
-	k0                int
-	gain              []int64 // work units a tick adds after a stint of k ticks (k = 0 is a new start)
-	unpaid            []int64 // overhead unpaid after a stint of k ticks
-	inst, states      int
 	pmax              int64
 	ticks             int
-	price             []float64 // USD per ns, per instance
-	allowed           []bool    // per instance, by tier (spot also needs stock)
+	// regions are the distinct regions in zone order; zoneRegion maps a
+	// zone to its region's index.
+	regions    []string
+	zoneRegion []int
+	// chains: [0] without a move, [1] with one. unpaid[c][k] is the
+	// overhead unpaid after k ticks of a stint, gain[c][k] the work units
+	// its next tick adds.
+	k0, kx  int
+	unpaid  [2][]int64
+	gain    [2][]int64
+	inst    int
+	perInst int // states per instance: k0 + kx
+	states  int
+	price   []float64 // USD per ns, per instance
+	allowed []bool    // per instance, by tier (spot also needs stock)
+	region  []int     // per instance
+	moveUSD float64
 }
+
+// Stint chains: a start without a move, and one that moved the checkpoint.
+const (
+	stay = 0
+	move = 1
+)
 
 func newOptimizer(m *Market, job Job, start int) *optimizer {
 	o := &optimizer{m: m, job: job, start: start,
 		g: int64(m.Gap), ovh: int64(job.RestartOverhead), work: int64(job.Work), ddl: int64(job.Deadline)}
+	for z := range m.Zones {
+		r := -1
+		for i, name := range o.regions {
+			if name == job.region(z) {
+				r = i
+			}
+		}
+		if r < 0 {
+			r = len(o.regions)
+			o.regions = append(o.regions, job.region(z))
+		}
+		o.zoneRegion = append(o.zoneRegion, r)
+	}
 	o.u = o.g
 	if o.ovh > 0 {
 		o.u = gcd(o.g, o.ovh)
 	}
-	o.k0 = max(1, int((o.ovh+o.g-1)/o.g))
-	for k := 0; k <= o.k0; k++ {
-		left := max(0, o.ovh-int64(k)*o.g)
-		o.unpaid = append(o.unpaid, left)
-		o.gain = append(o.gain, max(0, o.g-left)/o.u)
+	chain := func(ovh int64) (k0 int, unpaid, gain []int64) {
+		k0 = max(1, int((ovh+o.g-1)/o.g))
+		for k := 0; k <= k0; k++ {
+			left := max(0, ovh-int64(k)*o.g)
+			unpaid = append(unpaid, left)
+			gain = append(gain, max(0, o.g-left)/o.u)
+		}
+		return k0, unpaid, gain
 	}
-	o.inst = 1 + len(m.Zones)
-	o.states = 1 + o.inst*o.k0
+	o.k0, o.unpaid[stay], o.gain[stay] = chain(o.ovh)
+	if len(o.regions) > 1 {
+		kMove, unpaid, gain := chain(o.ovh + int64(job.moveTime(m.Gap)))
+		o.kx, o.unpaid[move], o.gain[move] = kMove-1, unpaid, gain
+	}
+	o.moveUSD = job.moveUSD()
+	o.perInst = o.k0 + o.kx
+	o.inst = len(o.regions) + len(m.Zones)
+	o.states = len(o.regions) + o.inst*o.perInst
 	o.pmax = (o.work - 1) / o.u
 	o.ticks = int((o.ddl + o.g - 1) / o.g)
 	perNs := func(usdPerHour float64) float64 { return usdPerHour / float64(time.Hour) }
-	o.price = append(o.price, perNs(job.OnDemandPrice))
-	o.allowed = append(o.allowed, job.Tier.AllowsOnDemand())
-	for range m.Zones {
-		o.price = append(o.price, perNs(job.SpotPrice))
+	for r := range o.regions {
+		o.price = append(o.price, perNs(job.onDemandPrice(o.onDemandZone(r))))
+		o.allowed = append(o.allowed, job.Tier.AllowsOnDemand())
+		o.region = append(o.region, r)
+	}
+	for z := range m.Zones {
+		o.price = append(o.price, perNs(job.spotPrice(z)))
 		o.allowed = append(o.allowed, job.Tier.AllowsSpot())
+		o.region = append(o.region, o.zoneRegion[z])
 	}
 	return o
+}
+
+// onDemandZone is the zone of region r where on-demand is cheapest, the
+// first on ties.
+func (o *optimizer) onDemandZone(r int) int {
+	best := -1
+	for z, zr := range o.zoneRegion {
+		if zr == r && (best < 0 || o.job.onDemandPrice(z) < o.job.onDemandPrice(best)) {
+			best = z
+		}
+	}
+	return best
 }
 
 // band is the range of progress a state at boundary t may have: no more
@@ -130,31 +197,58 @@ func (o *optimizer) cells() float64 {
 	return n * float64(o.states)
 }
 
-func (o *optimizer) state(i, k int) int { return 1 + i*o.k0 + k - 1 }
+// stint is the state of instance i k ticks into a stint of chain c.
+func (o *optimizer) stint(i, c, k int) int {
+	if c == move && k <= o.kx {
+		return len(o.regions) + i*o.perInst + o.k0 + k - 1
+	}
+	return len(o.regions) + i*o.perInst + min(k, o.k0) - 1
+}
 
 // instOf is the instance state s holds, -1 for none.
 func (o *optimizer) instOf(s int) int {
-	if s == 0 {
+	if s < len(o.regions) {
 		return -1
 	}
-	return (s - 1) / o.k0
+	return (s - len(o.regions)) / o.perInst
 }
 
-func (o *optimizer) ranOf(s int) int { return (s-1)%o.k0 + 1 }
+// regionOf is the region of the checkpoint in state s.
+func (o *optimizer) regionOf(s int) int {
+	if s < len(o.regions) {
+		return s
+	}
+	return o.region[o.instOf(s)]
+}
+
+// chainOf is the chain and ticks run of a state holding an instance;
+// capped states are the stay chain's k0.
+func (o *optimizer) chainOf(s int) (c, k int) {
+	j := (s - len(o.regions)) % o.perInst
+	if j < o.k0 {
+		return stay, j + 1
+	}
+	return move, j - o.k0 + 1
+}
 
 func (o *optimizer) choice(i int) policy.Choice {
-	if i == 0 {
-		return policy.Choice{Market: capacity.OnDemand}
+	if i < len(o.regions) {
+		if len(o.regions) == 1 {
+			return policy.Choice{Market: capacity.OnDemand}
+		}
+		return policy.Choice{Market: capacity.OnDemand, Zone: o.m.Zones[o.onDemandZone(i)]}
 	}
-	return policy.Choice{Market: capacity.Spot, Zone: o.m.Zones[i-1]}
+	return policy.Choice{Market: capacity.Spot, Zone: o.m.Zones[i-len(o.regions)]}
 }
 
-// How a capped state (stint of k0 ticks or more) was reached.
+// How an instance's capped state was reached.
 const (
-	viaStart    = 0 // a new start (only when k0 is 1)
-	viaShorter  = 1 // a stint of k0-1 ticks went on
-	viaCapped   = 2 // a capped stint went on
-	noPredState = math.MaxUint16
+	viaStart     = 0 // a new start without a move (only when k0 is 1)
+	viaStartMove = 1 // a new start that moved (only when kx is 0)
+	viaShorter   = 2 // a stay stint of k0-1 ticks went on
+	viaMoved     = 3 // a move stint of kx ticks went on
+	viaCapped    = 4 // a capped stint went on
+	noPredState  = math.MaxUint16
 )
 
 // finish is the best way found to end the work.
@@ -200,93 +294,176 @@ func (o *optimizer) maxWidth() int64 {
 	return w
 }
 
-// back is what walkBack needs of boundary t: per progress the best state
-// and the best one holding another instance (a new start comes from one
-// of them), and how each instance's capped state was reached.
+// back is what walkBack needs of boundary t, per progress: in each
+// region the best state and the best one holding another instance (a
+// start without a move comes from one of them; at no progress, when
+// there is nothing to move, from any region: all[0] and all[1]), the
+// best state outside each region (a start that moves comes from it), and
+// how each instance's capped state was reached.
 type back struct {
-	best, other []uint16  // [p-lo]
-	via         [][]uint8 // [instance][p-lo]
+	best, other, outside [][]uint16 // [region][p-lo]
+	all                  [2]uint16  // at progress 0
+	via                  [][]uint8  // [instance][p-lo]
+}
+
+// ranks are, per progress, the best state and cost in a set of states,
+// and the best holding another instance than the best's.
+type ranks struct {
+	c1, c2 []float64
+	a1, a2 []uint16
+}
+
+func newRanks(w int64) ranks {
+	return ranks{make([]float64, w), make([]float64, w), make([]uint16, w), make([]uint16, w)}
+}
+
+func (r *ranks) reset(w int64) {
+	r.c1, r.c2, r.a1, r.a2 = r.c1[:w], r.c2[:w], r.a1[:w], r.a2[:w]
+	fill(r.c1, math.Inf(1))
+	fill(r.c2, math.Inf(1))
+	for p := range r.a1 {
+		r.a1[p], r.a2[p] = noPredState, noPredState
+	}
+}
+
+// add ranks state s with costs row.
+func (o *optimizer) add(r *ranks, s int, row []float64) {
+	is := o.instOf(s)
+	for p, c := range row {
+		switch {
+		case c < r.c1[p]:
+			if r.a1[p] == noPredState || o.instOf(int(r.a1[p])) != is {
+				r.c2[p], r.a2[p] = r.c1[p], r.a1[p]
+			}
+			r.c1[p], r.a1[p] = c, uint16(s)
+		case c < r.c2[p] && (r.a1[p] == noPredState || o.instOf(int(r.a1[p])) != is):
+			r.c2[p], r.a2[p] = c, uint16(s)
+		}
+	}
+}
+
+// excluding is the best of r at p not holding instance i.
+func (o *optimizer) excluding(r *ranks, p int, i int) (float64, uint16) {
+	if r.a1[p] != noPredState && o.instOf(int(r.a1[p])) == i {
+		return r.c2[p], r.a2[p]
+	}
+	return r.c1[p], r.a1[p]
 }
 
 // solve runs the program forward over the ticks, then walks back from the
 // cheapest finish.
 func (o *optimizer) solve() (Plan, float64, bool) {
-	S, I := o.states, o.inst
+	R, I := len(o.regions), o.inst
 	best := finish{cost: math.Inf(1)}
 	backs := make([]back, o.ticks+1)
 	var cur, next layer
 	o.reset(&cur, 0)
 	cur.cost[0][0] = 0 // p = 0, holding nothing
 	wmax := o.maxWidth()
-	m1, m2, starts := make([]float64, wmax), make([]float64, wmax), make([]float64, wmax)
-	// One slab for every boundary's back pointers; walkBack reads them all.
-	var cells int64
-	for t := 0; t <= o.ticks; t++ {
-		lo, hi := o.band(t)
-		cells += max(0, hi-lo+1)
+	inRegion := make([]ranks, R)
+	for r := range inRegion {
+		inRegion[r] = newRanks(wmax)
 	}
-	slab16 := make([]uint16, 2*cells)
-	slab8 := make([]uint8, int64(I)*cells)
+	everywhere := newRanks(wmax)
+	outC := make([][]float64, R)
+	for r := range outC {
+		outC[r] = make([]float64, wmax)
+	}
+	starts, srcs := make([]float64, wmax), make([]float64, wmax)
 	for t := 0; t < o.ticks && cur.hi >= cur.lo; t++ {
 		o.reset(&next, t+1)
 		w0 := cur.hi - cur.lo + 1
-		// The best state per progress, and the best holding another instance.
-		m1, m2 := m1[:w0], m2[:w0]
-		a1, a2 := slab16[:w0:w0], slab16[w0:2*w0:2*w0]
-		slab16 = slab16[2*w0:]
-		copy(m1, cur.cost[0])
-		fill(m2, math.Inf(1))
-		for p := range a2 {
-			a1[p], a2[p] = 0, noPredState
+		b := &backs[t]
+		b.best, b.other, b.outside = make([][]uint16, R), make([][]uint16, R), make([][]uint16, R)
+		everywhere.reset(w0)
+		for r := range inRegion {
+			inRegion[r].reset(w0)
 		}
-		for s := 1; s < S; s++ {
-			is := o.instOf(s)
-			for p, c := range cur.cost[s] {
-				switch {
-				case c < m1[p]:
-					if o.instOf(int(a1[p])) != is {
-						m2[p], a2[p] = m1[p], a1[p]
+		for s := 0; s < o.states; s++ {
+			o.add(&inRegion[o.regionOf(s)], s, cur.cost[s])
+			if cur.lo == 0 {
+				o.add(&everywhere, s, cur.cost[s][:1])
+			}
+		}
+		b.all = [2]uint16{everywhere.a1[0], everywhere.a2[0]}
+		for r := range inRegion {
+			b.best[r] = append([]uint16(nil), inRegion[r].a1...)
+			b.other[r] = append([]uint16(nil), inRegion[r].a2...)
+			if R == 1 {
+				continue
+			}
+			oc := outC[r][:w0]
+			fill(oc, math.Inf(1))
+			b.outside[r] = make([]uint16, w0)
+			for p := range b.outside[r] {
+				b.outside[r][p] = noPredState
+			}
+			for r2 := range inRegion {
+				if r2 == r {
+					continue
+				}
+				for p, c := range inRegion[r2].c1 {
+					if c < oc[p] {
+						oc[p], b.outside[r][p] = c, inRegion[r2].a1[p]
 					}
-					m1[p], a1[p] = c, uint16(s)
-				case c < m2[p] && o.instOf(int(a1[p])) != is:
-					m2[p], a2[p] = c, uint16(s)
 				}
 			}
 		}
-		backs[t].best, backs[t].other = a1, a2
 		if next.hi >= next.lo {
 			w1 := next.hi - next.lo + 1
 			backs[t+1].via = make([][]uint8, I)
 			for i := range backs[t+1].via {
-				backs[t+1].via[i], slab8 = slab8[:w1:w1], slab8[w1:]
+				backs[t+1].via[i] = make([]uint8, w1)
 			}
-			// Holding nothing keeps the progress and costs nothing.
-			for p := max(cur.lo, next.lo); p <= cur.hi; p++ {
-				next.cost[0][p-next.lo] = m1[p-cur.lo]
+			// Holding nothing keeps the progress, costs nothing and leaves
+			// the checkpoint where it is.
+			for r := range inRegion {
+				for p := max(cur.lo, next.lo); p <= cur.hi; p++ {
+					next.cost[r][p-next.lo] = inRegion[r].c1[p-cur.lo]
+				}
 			}
 		}
 		tick := o.start + t
 		elapsed := int64(t) * o.g
-		starts := starts[:w0]
 		for i := 0; i < I; i++ {
-			if !o.allowed[i] || (i > 0 && !o.m.Available(i-1, tick)) {
+			if !o.allowed[i] || (i >= R && !o.m.Available(i-R, tick)) {
 				continue
 			}
+			ri := o.region[i]
+			// A start without a move: from the checkpoint's region, or
+			// from anywhere before there is a checkpoint.
+			starts := starts[:w0]
 			for p := range starts {
-				starts[p] = m1[p]
-				if o.instOf(int(a1[p])) == i {
-					starts[p] = m2[p]
+				starts[p], _ = o.excluding(&inRegion[ri], p, i)
+			}
+			if cur.lo == 0 {
+				starts[0], _ = o.excluding(&everywhere, 0, i)
+			}
+			o.hold(&best, cur, next, backs[t+1], t, elapsed, i, stay, 0, starts, 0, func(p int64) int {
+				if p == 0 {
+					_, a := o.excluding(&everywhere, 0, i)
+					return int(a)
+				}
+				_, a := o.excluding(&inRegion[ri], int(p-cur.lo), i)
+				return int(a)
+			})
+			if R > 1 {
+				srcs := srcs[:w0]
+				copy(srcs, outC[ri][:w0])
+				if cur.lo == 0 {
+					srcs[0] = math.Inf(1) // no checkpoint to move yet
+				}
+				o.hold(&best, cur, next, backs[t+1], t, elapsed, i, move, 0, srcs, o.moveUSD, func(p int64) int {
+					return int(backs[t].outside[ri][p-cur.lo])
+				})
+				for k := 1; k <= o.kx; k++ {
+					s := o.stint(i, move, k)
+					o.hold(&best, cur, next, backs[t+1], t, elapsed, i, move, k, cur.cost[s], 0, func(int64) int { return s })
 				}
 			}
-			o.hold(&best, cur, next, backs[t+1], t, elapsed, i, 0, starts, func(p int64) int {
-				if o.instOf(int(a1[p-cur.lo])) == i {
-					return int(a2[p-cur.lo])
-				}
-				return int(a1[p-cur.lo])
-			})
 			for k := 1; k <= o.k0; k++ {
-				s := o.state(i, k)
-				o.hold(&best, cur, next, backs[t+1], t, elapsed, i, k, cur.cost[s], func(int64) int { return s })
+				s := o.stint(i, stay, k)
+				o.hold(&best, cur, next, backs[t+1], t, elapsed, i, stay, k, cur.cost[s], 0, func(int64) int { return s })
 			}
 		}
 		cur, next = next, cur
@@ -297,29 +474,34 @@ func (o *optimizer) solve() (Plan, float64, bool) {
 	return o.walkBack(best, backs), best.cost, true
 }
 
-// hold relaxes holding instance i for tick t after a stint of k ticks (0:
-// a new start), from the costs src of boundary t; from names the state a
-// finish at progress p comes from.
-func (o *optimizer) hold(best *finish, cur, next layer, b back, t int, elapsed int64, i, k int, src []float64, from func(p int64) int) {
-	unpaid, gain := o.unpaid[k], o.gain[k]
-	tickCost := o.price[i] * float64(o.g)
-	k2 := min(k+1, o.k0)
+// hold relaxes holding instance i for tick t after k ticks of a stint of
+// chain c (k = 0: a new start, paying extra), from the costs src of
+// boundary t; from names the state a finish at progress p comes from.
+func (o *optimizer) hold(best *finish, cur, next layer, b back, t int, elapsed int64, i, c, k int, src []float64, extra float64, from func(p int64) int) {
+	unpaid, gain := o.unpaid[c][k], o.gain[c][k]
+	tickCost := o.price[i]*float64(o.g) + extra
+	to := o.stint(i, c, k+1)
+	capped := to == o.stint(i, stay, o.k0)
 	via := uint8(viaCapped)
 	switch {
-	case k == 0:
+	case k == 0 && c == stay:
 		via = viaStart
+	case k == 0:
+		via = viaStartMove
+	case c == move:
+		via = viaMoved
 	case k == o.k0-1:
 		via = viaShorter
 	}
 	if next.hi >= next.lo {
-		dst := next.cost[o.state(i, k2)]
+		dst := next.cost[to]
 		lo, hi := max(cur.lo, next.lo-gain), min(cur.hi, o.pmax-gain)
 		for p := lo; p <= hi; p++ {
-			c := src[p-cur.lo] + tickCost
+			cost := src[p-cur.lo] + tickCost
 			at := p + gain - next.lo
-			if c < dst[at] {
-				dst[at] = c
-				if k2 == o.k0 {
+			if cost < dst[at] {
+				dst[at] = cost
+				if capped {
 					b.via[i][at] = via
 				}
 			}
@@ -331,9 +513,9 @@ func (o *optimizer) hold(best *finish, cur, next layer, b back, t int, elapsed i
 	// Ticks in which the work ends: the last is paid only until then.
 	for p := max(cur.lo, o.pmax-gain+1); p <= cur.hi; p++ {
 		held := unpaid + o.work - p*o.u
-		c := src[p-cur.lo] + o.price[i]*float64(held)
-		if elapsed+held <= o.ddl && c < best.cost {
-			*best = finish{cost: c, t: t, p: p, from: from(p), inst: i}
+		cost := src[p-cur.lo] + o.price[i]*float64(held) + extra
+		if elapsed+held <= o.ddl && cost < best.cost {
+			*best = finish{cost: cost, t: t, p: p, from: from(p), inst: i}
 		}
 	}
 }
@@ -344,34 +526,48 @@ func (o *optimizer) walkBack(best finish, backs []back) Plan {
 	plan[best.t] = o.choice(best.inst)
 	s, p := best.from, best.p
 	for t := best.t; t > 0; t-- {
-		if s == 0 {
+		lo, _ := o.band(t - 1)
+		if i := o.instOf(s); i < 0 {
 			plan[t-1] = policy.None
-			lo, _ := o.band(t - 1)
-			s = int(backs[t-1].best[p-lo])
+			s = int(backs[t-1].best[s][p-lo])
 			continue
 		}
-		i, k := o.instOf(s), o.ranOf(s)
+		i := o.instOf(s)
+		c, k := o.chainOf(s)
 		plan[t-1] = o.choice(i)
-		prev := k - 1 // stint length before this tick; 0 is a new start
-		if k == o.k0 {
-			lo, _ := o.band(t)
-			switch backs[t].via[i][p-lo] {
+		prevC, prevK := c, k-1 // the stint before this tick; k = 0 is a new start
+		if s == o.stint(i, stay, o.k0) {
+			tlo, _ := o.band(t)
+			switch backs[t].via[i][p-tlo] {
 			case viaStart:
-				prev = 0
+				prevC, prevK = stay, 0
+			case viaStartMove:
+				prevC, prevK = move, 0
+			case viaShorter:
+				prevC, prevK = stay, o.k0-1
+			case viaMoved:
+				prevC, prevK = move, o.kx
 			case viaCapped:
-				prev = o.k0
+				prevC, prevK = stay, o.k0
 			}
 		}
-		p -= o.gain[prev]
-		if prev > 0 {
-			s = o.state(i, prev)
-			continue
-		}
-		lo, _ := o.band(t - 1)
-		a1, a2 := int(backs[t-1].best[p-lo]), int(backs[t-1].other[p-lo])
-		s = a1
-		if o.instOf(a1) == i {
-			s = a2
+		p -= o.gain[prevC][prevK]
+		switch {
+		case prevK > 0:
+			s = o.stint(i, prevC, prevK)
+		case prevC == move:
+			s = int(backs[t-1].outside[o.region[i]][p-lo])
+		case p == 0:
+			s = int(backs[t-1].all[0])
+			if o.instOf(s) == i {
+				s = int(backs[t-1].all[1])
+			}
+		default:
+			r := o.region[i]
+			s = int(backs[t-1].best[r][p-lo])
+			if o.instOf(s) == i {
+				s = int(backs[t-1].other[r][p-lo])
+			}
 		}
 	}
 	return plan
@@ -396,7 +592,7 @@ func (o *optimizer) soonest() Plan {
 			}
 		}
 		if zone >= 0 {
-			plan[t] = o.choice(1 + zone)
+			plan[t] = o.choice(len(o.regions) + zone)
 		}
 	}
 	return plan

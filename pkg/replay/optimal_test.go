@@ -34,6 +34,9 @@ func bruteForce(t *testing.T, m *Market, job Job) float64 {
 	options := []policy.Choice{policy.None, {Market: capacity.OnDemand}}
 	for _, z := range m.Zones {
 		options = append(options, policy.Choice{Market: capacity.Spot, Zone: z})
+		if len(job.Zones) > 0 {
+			options = append(options, policy.Choice{Market: capacity.OnDemand, Zone: z})
+		}
 	}
 	n := m.ticksIn(job.Deadline)
 	best := math.Inf(1)
@@ -115,7 +118,60 @@ func TestOptimalMatchesBruteForceOnRandomMarkets(t *testing.T) {
 	}
 }
 
-func checkOptimal(t *testing.T, m *Market, job Job) {
+func TestOptimalMatchesBruteForceAcrossPricedRegions(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 2026))
+	for n := range 120 {
+		gap := time.Duration(2+rng.IntN(3)) * time.Second
+		ovh := time.Duration(rng.IntN(6)) * time.Second
+		zones := 2 + rng.IntN(2)
+		ticks := 7 - zones
+		transfer := time.Duration(rng.IntN(5)) * time.Second
+		work := time.Duration(1+rng.IntN(int(ticks)*int(gap/time.Second)-1)) * time.Second
+		// Deadlines with little slack to wait in, so that plans move.
+		deadline := min(work+2*ovh+transfer+time.Duration(rng.IntN(4))*time.Second, time.Duration(ticks)*gap)
+		if deadline < work {
+			continue
+		}
+		job := Job{Tier: spec.TierDeadline, Work: work, Deadline: deadline, RestartOverhead: ovh,
+			CheckpointGB: 10, EgressUSDPerGB: 0.002 * float64(rng.IntN(3)), TransferTime: transfer}
+		// Region r1 is much cheaper than r0 but mostly in stock only
+		// later, so that plans move.
+		points := make([][]int, zones)
+		for z := range points {
+			r := z % 2
+			for i := range ticks {
+				in := rng.IntN(2)
+				if r == 1 && i < ticks/2 && rng.IntN(4) > 0 {
+					in = 0
+				}
+				points[z] = append(points[z], in)
+			}
+			job.Zones = append(job.Zones, ZonePrice{Region: fmt.Sprint("r", r), Spot: 0.1 + 0.2*rng.Float64() + float64(1-r), OnDemand: 4 - rng.Float64()})
+		}
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			checkOptimal(t, market(t, gap, points...), job)
+		})
+	}
+}
+
+func TestOptimalMovesWhenTheMovePays(t *testing.T) {
+	s := time.Second
+	// Spot in r1 is a tenth of r0's but comes two ticks late, too late
+	// to wait for: the cheapest plan starts in r0 and moves.
+	m := market(t, 2*s, []int{1, 1, 1, 1, 1}, []int{0, 0, 1, 1, 1})
+	job := Job{Tier: spec.TierDeadline, Work: 6 * s, Deadline: 10 * s, RestartOverhead: s,
+		Zones:        []ZonePrice{{Region: "r0", Spot: 1, OnDemand: 4}, {Region: "r1", Spot: 0.1, OnDemand: 4}},
+		CheckpointGB: 1, EgressUSDPerGB: 0.0001, TransferTime: 2 * s}
+	if r := checkOptimal(t, m, job); r.Transfers != 1 || r.EgressUSD != 0.0001 {
+		t.Errorf("%d transfers costing $%v; want the one move", r.Transfers, r.EgressUSD)
+	}
+	job.EgressUSDPerGB = 0.01
+	if r := checkOptimal(t, m, job); r.Transfers != 0 {
+		t.Errorf("%d transfers when the egress costs more than the move saves; want none", r.Transfers)
+	}
+}
+
+func checkOptimal(t *testing.T, m *Market, job Job) Result {
 	t.Helper()
 	want := bruteForce(t, m, job)
 	plan, got, err := optimize(m, job, 0)
@@ -133,9 +189,10 @@ func checkOptimal(t *testing.T, m *Market, job Job) {
 		if r.DeadlineMet {
 			t.Fatalf("brute force found no plan meeting the deadline, but the fallback plan met it")
 		}
-		return
+		return r
 	}
 	if !r.DeadlineMet || math.Abs(r.Cost-want) > 1e-9*want {
 		t.Fatalf("replayed plan %v: cost %v, deadline met %v; want %v and met", plan, r.Cost, r.DeadlineMet, want)
 	}
+	return r
 }

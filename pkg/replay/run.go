@@ -68,7 +68,11 @@ type Result struct {
 	// changeover.
 	Changeovers int
 	Starts      int
-	Steps       []Step
+	// Transfers counts starts that moved the checkpoint to another
+	// region, and EgressUSD what they cost (included in Cost).
+	Transfers int
+	EgressUSD float64
+	Steps     []Step
 }
 
 // ChoiceError is a decider's choice the model does not allow.

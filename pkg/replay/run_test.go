@@ -3,6 +3,7 @@ package replay
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -230,5 +231,35 @@ func TestRunShowsTheRoamingStock(t *testing.T) {
 	}
 	if d := cmp.Diff(got, want); d != "" {
 		t.Errorf("got(-), want(+):\n%s", d)
+	}
+}
+
+func TestRunPricesZonesAndMovesBetweenRegions(t *testing.T) {
+	m := time.Minute
+	mk := market(t, 10*m, []int{1, 0, 0, 0, 0, 0}, []int{1, 1, 1, 1, 1, 1})
+	job := Job{Tier: spec.TierDeadline, Work: 30 * m, Deadline: 60 * m, RestartOverhead: 5 * m,
+		Zones:        []ZonePrice{{Region: "east", Spot: 0.6, OnDemand: 3}, {Region: "west", Spot: 1.2, OnDemand: 3.6}},
+		CheckpointGB: 40, EgressUSDPerGB: 0.02, TransferTime: 7 * m}
+	spotWest := policy.Choice{Market: capacity.Spot, Zone: "z1"}
+	odWest := policy.Choice{Market: capacity.OnDemand, Zone: "z1"}
+	// 5 min in east (5 of overhead, 5 of work), preempted; west pays its
+	// overhead and the transfer rounded to a whole tick (15 min), works
+	// 5 more, changes over to on-demand there (no move: same region) and
+	// works the last 20.
+	got, err := Run(mk, job, 0, Plan{spot, spotWest, spotWest, odWest, odWest, odWest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 10*m.Hours()*0.6 + 20*m.Hours()*1.2 + 25*m.Hours()*3.6 + 40*0.02
+	if got.Transfers != 1 || got.EgressUSD != 0.8 || math.Abs(got.Cost-want) > 1e-9 || got.Finish != 55*m || !got.DeadlineMet {
+		t.Errorf("got %d transfers, egress $%v, cost $%.4f, finish %s; want 1, $0.8, $%.4f, 55m", got.Transfers, got.EgressUSD, got.Cost, got.Finish, want)
+	}
+	// Before any work there is no checkpoint to move.
+	got, err = Run(mk, job, 0, Plan{none, spotWest, spotWest, spotWest, spotWest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Transfers != 0 {
+		t.Errorf("%d transfers of a run that started in the west; want none", got.Transfers)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"time"
 )
 
@@ -89,21 +88,7 @@ func (b Bursts) Generate(sizes *Trace, seed uint64) *Trace {
 		}
 		return b.PeakRate * b.Shape.Factor(t) * m
 	}
-	out := &Trace{Name: "synthetic bursts", Span: b.Length}
-	for s := time.Duration(0); s < b.Length; s += time.Second {
-		n := poisson(rng, rate(s+time.Second/2))
-		at := make([]time.Duration, n)
-		for i := range at {
-			at[i] = s + time.Duration(rng.Int64N(int64(time.Second)))
-		}
-		slices.Sort(at)
-		for _, t := range at {
-			r := sizes.Requests[rng.IntN(len(sizes.Requests))]
-			r.At = t
-			out.Requests = append(out.Requests, r)
-		}
-	}
-	return out
+	return Generate("synthetic bursts", b.Length, rate, sizes, seed)
 }
 
 // poisson draws a Poisson count with mean lambda by multiplying uniforms

@@ -29,6 +29,9 @@ type PoolConfig struct {
 	Spot *trace.Trace
 	// SpotPrice is the starting spot price; 0 means the catalogue's.
 	SpotPrice float64
+	// OnDemandPrice is the pool's on-demand price, its region's; 0 means
+	// the catalogue's.
+	OnDemandPrice float64
 	// OnDemandStock caps running on-demand instances; 0 means unlimited.
 	OnDemandStock int
 }

@@ -181,7 +181,7 @@ func (c *Cloud) place(o Offer, req LaunchRequest) (*instance, error) {
 		}
 		limit := o.MaxPrice
 		if limit == 0 {
-			limit = it.OnDemandPrice
+			limit = p.onDemandPrice()
 		}
 		if price := p.spotPrice(); price > limit {
 			return fail(capacity.Price, CodeSpotMaxPriceTooLow, "Your Spot request price of %g is lower than the minimum required Spot request fulfillment price of %g.", limit, price)

@@ -61,8 +61,16 @@ func (p *pool) point(tick int, tickLen time.Duration) int {
 
 func (p *pool) spotPrice() float64 { return p.prices[len(p.prices)-1].Price }
 
+// onDemandPrice is the pool's on-demand price: its own, or its type's.
+func (p *pool) onDemandPrice() float64 {
+	if p.OnDemandPrice > 0 {
+		return p.OnDemandPrice
+	}
+	return p.itype.OnDemandPrice
+}
+
 func (p *pool) offering(m capacity.Market) capacity.Offering {
-	price := p.itype.OnDemandPrice
+	price := p.onDemandPrice()
 	if m == capacity.Spot {
 		price = p.spotPrice()
 	}
@@ -159,7 +167,7 @@ func (c *Cloud) Market() Market {
 	states := map[Pool]*PoolState{}
 	for _, key := range c.order {
 		p := c.pools[key]
-		ps := PoolState{Pool: key, SellsSpot: p.Spot != nil, SpotStock: p.point(c.tick, c.cfg.Tick), SpotPrice: p.spotPrice(), OnDemandPrice: p.itype.OnDemandPrice}
+		ps := PoolState{Pool: key, SellsSpot: p.Spot != nil, SpotStock: p.point(c.tick, c.cfg.Tick), SpotPrice: p.spotPrice(), OnDemandPrice: p.onDemandPrice()}
 		m.Pools = append(m.Pools, ps)
 	}
 	for i := range m.Pools {

@@ -990,3 +990,18 @@ func TestActions(t *testing.T) {
 		t.Errorf("actions got(-), want(+):\n%s", diff)
 	}
 }
+
+func TestSpotPricesOfEachZone(t *testing.T) {
+	e := newEnv(t, func(c *sim.Config) { *c = c.WithPrices(sim.DefaultPrices()) }, nil)
+	out, err := e.client.DescribeSpotPriceHistory(context.Background(), &ec2.DescribeSpotPriceHistoryInput{InstanceTypes: []types.InstanceType{small}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, p := range out.SpotPriceHistory {
+		got[aws.ToString(p.AvailabilityZone)] = aws.ToString(p.SpotPrice)
+	}
+	if diff := cmp.Diff(got, map[string]string{zoneA: "1.010000", zoneB: "0.936200"}); diff != "" {
+		t.Errorf("spot prices got(-), want(+):\n%s", diff)
+	}
+}

@@ -1,0 +1,74 @@
+package policy
+
+import (
+	"testing"
+	"time"
+
+	"refuel/pkg/capacity"
+	"refuel/pkg/spec"
+)
+
+// regions is a market of zone a in east and zones b and c in west, with
+// the checkpoint in east; b's spot is dearer than c's.
+func regions(a, b, c bool, move Move) Market {
+	move.Region = "east"
+	return Market{Step: 10 * time.Minute, OnDemandPrice: 3.06, Move: move, Zones: []Zone{
+		{Name: "a", Region: "east", SpotAvailable: a, SpotPrice: 0.9, OnDemandPrice: 3.06},
+		{Name: "b", Region: "west", SpotAvailable: b, SpotPrice: 0.8, OnDemandPrice: 3.06},
+		{Name: "c", Region: "west", SpotAvailable: c, SpotPrice: 0.4, OnDemandPrice: 3.06},
+	}}
+}
+
+func TestBaselinesFailOverToTheCheapestZone(t *testing.T) {
+	s := state(10, 60, None)
+	cheap, dear := Move{USD: 0.5, Time: 10 * time.Minute}, Move{USD: 80, Time: 10 * time.Minute}
+	cases := map[string]struct {
+		m    Market
+		want Choice
+	}{
+		"the cheapest zone in stock, moving":            {regions(true, true, true, cheap), Choice{Market: capacity.Spot, Zone: "c"}},
+		"a move dearer than the saving: stay in region": {regions(true, true, true, dear), spotA},
+		"only the far region in stock":                  {regions(false, true, false, dear), Choice{Market: capacity.Spot, Zone: "b"}},
+		// Zones without regions are one market taken in order, as ever.
+		"no regions: the first zone in stock": {market(true, true), spotA},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got, _ := Decide(spec.TierDeadline, Greedy, s, tc.m); got != tc.want {
+				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRefuelWeighsTheMove(t *testing.T) {
+	s := state(10, 41, None)
+	got, err := Decide(spec.TierDeadline, Refuel, s, regions(true, false, true, Move{USD: 0.5, Time: 5 * time.Minute}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Choice{Market: capacity.Spot, Zone: "c"}); got != want {
+		t.Errorf("a cheap move to spot at less than half the price: got %s, want %s", got, want)
+	}
+	got, err = Decide(spec.TierDeadline, Refuel, s, regions(true, false, true, Move{USD: 200, Time: 5 * time.Minute}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != spotA {
+		t.Errorf("a move costing more than the whole run saves: got %s, want %s", got, spotA)
+	}
+}
+
+func TestOnDemandChoicesOnePerRegion(t *testing.T) {
+	m := regions(false, false, false, Move{})
+	m.Zones[2].OnDemandPrice = 2.9
+	got := m.onDemandChoices(state(10, 60, Choice{Market: capacity.Spot, Zone: "b"}))
+	want := []Choice{{Market: capacity.OnDemand, Zone: "a"}, {Market: capacity.OnDemand, Zone: "b"}}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("got %v, want %v: one per region, in the zone held there", got, want)
+	}
+	got = m.onDemandChoices(state(10, 60, None))
+	if len(got) != 2 || got[1].Zone != "c" {
+		t.Errorf("got %v; want west's on-demand where it is cheapest, c", got)
+	}
+}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"refuel/pkg/policy"
+	"refuel/pkg/replay"
+	"refuel/pkg/trace"
+)
+
+// regionPolicies are compared across priced regions, in this order: the
+// optimum, refuel, the baselines with failover (they take spot in the
+// zone in stock cheapest for the rest of the work, a move counted), and
+// on-demand.
+var regionPolicies = []policy.Name{policy.Optimal, policy.Refuel, policy.UniformProgress, policy.Greedy, policy.OnDemandOnly}
+
+// regionCell is one window of a market spanning regions, each zone at its
+// own prices.
+type regionCell struct {
+	market   *benchMarket
+	deadline time.Duration
+	start    int
+	job      replay.Job
+	cost     map[policy.Name]float64 // USD
+	met      map[policy.Name]bool
+	moves    map[policy.Name]int
+	// single is the optimum within the best single region.
+	single float64
+}
+
+// spansRegions reports whether a market's zones lie in several regions.
+func spansRegions(bm *benchMarket) bool {
+	for _, t := range bm.traces {
+		if trace.Region(t.Zone) != trace.Region(bm.traces[0].Zone) {
+			return true
+		}
+	}
+	return false
+}
+
+// runRegionCells replays every cell under every policy, and the optimum
+// of each region alone, on every core.
+func runRegionCells(cells []*regionCell, stderr io.Writer) error {
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		first error
+		next  = make(chan *regionCell)
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if first == nil {
+			first = err
+		}
+		mu.Unlock()
+	}
+	for range runtime.NumCPU() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range next {
+				for _, p := range regionPolicies {
+					res, err := replaySim(c.market.market, c.job, c.start, p)
+					if err != nil {
+						fail(fmt.Errorf("%s, deadline %s, start %d, %s across priced regions: %w", c.market.name, c.deadline, c.start, p, err))
+						continue
+					}
+					c.cost[p], c.met[p], c.moves[p] = res.Cost, res.DeadlineMet, res.Transfers
+				}
+				c.single = -1
+				for _, sub := range regionMarkets(c.market, c.job) {
+					res, err := replaySim(sub.market, sub.job, c.start, policy.Optimal)
+					if err != nil {
+						fail(fmt.Errorf("%s, deadline %s, start %d, optimal in one region: %w", c.market.name, c.deadline, c.start, err))
+						continue
+					}
+					if c.single < 0 || res.Cost < c.single {
+						c.single = res.Cost
+					}
+				}
+			}
+		}()
+	}
+	for _, c := range cells {
+		next <- c
+	}
+	close(next)
+	wg.Wait()
+	fmt.Fprintf(stderr, "sim-bench: %d windows across priced regions\n", len(cells))
+	return first
+}
+
+// regionMarket is one region of a priced market, alone.
+type regionMarket struct {
+	market *replay.Market
+	job    replay.Job
+}
+
+// regionMarkets splits a priced market into its regions.
+func regionMarkets(bm *benchMarket, job replay.Job) []regionMarket {
+	var out []regionMarket
+	var regions []string
+	for _, z := range job.Zones {
+		if !contains(regions, z.Region) {
+			regions = append(regions, z.Region)
+		}
+	}
+	for _, r := range regions {
+		var ts []*trace.Trace
+		sub := job
+		sub.Zones = nil
+		for i, t := range bm.traces {
+			if job.Zones[i].Region == r {
+				ts = append(ts, t)
+				sub.Zones = append(sub.Zones, job.Zones[i])
+			}
+		}
+		m, err := replay.NewMarket(ts)
+		if err != nil {
+			continue
+		}
+		out = append(out, regionMarket{m, sub})
+	}
+	return out
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// printRegions prints the table across priced regions: mean cost per
+// window in USD, each policy's ratio to the optimum, deadlines met and
+// the moves between regions made.
+func printRegions(w io.Writer, prices string, dls []time.Duration, cells []*regionCell) {
+	if len(cells) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nPriced regions (%s): %s.\n", prices, describePrices(cells[0].job))
+	fmt.Fprintln(w, "Mean cost per window in USD (and as a multiple of the optimum's); the baselines fail over to the zone in stock cheapest for the rest of the work.")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "zones\tdeadline\toptimal\trefuel\tuniform-progress\tgreedy\ton-demand\toptimal, best single region\tmet (o/r/u/g)\tmoves (o/r/u/g)")
+	seen := map[*benchMarket]bool{}
+	for _, c := range cells {
+		if seen[c.market] {
+			continue
+		}
+		seen[c.market] = true
+		for _, dl := range dls {
+			var n int
+			cost := map[policy.Name]float64{}
+			met, moves := map[policy.Name]int{}, map[policy.Name]int{}
+			var single float64
+			for _, d := range cells {
+				if d.market != c.market || d.deadline != dl {
+					continue
+				}
+				n++
+				for _, p := range regionPolicies {
+					cost[p] += d.cost[p]
+					moves[p] += d.moves[p]
+					if d.met[p] {
+						met[p]++
+					}
+				}
+				single += d.single
+			}
+			if n == 0 {
+				continue
+			}
+			opt := cost[policy.Optimal] / float64(n)
+			line := fmt.Sprintf("%s\t%s", c.market.name, shortDuration(dl))
+			for _, p := range regionPolicies {
+				mean := cost[p] / float64(n)
+				line += fmt.Sprintf("\t$%.2f (%.2fx)", mean, mean/opt)
+			}
+			line += fmt.Sprintf("\t$%.2f (%.2fx)", single/float64(n), single/float64(n)/opt)
+			line += fmt.Sprintf("\t%d/%d/%d/%d of %d\t%d/%d/%d/%d", met[policy.Optimal], met[policy.Refuel], met[policy.UniformProgress], met[policy.Greedy], n,
+				moves[policy.Optimal], moves[policy.Refuel], moves[policy.UniformProgress], moves[policy.Greedy])
+			fmt.Fprintln(tw, line)
+		}
+	}
+	tw.Flush()
+}
