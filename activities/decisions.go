@@ -48,6 +48,8 @@ type Decision struct {
 	Wait   bool          `json:"wait,omitempty"`
 	Try    bool          `json:"try,omitempty"`
 	Choice policy.Choice `json:"choice"`
+	// Explanation says why, in a line a person reads (status.market.why).
+	Explanation string `json:"explanation,omitempty"`
 }
 
 // DecideMarket answers a run's question with the worker's plans (a
@@ -59,16 +61,17 @@ func (a *Capacity) DecideMarket(_ context.Context, in DecisionInput) (Decision, 
 	}
 	switch in.Kind {
 	case DecideWaitForSpot:
-		return Decision{Wait: d.WaitForSpot(in.State, in.Market)}, nil
+		wait := d.WaitForSpot(in.State, in.Market)
+		return Decision{Wait: wait, Explanation: policy.ExplainWaitForSpot(in.State, in.Market, wait)}, nil
 	case DecideBackToSpot:
 		c, try := d.BackToSpot(in.State, in.Market)
-		return Decision{Choice: c, Try: try}, nil
+		return Decision{Choice: c, Try: try, Explanation: policy.ExplainBackToSpot(in.State, in.Market, c, try)}, nil
 	case DecideTick:
 		c, err := d.Decide(in.Tier, in.Policy, in.State, in.Market)
 		if err != nil {
 			return Decision{}, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidJobSpec", nil)
 		}
-		return Decision{Choice: c}, nil
+		return Decision{Choice: c, Explanation: policy.Explain(in.Tier, in.Policy, in.State, in.Market, c)}, nil
 	}
 	return Decision{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("unknown decision kind %q", in.Kind), "BadRequest", nil)
 }

@@ -298,6 +298,9 @@ func printServiceStatus(w io.Writer, st workflows.ServiceStatus) {
 	fmt.Fprintf(w, "state      %s since %s\n", st.State, st.StartedAt.Format(time.RFC3339))
 	fmt.Fprintf(w, "desired    %d replicas, %d warm (%s); bounds %d..%d\n",
 		st.Desired.Replicas, st.Desired.Warm, st.Desired.Reason, st.MinReplicas, st.MaxReplicas)
+	if m := st.Market; m != nil {
+		fmt.Fprintf(w, "why        %s\n", m.Why)
+	}
 	fmt.Fprintf(w, "fleet      %d ready, %d starting, %d warm\n", st.Ready, st.Starting, st.Warm)
 	if st.ReplicasLost > 0 {
 		fmt.Fprintf(w, "lost       %d replicas whose instance the cloud took back, each replaced\n", st.ReplicasLost)

@@ -126,6 +126,9 @@ func printStatus(w io.Writer, st workflows.Status, live int64) {
 	} else if in := st.Instance; in != nil {
 		fmt.Fprintf(w, "instance   %s %s $%.4f/h since %s\n", in.ID, in.Offering, in.PricePerHour, in.Since.Format(time.TimeOnly))
 	}
+	if m := st.Market; m != nil && m.Why != "" {
+		fmt.Fprintf(w, "market     %s\n", m.Why)
+	}
 	fmt.Fprintf(w, "preempted  %d, recovered %d, lost work %.1fs\n", st.Preemptions, st.Recoveries, st.LostWorkSecs)
 	if st.Changeovers > 0 {
 		fmt.Fprintf(w, "moved      %d times from on-demand back to spot\n", st.Changeovers)

@@ -40,3 +40,14 @@ func TestPrintStatusShowsEachNodeOfAGang(t *testing.T) {
 		t.Errorf("status line %q; want rank 0 and the count of the others", line)
 	}
 }
+
+func TestPrintStatusSaysWhyTheMarketWasChosen(t *testing.T) {
+	why := "on-demand: 3.1 h slack left, spot in us-west-2b expected back in 4 h"
+	for _, m := range []*workflows.MarketStatus{nil, {Clock: workflows.ClockWall, Why: why}} {
+		var out bytes.Buffer
+		printStatus(&out, workflows.Status{ID: "job-1", State: workflows.StateRunning, Market: m}, 0)
+		if got := strings.Contains(out.String(), "market     "+why); got != (m != nil) {
+			t.Errorf("market %+v: output\n%s", m, out.String())
+		}
+	}
+}

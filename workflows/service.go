@@ -305,6 +305,9 @@ func (s *service) snapshot(ctx workflow.Context) ServiceStatus {
 	for _, r := range s.Replicas {
 		st.Replicas = append(st.Replicas, r.status())
 	}
+	if why := s.Desired.Explanation; why != "" {
+		st.Market = &ServiceMarket{Why: why, DecidedAt: s.DecidedAt}
+	}
 	if s.Backoff > 0 && now.Before(s.HoldUntil) {
 		until := s.HoldUntil
 		st.AcquiringHeldUntil = &until

@@ -30,13 +30,13 @@ func (s *service) decide(ctx workflow.Context) {
 	now := workflow.Now(ctx)
 	d := s.Autoscaler.Decide(now, s.fleet())
 	if len(s.Decisions) == 0 || d.Replicas != s.Desired.Replicas || d.Warm != s.Desired.Warm {
-		s.Decisions = append(s.Decisions, DecisionRecord{Time: now, Replicas: d.Replicas, Warm: d.Warm, Reason: d.Reason})
+		s.Decisions = append(s.Decisions, DecisionRecord{Time: now, Replicas: d.Replicas, Warm: d.Warm, Reason: d.Reason, Explanation: d.Explanation})
 		if n := len(s.Decisions); n > maxDecisions {
 			s.Decisions = s.Decisions[n-maxDecisions:]
 		}
 		workflow.GetLogger(ctx).Info("scaling", "replicas", d.Replicas, "warm", d.Warm, "reason", d.Reason)
 	}
-	s.Desired = d
+	s.Desired, s.DecidedAt = d, now
 	s.converge(ctx)
 	s.showDetails(ctx)
 }

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,6 +44,12 @@ func TestServiceScalesOutToMaxThenInBurstMostExpensiveFirst(t *testing.T) {
 	}
 	if peak.Ready != 4 || peak.Desired.Replicas != 4 || peak.Desired.Reason != "max_replicas" {
 		t.Errorf("at the peak: %d ready, desired %+v; want 4 capped by max_replicas", peak.Ready, peak.Desired)
+	}
+	if m := peak.Market; m == nil || !strings.Contains(m.Why, "4 replicas: capped at max_replicas") || m.DecidedAt.IsZero() {
+		t.Errorf("at the peak, market %+v; want why it holds 4 replicas, and when it decided", m)
+	}
+	if n := len(peak.Decisions); n == 0 || peak.Decisions[n-1].Explanation == "" {
+		t.Errorf("decisions %+v; want each explained", peak.Decisions)
 	}
 	if n := len(p.requests()); n != 4 {
 		t.Errorf("%d replicas requested; want 4, never beyond max_replicas", n)

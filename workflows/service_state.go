@@ -35,9 +35,11 @@ type ServiceState struct {
 	Offerings []capacity.Offering `json:"offerings,omitempty"`
 	// HoldUntil stops acquisitions until then after a failure; Backoff is
 	// the latest hold after a failure that waiting does not cure.
-	HoldUntil   time.Time          `json:"hold_until,omitzero"`
-	Backoff     time.Duration      `json:"backoff,omitempty"`
-	Desired     autoscale.Decision `json:"desired"`
+	HoldUntil time.Time          `json:"hold_until,omitzero"`
+	Backoff   time.Duration      `json:"backoff,omitempty"`
+	Desired   autoscale.Decision `json:"desired"`
+	// DecidedAt is when the autoscaler last decided (status.market).
+	DecidedAt   time.Time          `json:"decided_at,omitzero"`
 	LastMetrics *autoscale.Metrics `json:"last_metrics,omitempty"`
 	Decisions   []DecisionRecord   `json:"decisions"`
 	Failures    []Failure          `json:"failures"`

@@ -47,6 +47,15 @@ type ServiceStatus struct {
 	// ReplicasLost counts replicas whose instance the cloud took back
 	// (spot stock running out); each was replaced.
 	ReplicasLost int `json:"replicas_lost"`
+	// Market says why the fleet is what it is, as a run's status.market
+	// does: the autoscaler's latest decision in a line a person reads.
+	Market *ServiceMarket `json:"market,omitempty"`
+}
+
+// ServiceMarket is a service's latest scaling decision, explained.
+type ServiceMarket struct {
+	Why       string    `json:"why"`
+	DecidedAt time.Time `json:"decided_at"`
 }
 
 // ReplicaState is where a replica, or a warm-pool instance, is.
@@ -79,6 +88,8 @@ type DecisionRecord struct {
 	Replicas int       `json:"replicas"`
 	Warm     int       `json:"warm"`
 	Reason   string    `json:"reason"`
+	// Explanation is the decision in a line a person reads.
+	Explanation string `json:"explanation,omitempty"`
 }
 
 // maxDecisions bounds how many decisions status keeps (the newest).
@@ -110,6 +121,9 @@ func (s *service) showDetails(ctx workflow.Context) {
 			" · " + strconv.Itoa(s.spec.MinReplicas) + ".." + strconv.Itoa(s.spec.MaxReplicas) + " replicas"}
 	if d := s.Desired; d.Reason != "" {
 		lines = append(lines, "wants "+strconv.Itoa(d.Replicas)+" replicas and "+strconv.Itoa(d.Warm)+" warm: "+d.Reason)
+	}
+	if why := s.Desired.Explanation; why != "" {
+		lines = append(lines, "market: "+why)
 	}
 	for _, r := range s.Replicas {
 		line := r.ID + ": " + string(r.State)

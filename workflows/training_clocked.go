@@ -48,6 +48,8 @@ type clockedMarket struct {
 	view    workflow.Future
 	seen    *seenTick
 	decided *policy.Choice
+	// why is the latest decision in a line a person reads.
+	why string
 }
 
 // seenTick is a tick whose stock the meter has seen: the policy's view
@@ -57,9 +59,20 @@ type seenTick struct {
 	market policy.Market
 }
 
-// MarketStatus is a clocked run's account in market time: what it decided
-// at each tick and what that cost, as `starter sim` reports a window.
+// MarketStatus is how a run chooses its market. A run on a market with a
+// clock (Clock "market") keeps its account in market time: what it
+// decided at each tick and what that cost, as `starter sim` reports a
+// window. A deadline run in wall time that weighs spot against on-demand
+// (Clock "wall") shows only its policy and its latest decision.
 type MarketStatus struct {
+	// Clock is ClockMarket or ClockWall.
+	Clock string `json:"clock"`
+	// Why is the latest decision in a line a person reads, such as
+	// "on-demand: 3.1 h slack left, spot in us-west-2b expected back in 4 h".
+	Why string `json:"why,omitempty"`
+	// DecidedAt is when, for a run in wall time.
+	DecidedAt time.Time `json:"decided_at,omitzero"`
+
 	Policy string   `json:"policy"`
 	Zones  []string `json:"zones"`
 	// Job is the run as the account sees it: work, the deadline as a
@@ -78,6 +91,12 @@ type MarketStatus struct {
 	DeadlineMet   bool             `json:"deadline_met"`
 	Decisions     []MarketDecision `json:"decisions"`
 }
+
+// How a run keeps time with its market (MarketStatus.Clock).
+const (
+	ClockMarket = "market" // the sim's market clock: a decision at every tick
+	ClockWall   = "wall"   // wall time: decisions when the run acquires, and while on on-demand
+)
 
 // MarketDecision is what a run held during one tick of the market.
 type MarketDecision struct {
@@ -322,10 +341,15 @@ func (m *clockedMarket) decide(ctx workflow.Context, r *run) error {
 			if err != nil {
 				return fmt.Errorf("policy %s at tick %d: %w", m.policy, m.tick, err)
 			}
-			choice = d.Choice
-		} else if choice, err = m.decider.Decide(r.spec.Tier, m.policy, t.state, t.market); err != nil {
-			return temporal.NewNonRetryableApplicationError(err.Error(), "InvalidJobSpec", nil)
+			choice, m.why = d.Choice, d.Explanation
+		} else {
+			if choice, err = m.decider.Decide(r.spec.Tier, m.policy, t.state, t.market); err != nil {
+				return temporal.NewNonRetryableApplicationError(err.Error(), "InvalidJobSpec", nil)
+			}
+			m.why = policy.Explain(r.spec.Tier, m.policy, t.state, t.market, choice)
 		}
+	} else {
+		m.why = "nothing: the run is paused or over its budget"
 	}
 	step, err := m.meter.Hold(choice)
 	if err != nil {
@@ -358,6 +382,7 @@ func (m *clockedMarket) marketStatus() *MarketStatus {
 		CostUSD: res.Cost, SpotHours: res.Spot.Hours(), OnDemandHours: res.OnDemand.Hours(),
 		Preemptions: res.Preemptions, Changeovers: res.Changeovers, Finished: res.Finished,
 		FinishHours: res.Finish.Hours(), DeadlineMet: res.DeadlineMet, Decisions: make([]MarketDecision, len(res.Steps)),
+		Clock: ClockMarket, Why: m.why,
 	}
 	for i, s := range res.Steps {
 		st.Decisions[i] = MarketDecision{Tick: m.start + i, Choice: s.Choice.String(), Preempted: s.Preempted}

@@ -136,6 +136,9 @@ func TestClockedRunDecidesAsTheSimulator(t *testing.T) {
 			if st.Market == nil {
 				t.Fatal("the run did not follow the market's clock")
 			}
+			if st.Market.Clock != ClockMarket || st.Market.Why == "" {
+				t.Errorf("market clock %q, why %q; want the market's clock and its last decision explained", st.Market.Clock, st.Market.Why)
+			}
 
 			market, err := replay.NewMarket(loaded)
 			if err != nil {

@@ -45,6 +45,9 @@ func (r *run) details(now time.Time) string {
 		lines = append(lines, "on "+offeringName(l.Offering())+" ("+l.Instance.ID+", "+dollars(l.Offering().PricePerHour)+"/h) since "+
 			l.Since.UTC().Format("15:04:05")+" UTC · attempt "+strconv.Itoa(l.Attempt))
 	}
+	if why := r.marketWhy(); why != "" {
+		lines = append(lines, "market: "+why)
+	}
 	if p := r.Pool; p != nil && p.Grant != nil {
 		where := "burst pool " + p.Grant.Pool
 		if p.Grant.Node != "" {
@@ -77,4 +80,12 @@ func deadline(r *run) string {
 		return ""
 	}
 	return " by " + r.spec.Deadline.UTC().Format("2006-01-02 15:04 UTC")
+}
+
+// marketWhy is the run's latest market decision, explained.
+func (r *run) marketWhy() string {
+	if m, ok := r.market.(*clockedMarket); ok {
+		return m.why
+	}
+	return r.Spot.Why
 }

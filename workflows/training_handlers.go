@@ -153,6 +153,8 @@ func (r *run) snapshot(ctx workflow.Context) Status {
 	s.Failures = append([]Failure{}, r.Status.Failures...) // [] rather than null for clients
 	if m, ok := r.market.(*clockedMarket); ok {
 		s.Market = m.marketStatus()
+	} else if r.Spot.Why != "" {
+		s.Market = &MarketStatus{Clock: ClockWall, Policy: string(policy.Refuel), Why: r.Spot.Why, DecidedAt: r.Spot.DecidedAt}
 	}
 	s.Admission = r.admissionStatus()
 	return s

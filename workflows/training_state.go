@@ -83,6 +83,10 @@ type SpotChoice struct {
 	// Watch is how the run weighs spot against on-demand, for runs
 	// recorded before their options were (see spotWatch).
 	Watch *spotWatch `json:"watch,omitempty"`
+	// Why is the latest decision between spot and on-demand, in a line a
+	// person reads, and DecidedAt when it was made (status.market).
+	Why       string    `json:"why,omitempty"`
+	DecidedAt time.Time `json:"decided_at,omitzero"`
 }
 
 // Place is where a run's request stands with the capacity pool.

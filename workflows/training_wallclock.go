@@ -141,9 +141,17 @@ func (r *run) waitsForSpot(ctx workflow.Context) bool {
 	if err != nil {
 		// Without an answer the run takes on-demand: its deadline is safe.
 		workflow.GetLogger(ctx).Warn("refuel's plans did not answer; taking on-demand", "error", err)
-		return false
+		d.Explanation = "on-demand: refuel's plans did not answer (" + err.Error() + ")"
 	}
+	r.explain(ctx, d.Explanation)
 	return d.Wait
+}
+
+// explain keeps the latest market decision's line for status and the
+// Web UI.
+func (r *run) explain(ctx workflow.Context, why string) {
+	r.Spot.Why, r.Spot.DecidedAt = why, workflow.Now(ctx)
+	r.showDetails(ctx)
 }
 
 // spotMarket is the run's spot offerings as refuel plans with them, each
@@ -264,8 +272,10 @@ func (r *run) spotToTry(ctx workflow.Context, w *spotWatch) (capacity.Offering, 
 		d, err := decide(ctx, activities.DecisionInput{Kind: activities.DecideBackToSpot, State: s, Market: m}, "ask refuel whether to try spot now")
 		if err != nil {
 			workflow.GetLogger(ctx).Warn("refuel's plans did not answer; staying on on-demand until the next ask", "error", err)
+			d.Explanation = "staying on on-demand: refuel's plans did not answer (" + err.Error() + ")"
 		}
 		c, ok = d.Choice, err == nil && d.Try
+		r.explain(ctx, d.Explanation)
 	} else {
 		c, ok = policy.BackToSpot(s, m)
 	}

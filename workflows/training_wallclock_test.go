@@ -95,6 +95,14 @@ func TestDeadlineRunWaitsForSpotWhileSlackAllows(t *testing.T) {
 			if st.State != StateCompleted || len(st.Ledger.Segments) != 1 {
 				t.Errorf("state %s with %d ledger segments; want completed on one instance", st.State, len(st.Ledger.Segments))
 			}
+			// The last choice is explained: on-demand, or spot waited for.
+			wantWhy := "on-demand"
+			if tc.wantAcquired == spotA {
+				wantWhy = "waiting for spot"
+			}
+			if m := st.Market; m == nil || m.Clock != ClockWall || !strings.HasPrefix(m.Why, wantWhy) || m.DecidedAt.IsZero() {
+				t.Errorf("market %+v; want the wall-clock decision explained, starting %q", m, wantWhy)
+			}
 		})
 	}
 }
