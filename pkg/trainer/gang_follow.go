@@ -84,6 +84,7 @@ func (s *session) follow(ctx context.Context) (Model, error) {
 		}
 	}
 	m.Loss = p.loss(m.Weights)
+	s.progress(m.Step) // where it ended, as rank 0's checkpoint reports it
 	if m.Step == s.cfg.Steps {
 		fmt.Fprintf(s.out, "REFUEL_DONE step=%d total=%d loss=%g digest=%s\n", m.Step, s.cfg.Steps, m.Loss, m.Digest())
 	} else {
