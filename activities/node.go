@@ -228,6 +228,7 @@ func (n *Node) train(ctx context.Context, in TrainingInput, store *checkpoint.St
 		Func:               n.demoFunc(in),
 		Notices:            n.Notices,
 		Machine:            n.Machine,
+		Gang:               agent.Gang{Rank: in.Gang.Rank, Nodes: in.Gang.Nodes, MasterAddr: in.Gang.MasterAddr, MasterPort: in.Gang.MasterPort},
 	})
 	if errors.Is(err, agent.ErrMachineGone) {
 		// The instance is gone: like a machine without power, it answers
@@ -259,19 +260,30 @@ func (n *Node) train(ctx context.Context, in TrainingInput, store *checkpoint.St
 	}
 	if res.LastCheckpoint != nil {
 		out.LastCheckpoint = refOf(store, *res.LastCheckpoint)
-		if res.Outcome == agent.Completed && len(in.Spec.Command) == 0 {
+		// The final model is rank 0's: another rank's last checkpoint is
+		// the one it restored.
+		if res.Outcome == agent.Completed && len(in.Spec.Command) == 0 && in.Gang.Rank == 0 {
 			out.ModelDigest = n.finalDigest(context.WithoutCancel(ctx), store, *res.LastCheckpoint, filepath.Join(dir, "final"))
 		}
 	}
-	if res.Outcome == agent.Failed {
+	switch res.Outcome {
+	case agent.Failed:
 		why := fmt.Sprintf("trainer exited with code %d", res.ExitCode)
 		if res.ExitCode < 0 {
 			why = "trainer could not start"
 		}
 		out.Message = fmt.Sprintf("%s: %s\n(whole output: starter logs %s --attempt %d)", why, res.Stderr, in.Spec.ID, in.Attempt)
+	case agent.GangStopped:
+		out.Message = fmt.Sprintf("rank %d stopped with its gang at step %d: %s\n(whole output: starter logs %s --attempt %d)", in.Gang.Rank, res.LastStep, res.Stderr, in.Spec.ID, in.Attempt)
 	}
 	return out, nil
 }
+
+// OutcomeGangStopped is the outcome of a gang's rank whose trainer stopped
+// because its gang did (another rank was stopped, preempted or lost), not
+// because this node was asked to stop or got a notice: its instance is
+// sound. Rank 0's final checkpoint is uploaded, as for a stop.
+const OutcomeGangStopped = TrainingOutcome(agent.GangStopped)
 
 // envList is a JobSpec's env as the agent takes it, sorted by name so
 // the trainer's environment is the same on every attempt.

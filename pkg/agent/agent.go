@@ -53,9 +53,13 @@ type Config struct {
 	// their work away in silence.
 	RestartFromScratch bool
 	// Keep is how many good checkpoints stay in the store; at least one.
+	// In a gang, each rank above 0 keeps as many of its shards.
 	Keep       int
 	InstanceID string
 	JobID      string
+	// Gang is this node's place in a gang of several nodes; zero for a run
+	// of one node.
+	Gang Gang
 
 	// MetadataEndpoint is the instance metadata service, such as
 	// http://169.254.169.254; "" watches for no notices.
@@ -141,6 +145,11 @@ const (
 	Stopped Outcome = "stopped"
 	// Failed: the trainer exited non-zero on its own, or could not start.
 	Failed Outcome = "failed"
+	// GangStopped: a gang's trainer stopped without being asked, because
+	// its gang stopped (another rank was stopped or preempted, or one
+	// vanished): it printed REFUEL_STOPPED and exited 0. Rank 0's final
+	// checkpoint is uploaded, as for a stop.
+	GangStopped Outcome = "gang-stopped"
 )
 
 // Result is what a run did.
@@ -196,6 +205,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	defer cfg.Machine.leave()
 	r := &run{cfg: cfg}
+	defer r.closeShards()
 	prepareCtx, cancel := cfg.Machine.bound(ctx)
 	err := r.prepare(prepareCtx)
 	cancel()
@@ -219,6 +229,9 @@ func (c *Config) setDefaults() error {
 		return errors.New("agent: no checkpoint store")
 	case c.Dir == "":
 		return errors.New("agent: no working directory")
+	}
+	if err := c.Gang.check(); err != nil {
+		return fmt.Errorf("agent: %w", err)
 	}
 	dir, err := filepath.Abs(c.Dir)
 	if err != nil {
@@ -245,9 +258,29 @@ func (c *Config) setDefaults() error {
 type run struct {
 	cfg Config
 	log *outputLog
+	// shards is where a gang's rank above 0 keeps its own checkpoints;
+	// nil for rank 0 and a run of one node, whose are the job's.
+	shards *checkpoint.Store
 
-	mu     sync.Mutex // guards result and serialises OnEvent
+	mu     sync.Mutex // guards result and gangStopped, and serialises OnEvent
 	result Result
+	// gangStopped is set when a gang's trainer printed REFUEL_STOPPED.
+	gangStopped bool
+}
+
+func (r *run) closeShards() {
+	if r.shards != nil {
+		r.shards.Close()
+	}
+}
+
+// uploads is the store this node's checkpoints go to: the job's, or in a
+// gang's rank above 0, the rank's shards.
+func (r *run) uploads() *checkpoint.Store {
+	if r.shards != nil {
+		return r.shards
+	}
+	return r.cfg.Store
 }
 
 func (r *run) checkpointDir() string { return filepath.Join(r.cfg.Dir, "checkpoints") }
@@ -300,6 +333,11 @@ func (r *run) prepare(ctx context.Context) error {
 	if err := makePrivateDir(dir); err != nil {
 		return err
 	}
+	if !r.cfg.Gang.ownsCheckpoints() {
+		if r.shards, err = r.cfg.Store.OpenShard(ctx, r.cfg.Gang.Rank); err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
+	}
 	ms, err := r.cfg.Store.List(ctx)
 	if err != nil {
 		return fmt.Errorf("agent: restore: %w", err)
@@ -320,6 +358,9 @@ func (r *run) prepare(ctx context.Context) error {
 		}
 		r.emit(Event{Kind: EventRestored, Step: m.Step, Checkpoint: &m})
 		r.say("restored checkpoint step %d from %s", m.Step, r.cfg.Store.StepURL(m.Step))
+		if r.shards != nil {
+			return r.restoreShard(ctx, m.Step, filepath.Join(dir, stepName(m.Step)))
+		}
 		return nil
 	}
 	if len(skipped) > 0 && !r.cfg.RestartFromScratch {

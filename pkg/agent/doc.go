@@ -17,6 +17,16 @@
 //   - REFUEL_CHECKPOINT_INTERVAL_SECONDS: how often to checkpoint, in
 //     whole seconds, at least 1.
 //
+// In a gang of several nodes training one job (Config.Gang, Nodes above
+// 1), every rank's trainer also gets these; a run of one node gets none:
+//
+//   - REFUEL_NODE_RANK: this node's rank, 0 to REFUEL_NUM_NODES-1.
+//   - REFUEL_NUM_NODES: how many nodes train together.
+//   - REFUEL_MASTER_ADDR, REFUEL_MASTER_PORT: where rank 0's trainer
+//     listens for the others: rank 0's instance's address (loopback on the
+//     local and simulated clouds, the private IP on EC2, as the instance
+//     metadata service's local-ipv4 says) and a port the run chose.
+//
 // Environment. Besides those, the trainer gets the job's own variables
 // (JobSpec env, Config.Env) and, of the agent's environment, only PATH,
 // HOME, TZ, TMPDIR and the locale (LANG, LANGUAGE, LC_*). Nothing else of
@@ -49,6 +59,36 @@
 // in the store, and deletes older local step directories, keeping the
 // newest. Only regular files are kept; symlinks and empty directories are
 // not.
+//
+// Gangs. Every rank runs under an agent of its own, on its own instance,
+// with the same directory layout, and every rank restores: the job's
+// latest good checkpoint is in $REFUEL_CHECKPOINT_DIR/step-<N> on every
+// node before its trainer starts. Rank 0's checkpoints are the job's: only
+// rank 0's agent uploads the step-<N> directories its trainer completes as
+// the job's checkpoints, reports them and prunes them to Config.Keep.
+// A trainer of rank r above 0 that writes step-<N> directories the same
+// way (.tmp-…, then the rename) writes its shards: its agent uploads each
+// to <checkpoint url>/<job id>/shards/rank-<r>/step-<N>/ (data, then a
+// manifest with sha256 sums, as for the job's), keeps the newest
+// Config.Keep of them there, and reports none of them as checkpoints. When
+// rank r restores the job's step N, its own shard of step N, if the store
+// has one that verifies, is laid over it in the same step-<N> directory:
+// the shard's files replace the job's of the same name, and the rest of
+// the job's stay. A shard of another step is never restored, and one that
+// does not verify is skipped, saying so: a gang resumes from the job's
+// checkpoint, so whatever it needs from every rank to resume should reach
+// rank 0's checkpoint or be written by each rank at the steps rank 0
+// checkpoints. Ranks need not write checkpoints at all; a data-parallel
+// trainer's rank 0 alone does.
+//
+// Stopping a gang. A notice or a stop request reaches only its own node's
+// trainer, as SIGTERM. The ranks should agree on a step to stop at, rank 0
+// writing its checkpoint, and exit. A trainer that stops because its gang
+// stopped (another rank was stopped or preempted, or vanished), without a
+// SIGTERM of its own, prints "REFUEL_STOPPED step=<N>" on stdout and exits
+// 0: the agent reports it gang-stopped rather than completed, and uploads
+// what it wrote (on rank 0, the job's final checkpoint) as after a stop.
+// Exit 0 without that line means the job's work is done, as for one node.
 //
 // Progress. A line "REFUEL_PROGRESS step=<N>" or
 // "REFUEL_PROGRESS step=<N> total=<T>" on stdout reports progress.
@@ -86,8 +126,9 @@
 // nothing more is uploaded or reported, as when a real machine loses its
 // power.
 //
-// Exit status. Exit 0 means the job's work is done; the agent uploads any
-// checkpoint not yet uploaded and reports "completed". Any other exit,
+// Exit status. Exit 0 means the job's work is done (in a gang: unless
+// after REFUEL_STOPPED, above); the agent uploads any checkpoint not yet
+// uploaded and reports "completed". Any other exit,
 // outside a stop, is reported as "failed" with the exit code and the last
 // 20 lines of stderr (the whole output is in the store). A trainer that
 // cannot start (no such workdir or program, an env entry no environment

@@ -66,6 +66,8 @@ func (r *run) supervise(ctx context.Context) (Result, error) {
 	switch {
 	case end.outcome != "":
 		r.result.Outcome = end.outcome
+	case r.result.ExitCode == 0 && r.gangStopped:
+		r.result.Outcome = GangStopped
 	case r.result.ExitCode == 0:
 		r.result.Outcome = Completed
 	default:

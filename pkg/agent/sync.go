@@ -63,17 +63,23 @@ func (s *syncer) sweep(ctx context.Context) error {
 			continue
 		}
 		began := time.Now()
-		m, err := cfg.Store.Save(ctx, l.step, filepath.Join(dir, l.name), cfg.InstanceID)
+		store := s.r.uploads()
+		m, err := store.Save(ctx, l.step, filepath.Join(dir, l.name), cfg.InstanceID)
 		if err != nil {
 			return fmt.Errorf("agent: upload checkpoint %s: %w", l.name, err)
 		}
 		s.uploaded = l.step
 		took := time.Since(began)
-		s.r.say("uploaded checkpoint step %d in %s", l.step, took.Round(time.Millisecond))
-		s.r.emit(Event{Kind: EventCheckpoint, Step: l.step, Checkpoint: &m, WriteTime: took})
+		if cfg.Gang.ownsCheckpoints() {
+			s.r.say("uploaded checkpoint step %d in %s", l.step, took.Round(time.Millisecond))
+			s.r.emit(Event{Kind: EventCheckpoint, Step: l.step, Checkpoint: &m, WriteTime: took})
+		} else {
+			// A shard is not the job's checkpoint: nothing to report.
+			s.r.say("uploaded rank %d's shard of step %d to %s in %s", cfg.Gang.Rank, l.step, store.StepURL(l.step), took.Round(time.Millisecond))
+		}
 		// Pruning is housekeeping: a failure leaves extra checkpoints in
 		// the store, which the next prune removes.
-		_, _ = cfg.Store.Prune(ctx, cfg.Keep)
+		_, _ = store.Prune(ctx, cfg.Keep)
 	}
 	for _, l := range steps {
 		if l.step < s.uploaded {

@@ -41,6 +41,7 @@ func (r *run) start(stderrTail *tail) (running, error) {
 		r.log.add(checkpoint.Stdout, s, partial)
 		if !partial {
 			r.progressLine(s)
+			r.stoppedLine(s)
 		}
 	}}
 	stderr := &lineWriter{copy: r.cfg.Stderr, line: func(s string, partial bool) {
@@ -73,6 +74,7 @@ func (r *run) environment() (env []string, dir string, err error) {
 	if d := r.cfg.CheckpointInterval; d > 0 {
 		contract = append(contract, "REFUEL_CHECKPOINT_INTERVAL_SECONDS="+strconv.FormatInt(int64(max(1, math.Round(d.Seconds()))), 10))
 	}
+	contract = append(contract, r.cfg.Gang.environment()...)
 	if env, err = trainerEnv(os.Environ(), r.cfg.Env, contract); err != nil {
 		return nil, "", err
 	}

@@ -8,6 +8,7 @@
 //
 //	<jobID>/step-000000000042/data/<relative file path>
 //	<jobID>/step-000000000042/manifest.json
+//	<jobID>/shards/rank-<r>/step-000000000042/…   a gang's rank r's own shards (OpenShard), laid out alike
 //
 // The manifest lists every file with its size and sha256 and is written
 // last, so a checkpoint is good only when its manifest exists and every file

@@ -27,6 +27,9 @@ type Store struct {
 	bucket *blob.Bucket
 	jobID  string
 	url    string
+	// bucketURL is what the store was opened with, for the stores of
+	// shards beside it.
+	bucketURL string
 	// shared is set for a mem:// bucket, which outlives the Store.
 	shared bool
 
@@ -45,6 +48,12 @@ func Open(ctx context.Context, bucketURL, jobID string) (*Store, error) {
 	if jobID == "" || strings.Contains(jobID, "/") || jobID == "." || jobID == ".." {
 		return nil, fmt.Errorf("checkpoint: invalid job id %q", jobID)
 	}
+	return open(ctx, bucketURL, jobID, jobID+"/")
+}
+
+// open opens the bucket at bucketURL for the checkpoints of jobID kept
+// under prefix: the job's own, or a rank's shards beside them.
+func open(ctx context.Context, bucketURL, jobID, prefix string) (*Store, error) {
 	u, err := url.Parse(bucketURL)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: bad bucket URL %q: %w", bucketURL, err)
@@ -62,17 +71,17 @@ func Open(ctx context.Context, bucketURL, jobID string) (*Store, error) {
 		openURL = v.String()
 	}
 	if u.Scheme == "mem" {
-		b, err := memBucket(ctx, u, jobID)
+		b, err := memBucket(ctx, u, prefix)
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint: open bucket %s: %w", bucketURL, err)
 		}
-		return newStore(b, u, jobID, true), nil
+		return newStore(b, u, bucketURL, jobID, prefix, true), nil
 	}
 	b, err := blob.OpenBucket(ctx, openURL)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: open bucket %s: %w", bucketURL, err)
 	}
-	b = blob.PrefixedBucket(b, jobID+"/")
+	b = blob.PrefixedBucket(b, prefix)
 	// Drivers such as s3blob open lazily; ask once now so a wrong bucket
 	// name or missing credentials show up here, naming the URL. Listing
 	// only the job's prefix needs no more permission than the store does.
@@ -84,17 +93,18 @@ func Open(ctx context.Context, bucketURL, jobID string) (*Store, error) {
 		b.Close()
 		return nil, fmt.Errorf("checkpoint: open bucket %s: %w", bucketURL, err)
 	}
-	return newStore(b, u, jobID, false), nil
+	return newStore(b, u, bucketURL, jobID, prefix, false), nil
 }
 
-func newStore(b *blob.Bucket, u *url.URL, jobID string, shared bool) *Store {
-	u.Path = strings.TrimSuffix(u.Path, "/") + "/" + jobID + "/"
+func newStore(b *blob.Bucket, u *url.URL, bucketURL, jobID, prefix string, shared bool) *Store {
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/" + prefix
 	return &Store{
-		bucket:  b,
-		jobID:   jobID,
-		url:     u.String(),
-		shared:  shared,
-		trusted: map[int64][sha256.Size]byte{},
+		bucket:    b,
+		jobID:     jobID,
+		url:       u.String(),
+		bucketURL: bucketURL,
+		shared:    shared,
+		trusted:   map[int64][sha256.Size]byte{},
 	}
 }
 
@@ -108,8 +118,8 @@ var memBuckets = struct {
 	m map[string]*blob.Bucket
 }{m: map[string]*blob.Bucket{}}
 
-func memBucket(ctx context.Context, u *url.URL, jobID string) (*blob.Bucket, error) {
-	key := u.Host + u.Path + "?" + u.RawQuery + "#" + jobID
+func memBucket(ctx context.Context, u *url.URL, prefix string) (*blob.Bucket, error) {
+	key := u.Host + u.Path + "?" + u.RawQuery + "#" + prefix
 	memBuckets.Lock()
 	defer memBuckets.Unlock()
 	if b, ok := memBuckets.m[key]; ok {
@@ -119,7 +129,7 @@ func memBucket(ctx context.Context, u *url.URL, jobID string) (*blob.Bucket, err
 	if err != nil {
 		return nil, err
 	}
-	b = blob.PrefixedBucket(b, jobID+"/")
+	b = blob.PrefixedBucket(b, prefix)
 	memBuckets.m[key] = b
 	return b, nil
 }

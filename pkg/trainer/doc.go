@@ -22,9 +22,12 @@
 //	--step-time D          pace each step to take at least D of wall time (default 100ms; 0: as fast as possible)
 //	--seed S               problem seed (default 1)
 //	--features F           number of weights (default 64)
+//	--join-timeout D       in a gang: how long the ranks wait for each other to start (default 2m)
+//	--peer-timeout D       in a gang: how long a step's exchange waits for another rank (default 1m)
 //
 // Environment: REFUEL_CHECKPOINT_DIR names the checkpoint directory and is
-// required; it is created if absent.
+// required; it is created if absent. REFUEL_NUM_NODES above 1 makes the
+// trainer one rank of a gang (below).
 //
 // On start the trainer resumes from the highest-numbered directory
 // step-<N> in $REFUEL_CHECKPOINT_DIR (N decimal; zero padding accepted)
@@ -58,8 +61,50 @@
 //
 // Exit codes: 0 when the run finished or was stopped and its checkpoint is
 // on disk (the job is finished exactly when step-<T> exists); 1 when it
-// failed (I/O error, unusable checkpoint directory, mismatched checkpoint);
-// 2 for bad flags or a missing REFUEL_CHECKPOINT_DIR.
+// failed (I/O error, unusable checkpoint directory, mismatched checkpoint,
+// a gang that could not form); 2 for bad flags, a missing
+// REFUEL_CHECKPOINT_DIR or a gang variable that does not parse.
+//
+// # A gang of nodes
+//
+// With REFUEL_NUM_NODES=N above 1 the trainer is rank REFUEL_NODE_RANK of
+// N training data-parallel: every rank computes the gradient of its own
+// shard of each step's batch (samples [r·32/N, (r+1)·32/N), drawn from the
+// same generator as alone), rank 0 adds them to its own in rank order,
+// takes the step and sends the new weights back. Rank 0 listens on
+// REFUEL_MASTER_ADDR:REFUEL_MASTER_PORT; the others connect, retrying
+// while rank 0 starts, and say which job (REFUEL_JOB_ID), attempt
+// (REFUEL_ATTEMPT), rank and problem they are: rank 0 refuses a rank of
+// another run or one already joined, saying why. Once all have joined,
+// rank 0 sends the step and weights it resumed from its checkpoint
+// directory; the others train from those and never read or write
+// checkpoints of their own (the step the agent restored for them is only
+// what they report if stopped before rank 0 answers). Gradients and
+// weights cross the wire as their exact bits, so the gang's model is
+// TrainGang(cfg, N)'s, computed in one process: the reference a gang's run
+// must match bit for bit however often it is stopped and resumed, as
+// Train is for one node. TrainGang(cfg, 1) is Train(cfg); other node
+// counts group the sums otherwise and give other bits.
+//
+// Stopping a gang. SIGTERM on any rank stops the whole gang after the step
+// under way: that rank's next gradient says so, and rank 0's answer to it
+// tells every rank to stop; a SIGTERM on rank 0 goes out with its answer
+// to the step under way. Every rank then ends at that step, rank 0 writes
+// its checkpoint (when it is not on disk already) and each prints
+// REFUEL_STOPPED with that step and exits 0.
+//
+// A rank that vanishes. Rank 0 takes a rank whose connection closes,
+// fails or stays silent past --peer-timeout for gone: it ends the gang at
+// the last step done, writes its checkpoint, prints REFUEL_STOPPED and
+// exits 0, as if stopped. The other ranks, and every rank when rank 0
+// vanishes, print REFUEL_STOPPED with their last step and exit 0: the gang
+// resumes from rank 0's last checkpoint once the node is replaced. Once a
+// rank is stopped it waits at most 10 seconds for another. A rank 0
+// stopped before every rank joined tells those that did, which stop too.
+//
+// Joining. Ranks that do not all join within --join-timeout, and a rank
+// whose rank 0 does not answer or refuses it, end with exit 1 and say
+// why. Rank 0 also exits 1 when it cannot listen on the master address.
 //
 // # In-process
 //

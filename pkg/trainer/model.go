@@ -38,11 +38,23 @@ type Config struct {
 	Seed     uint64
 	// Features is the number of weights; 0 means DefaultFeatures.
 	Features int
+	// JoinTimeout bounds how long a gang's ranks wait for each other to
+	// start; 0 means DefaultJoinTimeout.
+	JoinTimeout time.Duration
+	// PeerTimeout bounds how long one step's exchange waits for another
+	// rank before taking it for gone; 0 means DefaultPeerTimeout.
+	PeerTimeout time.Duration
 }
 
 func (c Config) withDefaults() Config {
 	if c.Features == 0 {
 		c.Features = DefaultFeatures
+	}
+	if c.JoinTimeout == 0 {
+		c.JoinTimeout = DefaultJoinTimeout
+	}
+	if c.PeerTimeout == 0 {
+		c.PeerTimeout = DefaultPeerTimeout
 	}
 	return c
 }
@@ -66,6 +78,9 @@ func (c Config) validate() error {
 	}
 	if c.Features < 1 {
 		errs = append(errs, errors.New("--features must be at least 1"))
+	}
+	if c.JoinTimeout <= 0 || c.PeerTimeout <= 0 {
+		errs = append(errs, errors.New("--join-timeout and --peer-timeout must be more than 0"))
 	}
 	return errors.Join(errs...)
 }
@@ -95,6 +110,30 @@ func Train(cfg Config) Model {
 	w := make([]float64, cfg.Features)
 	for n := range cfg.Steps {
 		p.step(w, n)
+	}
+	return Model{Step: cfg.Steps, Weights: w, Loss: p.loss(w)}
+}
+
+// TrainGang is the reference of a gang of nodes training cfg together,
+// computed in one process: at every step each rank's shard of the batch
+// gives a gradient at the same weights, and they are summed in rank order
+// before the update, exactly as the demo trainer's ranks do over the
+// network. It is what a gang's run must match bit for bit, however often
+// it is stopped and resumed. TrainGang(cfg, 1) is Train(cfg); other node
+// counts give other bits, since the sums are grouped differently.
+func TrainGang(cfg Config, nodes int) Model {
+	cfg = cfg.withDefaults()
+	nodes = max(nodes, 1)
+	p := newProblem(cfg.Seed, cfg.Features)
+	w := make([]float64, cfg.Features)
+	grads := make([][]float64, nodes)
+	for n := range cfg.Steps {
+		for r := range grads {
+			lo, hi := shard(r, nodes)
+			grads[r] = p.gradient(w, n, lo, hi)
+		}
+		combine(grads[0], grads[1:]...)
+		p.apply(w, grads[0])
 	}
 	return Model{Step: cfg.Steps, Weights: w, Loss: p.loss(w)}
 }
@@ -133,14 +172,26 @@ func newProblem(seed uint64, features int) problem {
 	return problem{seed: seed, truth: truth, rate: rate}
 }
 
-// step applies SGD step n (0-based) to w in place. The explicit float64
+// step applies SGD step n (0-based) to w in place: the whole batch's
+// gradient, then the update.
+func (p problem) step(w []float64, n int64) {
+	p.apply(w, p.gradient(w, n, 0, batchSize))
+}
+
+// gradient sums the squared error's gradient at w over samples [lo, hi)
+// of step n's batch, in sample order from zero. The batch is drawn from one
+// generator, so the samples before lo are drawn and dropped: each takes
+// one number per feature and one for its noise. The explicit float64
 // conversions round each product before it is added, which forbids the
 // compiler from fusing them into FMA on some architectures and not others.
-func (p problem) step(w []float64, n int64) {
+func (p problem) gradient(w []float64, n int64, lo, hi int) []float64 {
 	r := rand.New(rand.NewPCG(p.seed, batchStream(n)))
+	for range lo * (len(w) + 1) {
+		r.Uint64()
+	}
 	x := make([]float64, len(w))
 	grad := make([]float64, len(w))
-	for range batchSize {
+	for range hi - lo {
 		var pred, label float64
 		for j := range x {
 			x[j] = uniform(r)
@@ -153,9 +204,32 @@ func (p problem) step(w []float64, n int64) {
 			grad[j] += float64(residual * x[j])
 		}
 	}
+	return grad
+}
+
+// apply takes the SGD step of a whole batch's gradient.
+func (p problem) apply(w, grad []float64) {
 	scale := 2 * p.rate / batchSize
 	for j := range w {
 		w[j] -= float64(scale * grad[j])
+	}
+}
+
+// shard is the part of every batch rank computes in a gang of nodes:
+// samples [lo, hi), contiguous, in rank order. With more nodes than
+// samples some shards are empty.
+func shard(rank, nodes int) (lo, hi int) {
+	return rank * batchSize / nodes, (rank + 1) * batchSize / nodes
+}
+
+// combine adds the gradients of ranks 1, 2, … to rank 0's, in rank order:
+// floating-point addition is not associative, so the order is fixed for
+// the sum, and so the model, to be the same bits every time.
+func combine(sum []float64, grads ...[]float64) {
+	for _, g := range grads {
+		for j := range sum {
+			sum[j] += g[j]
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"time"
 )
 
@@ -13,46 +14,122 @@ import (
 const progressEvery = 100 * time.Millisecond
 
 // session is one life of a trainer process: resume from the newest good
-// checkpoint, step, checkpoint, and stop at the end or when asked.
+// checkpoint, step, checkpoint, and stop at the end or when asked. In a
+// gang, rank 0's session does that with the other ranks' gradients, and
+// theirs follow it.
 type session struct {
-	cfg Config // after withDefaults and validate
-	dir string
-	out io.Writer // protocol lines for the agent
-	log io.Writer // for people
+	cfg  Config // after withDefaults and validate
+	gang gang
+	dir  string
+	out  io.Writer // protocol lines for the agent
+	log  io.Writer // for people
 	// kill, when closed, ends the run at once without a checkpoint, as
 	// SIGKILL ends a process; nil for a process, which SIGKILL ends itself.
 	kill <-chan struct{}
+	// abort is done once kill is closed: what ends the gang's connections.
+	abort context.Context
 	// pace is the timer steps are paced with.
 	pace *time.Timer
 	// afterStep, when set, is called after every step and before the stop
 	// check; tests use it to stop a run after an exact step.
 	afterStep func(step int64)
+	// listener, when set, is where rank 0 waits for the other ranks
+	// instead of a listener of its own on the master address; tests use it.
+	listener net.Listener
 }
 
 // errKilled ends a session whose kill channel closed.
 var errKilled = errors.New("killed")
 
 // run trains until the last step or until ctx is cancelled, and returns
-// the model it left on disk. A step under way when ctx is cancelled is
-// finished first, as a real trainer would finish its batch.
+// the model it left on disk (a rank other than 0: the model it ended
+// with). A step under way when ctx is cancelled is finished first, as a
+// real trainer would finish its batch; in a gang, every rank finishes it.
 func (s *session) run(ctx context.Context) (Model, error) {
+	abort, stop := context.WithCancel(context.Background())
+	defer stop()
+	s.abort = abort
+	if s.kill != nil {
+		go func() {
+			select {
+			case <-s.kill:
+				stop()
+			case <-abort.Done():
+			}
+		}()
+	}
+	if s.gang.together() && s.gang.Rank > 0 {
+		return s.follow(ctx)
+	}
+	return s.lead(ctx)
+}
+
+// lead is the life of a trainer alone, or of a gang's rank 0.
+func (s *session) lead(ctx context.Context) (Model, error) {
 	p := newProblem(s.cfg.Seed, s.cfg.Features)
 	m, saved, err := s.resume()
 	if err != nil {
 		return Model{}, err
 	}
+	stop := ctx.Err() != nil
+	var t *team
+	if s.gang.together() && !stop {
+		t, err = s.gather(ctx, m)
+		var lost *lostError
+		switch {
+		case errors.Is(err, errStopped):
+			stop = true
+		case errors.As(err, &lost):
+			fmt.Fprintf(s.log, "trainer: %v; the gang stops at step %d\n", err, m.Step)
+			stop = true
+		case err != nil:
+			return m, err
+		default:
+			defer t.close()
+			defer context.AfterFunc(ctx, t.pat.stop)()
+			defer context.AfterFunc(s.abort, t.close)()
+		}
+	}
 	s.progress(m.Step)
 	printed := time.Now()
 	defer s.stopPacing()
-	for m.Step < s.cfg.Steps && ctx.Err() == nil {
+	for m.Step < s.cfg.Steps && !stop {
 		if s.killed() {
 			return m, errKilled
 		}
 		began := time.Now()
-		p.step(m.Weights, m.Step)
+		if t == nil {
+			p.step(m.Weights, m.Step)
+		} else {
+			lo, hi := shard(0, s.gang.Nodes)
+			grad := p.gradient(m.Weights, m.Step, lo, hi)
+			stop, err = t.collect(m.Step, grad)
+			if err != nil {
+				if s.killed() {
+					return m, errKilled
+				}
+				fmt.Fprintf(s.log, "trainer: %v; the gang stops at step %d\n", err, m.Step)
+				break
+			}
+			p.apply(m.Weights, grad)
+		}
 		m.Step++
 		if rest := s.cfg.StepTime - time.Since(began); rest > 0 && !s.sleep(rest) {
 			return m, errKilled
+		}
+		if s.afterStep != nil {
+			s.afterStep(m.Step)
+		}
+		stop = stop || ctx.Err() != nil
+		if t != nil {
+			// The others go on with the next step while this one checkpoints.
+			if err := t.send(m.Step, stop, m.Weights); err != nil {
+				if s.killed() {
+					return m, errKilled
+				}
+				fmt.Fprintf(s.log, "trainer: %v; the gang stops at step %d\n", err, m.Step)
+				stop = true
+			}
 		}
 		switch {
 		case s.cfg.checkpointDue(m.Step):
@@ -65,9 +142,6 @@ func (s *session) run(ctx context.Context) (Model, error) {
 		case time.Since(printed) >= progressEvery:
 			s.progress(m.Step)
 			printed = time.Now()
-		}
-		if s.afterStep != nil {
-			s.afterStep(m.Step)
 		}
 	}
 	m.Loss = p.loss(m.Weights)

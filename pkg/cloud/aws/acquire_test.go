@@ -92,7 +92,7 @@ func TestAcquireRequestShape(t *testing.T) {
 	}
 
 	id := "i-00000000000000001"
-	wantInst := capacity.Instance{ID: id, Offering: odG5b, TaskQueue: "refuel-node-" + id, LaunchedAt: fakeLaunchTime, Tags: tags}
+	wantInst := capacity.Instance{ID: id, Offering: odG5b, TaskQueue: "refuel-node-" + id, Address: "10.0.0.1", LaunchedAt: fakeLaunchTime, Tags: tags}
 	if diff := cmp.Diff(inst, wantInst); diff != "" {
 		t.Errorf("instance: got(-), want(+):\n%s", diff)
 	}
@@ -286,6 +286,9 @@ func TestAcquireWaitsUntilRunning(t *testing.T) {
 			if tc.wantClasses == nil {
 				if _, state, err := c.Describe(context.Background(), inst.ID); err != nil || state != capacity.StateRunning {
 					t.Errorf("acquired instance is %s, %v; want running", state, err)
+				}
+				if inst.Address != "10.0.0.1" {
+					t.Errorf("acquired instance has address %q; want its private IP, 10.0.0.1", inst.Address)
 				}
 			}
 		})

@@ -190,6 +190,9 @@ func (c *Cloud) instance(inst types.Instance) capacity.Instance {
 	}
 	return capacity.Instance{
 		ID: id, Offering: o, TaskQueue: local.TaskQueueFor(id),
+		// The private address is where a gang's other nodes reach this
+		// one, in the same VPC; EC2 assigns it at launch.
+		Address:    aws.ToString(inst.PrivateIpAddress),
 		LaunchedAt: aws.ToTime(inst.LaunchTime), Tags: tags,
 	}
 }

@@ -52,7 +52,7 @@ func TestDescribe(t *testing.T) {
 		wantOffer capacity.Offering
 	}{
 		"running on-demand": {
-			&fakeInstance{instanceType: "p3.2xlarge", zone: "us-east-1a", state: "running"},
+			&fakeInstance{instanceType: "p3.2xlarge", zone: "us-east-1a", state: "running", privateIP: "10.0.1.23"},
 			capacity.StateRunning, odP3a,
 		},
 		"pending spot, price unknown": {
@@ -87,6 +87,9 @@ func TestDescribe(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := capacity.Instance{ID: "i-1", Offering: tc.wantOffer, TaskQueue: "refuel-node-i-1", LaunchedAt: fakeLaunchTime, Tags: tc.inst.tags}
+			if tc.inst.state != "terminated" {
+				want.Address = tc.inst.privateIP // where a gang's other nodes reach it
+			}
 			if diff := cmp.Diff(inst, want); diff != "" {
 				t.Errorf("instance: got(-), want(+):\n%s", diff)
 			}

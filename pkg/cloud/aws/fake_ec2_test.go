@@ -54,6 +54,7 @@ type fakeSpotPrice struct {
 
 type fakeInstance struct {
 	id, instanceType, zone, lifecycle, state, reason string
+	privateIP                                        string
 	tags                                             map[string]string
 	pendingFor                                       int
 }
@@ -157,6 +158,7 @@ func (f *fakeEC2) launch(typ, zone, market string, tags map[string]string) *fake
 	inst := &fakeInstance{
 		id: fmt.Sprintf("i-%017d", len(f.instances)+1), instanceType: typ, zone: zone,
 		state: "pending", tags: tags, pendingFor: f.PendingFor,
+		privateIP: fmt.Sprintf("10.0.0.%d", len(f.instances)+1),
 	}
 	if market == "spot" {
 		inst.lifecycle = "spot"
@@ -216,6 +218,9 @@ func (inst *fakeInstance) xml() string {
 		tv("launchTime", fakeLaunchTime.Format(time.RFC3339))
 	if inst.lifecycle != "" {
 		out += tv("instanceLifecycle", inst.lifecycle)
+	}
+	if inst.privateIP != "" && inst.state != "terminated" {
+		out += tv("privateIpAddress", inst.privateIP)
 	}
 	if inst.reason != "" {
 		out += x("stateReason", tv("code", inst.reason), tv("message", inst.reason+": fake"))

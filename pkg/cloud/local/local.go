@@ -24,6 +24,7 @@ import (
 	"go.uber.org/zap"
 
 	"refuel/pkg/capacity"
+	"refuel/pkg/cloud/metadata"
 	"refuel/pkg/spec"
 )
 
@@ -200,7 +201,7 @@ func (c *Cloud) launch(ctx context.Context, req capacity.Request, o capacity.Off
 		id = newID(node)
 	}
 	inst := &instance{
-		Instance: capacity.Instance{ID: id, Offering: o, TaskQueue: TaskQueueFor(id), LaunchedAt: c.cfg.Now(), Tags: RequestTags(req)},
+		Instance: capacity.Instance{ID: id, Offering: o, TaskQueue: TaskQueueFor(id), Address: metadata.Loopback, LaunchedAt: c.cfg.Now(), Tags: RequestTags(req)},
 		state:    capacity.StatePending,
 	}
 	// Reserve the stock and the token before the slow start, so neither a

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"refuel/pkg/capacity"
+	"refuel/pkg/cloud/metadata"
 	"refuel/pkg/spec"
 )
 
@@ -58,6 +59,13 @@ func TestAcquireReleaseAndIdempotency(t *testing.T) {
 	}
 	if inst.TaskQueue != TaskQueueFor(inst.ID) || inst.Tags[capacity.TagManagedBy] != capacity.ManagedBy {
 		t.Errorf("instance %+v lacks its task queue or tags", inst)
+	}
+	// A gang's peers reach rank 0's instance on this machine.
+	if inst.Address != metadata.Loopback {
+		t.Errorf("instance address %q; want %s", inst.Address, metadata.Loopback)
+	}
+	if got, _, _ := c.Describe(ctx, inst.ID); got.Address != metadata.Loopback {
+		t.Errorf("described address %q; want %s", got.Address, metadata.Loopback)
 	}
 	if err := c.Release(ctx, inst.ID); err != nil {
 		t.Fatal(err)

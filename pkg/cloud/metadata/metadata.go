@@ -1,5 +1,6 @@
 // Package metadata serves the subset of EC2's instance metadata service
-// (IMDSv2) that a node agent reads: the spot interruption notice and the
+// (IMDSv2) that a node agent and its trainer read: the instance's ID and
+// private address (local-ipv4), the spot interruption notice and the
 // rebalance recommendation. Simulated clouds run one per instance so the
 // agent watches notices the same way on a laptop as on EC2. A virtual
 // instance's agent, which runs in the cloud's own process, reads the same
@@ -18,10 +19,16 @@ import (
 	"time"
 )
 
+// Loopback is the private address of the simulated clouds' instances,
+// processes and virtual ones alike: they all run on this machine, so their
+// peers reach them there.
+const Loopback = "127.0.0.1"
+
 // Service is one instance's metadata: served on an endpoint (Start), or
 // read in-process only (New).
 type Service struct {
 	instanceID string
+	localIPv4  string
 	srv        *http.Server // nil when not served
 	ln         net.Listener
 
@@ -42,8 +49,12 @@ type InstanceAction struct {
 // New returns the metadata of one instance, not served on any endpoint:
 // it is read with Watch. It holds no goroutine, listener or timer.
 func New(instanceID string) *Service {
-	return &Service{instanceID: instanceID, tokens: map[string]time.Time{}, changed: make(chan struct{})}
+	return &Service{instanceID: instanceID, localIPv4: Loopback, tokens: map[string]time.Time{}, changed: make(chan struct{})}
 }
+
+// LocalIPv4 is the instance's private address, what local-ipv4 answers:
+// Loopback.
+func (s *Service) LocalIPv4() string { return s.localIPv4 }
 
 // Start serves the metadata of one instance on a free loopback port.
 func Start(instanceID string) (*Service, error) {
@@ -57,6 +68,9 @@ func Start(instanceID string) (*Service, error) {
 	mux.HandleFunc("PUT /latest/api/token", s.issueToken)
 	mux.HandleFunc("GET /latest/meta-data/instance-id", s.authorized(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte(s.instanceID))
+	}))
+	mux.HandleFunc("GET /latest/meta-data/local-ipv4", s.authorized(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(s.localIPv4))
 	}))
 	mux.HandleFunc("GET /latest/meta-data/spot/instance-action", s.authorized(s.serveAction))
 	mux.HandleFunc("GET /latest/meta-data/events/recommendations/rebalance", s.authorized(s.serveRebalance))

@@ -1,9 +1,14 @@
 package metadata
 
 import (
+	"context"
+	"io"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 )
 
 func TestReadsNeedASessionToken(t *testing.T) {
@@ -73,5 +78,31 @@ func TestWatchSeesEveryPublication(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("closing an unserved service: %v", err)
+	}
+}
+
+// A trainer or agent that asks the metadata service for the instance's
+// address, through the AWS SDK's IMDS client as on EC2, gets the address
+// the simulated clouds give their instances' peers.
+func TestLocalIPv4ThroughTheSDK(t *testing.T) {
+	s, err := Start("i-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	client := imds.New(imds.Options{Endpoint: s.Endpoint(), EnableFallback: aws.FalseTernary})
+	for path, want := range map[string]string{"local-ipv4": Loopback, "instance-id": "i-3"} {
+		out, err := client.GetMetadata(context.Background(), &imds.GetMetadataInput{Path: path})
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		got, err := io.ReadAll(out.Content)
+		out.Content.Close()
+		if err != nil || string(got) != want {
+			t.Errorf("%s = %q, %v; want %q", path, got, err, want)
+		}
+	}
+	if got := New("i-4").LocalIPv4(); got != Loopback {
+		t.Errorf("an unserved service's LocalIPv4 = %q; want %q", got, Loopback)
 	}
 }

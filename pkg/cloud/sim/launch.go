@@ -13,6 +13,7 @@ import (
 
 	"refuel/pkg/capacity"
 	"refuel/pkg/cloud/local"
+	"refuel/pkg/cloud/metadata"
 )
 
 // Offer is one offering a launch may be placed on.
@@ -220,7 +221,7 @@ func (c *Cloud) place(o Offer, req LaunchRequest) (*instance, error) {
 	c.seq++
 	id := newID("i-")
 	inst := &instance{
-		Instance: capacity.Instance{ID: id, Offering: offering, TaskQueue: local.TaskQueueFor(id), LaunchedAt: c.cfg.Now(), Tags: maps.Clone(req.Tags)},
+		Instance: capacity.Instance{ID: id, Offering: offering, TaskQueue: local.TaskQueueFor(id), Address: metadata.Loopback, LaunchedAt: c.cfg.Now(), Tags: maps.Clone(req.Tags)},
 		seq:      c.seq, token: req.Token, state: capacity.StatePending,
 	}
 	c.instances[id] = inst

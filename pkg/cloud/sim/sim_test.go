@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"refuel/pkg/capacity"
+	"refuel/pkg/cloud/metadata"
 	"refuel/pkg/spec"
 	"refuel/pkg/trace"
 )
@@ -416,6 +417,9 @@ func TestProviderContract(t *testing.T) {
 	mine, err := c.Acquire(ctx, capacity.Request{RunID: "mine", Offerings: offs})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if mine.Address != metadata.Loopback {
+		t.Errorf("instance address %q; want %s: its peers reach it on this machine", mine.Address, metadata.Loopback)
 	}
 	stranger := mustLaunch(t, c, offer(v100A, capacity.Spot)) // not tagged by refuel
 

@@ -1005,3 +1005,29 @@ func TestSpotPricesOfEachZone(t *testing.T) {
 		t.Errorf("spot prices got(-), want(+):\n%s", diff)
 	}
 }
+
+// An instance has a private address, through the SDK, from its launch
+// until it is terminated: loopback, where the sim's instances run and
+// where a gang's ranks reach each other.
+func TestPrivateIPAddress(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	ctx := context.Background()
+	out, err := e.client.RunInstances(ctx, runInput("tok-ip", "", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := aws.ToString(out.Instances[0].InstanceId)
+	if got := aws.ToString(out.Instances[0].PrivateIpAddress); got != "127.0.0.1" {
+		t.Errorf("RunInstances' instance has private address %q; want 127.0.0.1", got)
+	}
+	e.waitBooted(t, id)
+	if got := aws.ToString(e.describe(t, id).PrivateIpAddress); got != "127.0.0.1" {
+		t.Errorf("running instance has private address %q; want 127.0.0.1", got)
+	}
+	if _, err := e.client.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.describe(t, id).PrivateIpAddress; got != nil {
+		t.Errorf("terminated instance still has private address %q", aws.ToString(got))
+	}
+}

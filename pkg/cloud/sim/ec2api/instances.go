@@ -22,6 +22,7 @@ type instanceXML struct {
 	InstanceType       string          `xml:"instanceType"`
 	LaunchTime         string          `xml:"launchTime"`
 	Placement          placementXML    `xml:"placement"`
+	PrivateIPAddress   string          `xml:"privateIpAddress,omitempty"`
 	Lifecycle          string          `xml:"instanceLifecycle,omitempty"`
 	SpotRequestID      string          `xml:"spotInstanceRequestId,omitempty"`
 	ClientToken        string          `xml:"clientToken,omitempty"`
@@ -88,6 +89,10 @@ func (h *Handler) instanceXML(st sim.Status) instanceXML {
 	}
 	if st.State == capacity.StateTerminated {
 		x.StateReason = &stateReasonXML{Code: st.Reason.Code, Message: st.Reason.Message}
+	} else {
+		// As on EC2, an instance has its private address from its launch
+		// until it is terminated: where its peers reach it.
+		x.PrivateIPAddress = st.Address
 	}
 	for _, k := range slices.Sorted(maps.Keys(st.Tags)) {
 		x.Tags = append(x.Tags, tagXML{Key: k, Value: st.Tags[k]})
