@@ -430,3 +430,37 @@ func TestGangOfDemoTrainers(t *testing.T) {
 		t.Errorf("rank 0's uploads out of order: %v", runs[0].events.steps(EventCheckpoint))
 	}
 }
+
+// A trainer that exits by itself (a gang's rank whose gang stopped) while
+// its run is being stopped still has its last checkpoint uploaded: the
+// stop that follows a gang's end must not cancel what the gang resumes
+// from.
+func TestLastCheckpointOutlivesAStopAfterTheTrainerExits(t *testing.T) {
+	h := newHarness(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := h.config("")
+	cfg.Command = []string{"trainer"}
+	cfg.Func = func(_ context.Context, _ <-chan struct{}, _, env []string, stdout, _ io.Writer) int {
+		dir := lookupEnv(env, "REFUEL_CHECKPOINT_DIR")
+		tmp := filepath.Join(dir, ".tmp")
+		if os.MkdirAll(tmp, 0o700) != nil || os.WriteFile(filepath.Join(tmp, "model"), []byte("last"), 0o600) != nil ||
+			os.Rename(tmp, filepath.Join(dir, stepName(7))) != nil {
+			return 1
+		}
+		fmt.Fprintln(stdout, "REFUEL_PROGRESS step=7")
+		cancel() // the stop comes as the trainer exits, before the upload
+		return 0
+	}
+	res, err := h.run(ctx, cfg)()
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if res.LastCheckpoint == nil || res.LastCheckpoint.Step != 7 {
+		t.Fatalf("outcome %s, last checkpoint %+v; want step 7 uploaded", res.Outcome, res.LastCheckpoint)
+	}
+	ms, err := h.store.List(context.Background())
+	if err != nil || len(ms) != 1 || ms[0].Step != 7 {
+		t.Errorf("store holds %+v (%v); want step 7", ms, err)
+	}
+}

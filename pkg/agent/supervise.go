@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -95,6 +96,31 @@ func (r *run) detached(ctx context.Context, deadline time.Time) (context.Context
 	}
 }
 
+// outliving is a context for the last uploads of a trainer that exited
+// by itself: it lasts as long as ctx and grace after ctx is cancelled,
+// but not past the machine.
+func (r *run) outliving(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var timer *time.Timer
+	var mu sync.Mutex
+	stopWatch := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		timer = time.AfterFunc(grace, cancel)
+	})
+	mctx, cancelMachine := r.cfg.Machine.bound(dctx)
+	return mctx, func() {
+		stopWatch()
+		mu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancelMachine()
+		cancel()
+	}
+}
+
 // watchNotices starts watching the instance's notices, in-process or on
 // its metadata service, if it has either. The returned func stops the
 // watch and returns once no more events can come from it.
@@ -157,7 +183,11 @@ func (r *run) await(ctx context.Context, t running, notices <-chan Notice) endin
 	}
 	if exited(t) {
 		// An exit that raced the request is the trainer's own outcome.
-		return ending{uploadCtx: ctx, cancel: func() {}}
+		// Its last checkpoint is uploaded even when the run is stopped
+		// meanwhile (a gang's ranks are, once one of them ended), within
+		// the grace a stop gets.
+		uploadCtx, cancel := r.outliving(ctx, r.cfg.StopGrace)
+		return ending{uploadCtx: uploadCtx, cancel: cancel}
 	}
 	if stopping {
 		r.say("stop requested: sent SIGTERM; the trainer has %s to save a final checkpoint and exit", r.cfg.StopGrace)
