@@ -104,11 +104,21 @@ func (r *run) startGang(ctx workflow.Context, in activities.TrainingInput, start
 	lead, peers := r.attempt, r.peers
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		sel := workflow.NewSelector(ctx)
-		sel.AddFuture(lead.result, func(workflow.Future) {})
+		completed := false
+		ended := func(f workflow.Future) {
+			var res activities.TrainingResult
+			completed = f.Get(ctx, &res) == nil && res.Outcome == activities.OutcomeCompleted
+		}
+		sel.AddFuture(lead.result, ended)
 		for _, p := range peers {
-			sel.AddFuture(p.result, func(workflow.Future) {})
+			sel.AddFuture(p.result, ended)
 		}
 		sel.Select(ctx)
+		if completed {
+			// The ranks finish the last step together: stopping the
+			// others now would only race rank 0's final model.
+			return
+		}
 		// One rank ended: the others cannot train on without it.
 		lead.stop()
 		for _, p := range peers {
