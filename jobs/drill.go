@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -29,6 +30,11 @@ type DrillReport struct {
 	FinalDigest         string  `json:"final_digest"`
 	ReferenceDigest     string  `json:"reference_digest"`
 	Reason              string  `json:"reason,omitempty"`
+	// Nodes is the drill job's gang size (--nodes); NodesReplaced the
+	// nodes it replaced while the others waited: 1 for a gang's drill,
+	// whose last rank alone is interrupted.
+	Nodes         int `json:"nodes"`
+	NodesReplaced int `json:"nodes_replaced"`
 }
 
 // DrillOptions shape one drill.
@@ -38,6 +44,9 @@ type DrillOptions struct {
 	NoticeGrace time.Duration // how long the instance lives after the notice
 	Timeout     time.Duration
 	Progress    io.Writer // one line per stage, for people watching
+	// Nodes makes the drill's job a gang of that many nodes (0 or 1: one
+	// node); the drill interrupts its last rank's instance.
+	Nodes int
 }
 
 // Drill runs the field's acceptance test against a running stack: a job
@@ -56,24 +65,37 @@ func Drill(ctx context.Context, c client.Client, o DrillOptions) (DrillReport, e
 		ID: fmt.Sprintf("drill-%s", time.Now().UTC().Format("20060102-150405.000")), Team: "drill", Tier: spec.TierFlexible,
 		Priority: 50, Work: spec.Duration(o.Work), Checkpoint: spec.Checkpoint{Interval: o.Interval.String()},
 	}
+	if o.Nodes > 1 {
+		js.Resources.Nodes = o.Nodes
+	}
 	js.Normalize()
-	rep := DrillReport{WorkflowID: js.ID}
+	nodes := js.Resources.NodeCount()
+	rep := DrillReport{WorkflowID: js.ID, Nodes: nodes}
 	run, err := Submit(ctx, c, js)
 	if err != nil {
 		return rep, err
 	}
 	say("submitted %s; waiting for its first checkpoint", js.ID)
 	st, err := WaitFor(ctx, c, js.ID, func(s workflows.Status) bool {
-		return s.LastCheckpoint != nil && s.Instance != nil && s.State == workflows.StateRunning
+		return s.LastCheckpoint != nil && s.Instance != nil && s.State == workflows.StateRunning && (nodes == 1 || len(s.Nodes) == nodes)
 	})
 	if err != nil {
 		return rep, err
 	}
 	rep.CheckpointStep = st.LastCheckpoint.Step
 	rep.InterruptedInstance = st.Instance.ID
-	say("checkpoint at step %d on %s; interrupting the instance (notice %s)", rep.CheckpointStep, st.Instance.ID, o.NoticeGrace)
+	kept := map[int]string{} // a gang's ranks the drill leaves alone
+	if nodes > 1 {
+		last := st.Nodes[len(st.Nodes)-1]
+		rep.InterruptedInstance = last.Instance.ID
+		for _, n := range st.Nodes[:len(st.Nodes)-1] {
+			kept[n.Rank] = n.Instance.ID
+		}
+		say("gang of %d nodes training; rank %d is on %s", nodes, last.Rank, last.Instance.ID)
+	}
+	say("checkpoint at step %d on %s; interrupting the instance (notice %s)", rep.CheckpointStep, rep.InterruptedInstance, o.NoticeGrace)
 
-	notice, err := Interrupt(ctx, c, st.Instance.ID, o.NoticeGrace)
+	notice, err := Interrupt(ctx, c, rep.InterruptedInstance, o.NoticeGrace)
 	if err != nil {
 		return rep, err
 	}
@@ -103,12 +125,18 @@ func Drill(ctx context.Context, c client.Client, o DrillOptions) (DrillReport, e
 		return rep, fmt.Errorf("drill run %s: %w", js.ID, err)
 	}
 	rep.FinalDigest = final.ModelDigest
-	// The demo trainer's defaults, uninterrupted: the reference model.
-	rep.ReferenceDigest = trainer.Train(trainer.Config{Steps: final.TotalSteps, Seed: trainer.DefaultSeed}).Digest()
+	rep.NodesReplaced = final.NodeReplacements
+	// The demo trainer's defaults, uninterrupted, on as many nodes: the
+	// reference model.
+	rep.ReferenceDigest = trainer.TrainGang(trainer.Config{Steps: final.TotalSteps, Seed: trainer.DefaultSeed}, nodes).Digest()
 	rep.FinalIdentical = rep.FinalDigest != "" && rep.FinalDigest == rep.ReferenceDigest
 	switch {
 	case !rep.FinalIdentical:
 		rep.Reason = "the final model differs from an uninterrupted run's"
+	case nodes > 1 && rep.NodesReplaced < 1:
+		rep.Reason = "the gang was not kept: no node was replaced while the others waited"
+	case nodes > 1 && !maps.Equal(kept, gangAt(st)):
+		rep.Reason = fmt.Sprintf("the ranks the drill left alone moved: %v before, %v after", kept, gangAt(st))
 	case rep.ResumedFromStep < rep.CheckpointStep:
 		rep.Reason = "resumed from before the checkpoint the drill saw"
 	case rep.ReplacementInstance == rep.InterruptedInstance:
@@ -118,6 +146,17 @@ func Drill(ctx context.Context, c client.Client, o DrillOptions) (DrillReport, e
 	}
 	say("final model %s identical=%v", short(rep.FinalDigest), rep.FinalIdentical)
 	return rep, nil
+}
+
+// gangAt is the instance of each rank of a gang's status but the last.
+func gangAt(st workflows.Status) map[int]string {
+	m := map[int]string{}
+	for _, n := range st.Nodes {
+		if n.Instance != nil && n.Rank < len(st.Nodes)-1 {
+			m[n.Rank] = n.Instance.ID
+		}
+	}
+	return m
 }
 
 func short(digest string) string {

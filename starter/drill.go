@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"refuel/jobs"
+	"refuel/pkg/spec"
 )
 
 func runDrill(args []string, stdout, stderr io.Writer) error {
@@ -21,8 +22,12 @@ func runDrill(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.Interval, "checkpoint-interval", 3*time.Second, "its checkpoint interval")
 	fs.DurationVar(&o.NoticeGrace, "notice", 30*time.Second, "interruption notice window before the instance is taken")
 	fs.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "give up after this long")
+	fs.IntVar(&o.Nodes, "nodes", 1, "run the drill's job as a gang of this many nodes (1..256) and interrupt its last rank")
 	if _, err := parse(fs, args); err != nil {
 		return err
+	}
+	if o.Nodes < 1 || o.Nodes > spec.MaxNodes {
+		return usageError{fmt.Sprintf("--nodes %d: want 1..%d (how many instances the drill's job holds at once)", o.Nodes, spec.MaxNodes)}
 	}
 	ctx := context.Background()
 	c, err := conn.dial(ctx)
@@ -43,9 +48,13 @@ func runDrill(args []string, stdout, stderr io.Writer) error {
 		}
 		return nil
 	}
-	fmt.Fprintf(stdout, "drill %s: passed=%v checkpoint@%d preempted@%d resumed@%d lost=%d replacement=%.1fs recovery=%.1fs identical=%v\n",
+	nodes := ""
+	if rep.Nodes > 1 {
+		nodes = fmt.Sprintf(" nodes=%d replaced=%d", rep.Nodes, rep.NodesReplaced)
+	}
+	fmt.Fprintf(stdout, "drill %s: passed=%v checkpoint@%d preempted@%d resumed@%d lost=%d replacement=%.1fs recovery=%.1fs identical=%v%s\n",
 		rep.WorkflowID, rep.Passed, rep.CheckpointStep, rep.PreemptedAtStep, rep.ResumedFromStep, rep.LostSteps,
-		rep.ReplacementSeconds, rep.RecoverySeconds, rep.FinalIdentical)
+		rep.ReplacementSeconds, rep.RecoverySeconds, rep.FinalIdentical, nodes)
 	if !rep.Passed {
 		return fmt.Errorf("drill failed: %s", rep.Reason)
 	}
