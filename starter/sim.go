@@ -105,7 +105,7 @@ func parseSimFlags(args []string, stderr io.Writer) (simFlags, error) {
 			return nil
 		})
 	}
-	durationFlag("work", &f.job.Work, "compute time the job needs on one instance")
+	durationFlag("work", &f.job.Work, "compute time the job needs on one instance (on all of them at once, with --nodes)")
 	durationFlag("deadline", &f.job.Deadline, "time from start by which the job must finish")
 	durationFlag("restart-overhead", &f.job.RestartOverhead, "paid time without progress on every start of an instance")
 	priceFlag := func(name string, dst *float64, help string) {
