@@ -22,6 +22,14 @@ Replays spot availability traces (shared/traces format) under market
 policies, with the simulation model of design section 3. Several --trace
 files are several zones the job may move between.
 
+With --nodes N the job is a gang of N instances held at once in one zone
+and market. A trace's points count the instances in stock: the gang has
+spot during a tick whose point is N or more, and a drop below N while it
+holds spot preempts the whole gang. A one-node trace (only 0s and 1s)
+stands for every node alike: its 1 is stock for the whole gang. Each of
+the N instances is billed; spot_hours and ondemand_hours are the gang's
+hours, and a checkpoint moved between regions is moved once.
+
 Policies (--policy, repeated or comma-separated; default refuel):
   ondemand, greedy, uniform-progress, refuel, optimal (the omniscient
   offline optimum; "all" runs every one).
@@ -97,7 +105,7 @@ func parseSimFlags(args []string, stderr io.Writer) (simFlags, error) {
 			return nil
 		})
 	}
-	durationFlag("work", &f.job.Work, "compute time the job needs on one instance")
+	durationFlag("work", &f.job.Work, "compute time the job needs on one instance (on all of them at once, with --nodes)")
 	durationFlag("deadline", &f.job.Deadline, "time from start by which the job must finish")
 	durationFlag("restart-overhead", &f.job.RestartOverhead, "paid time without progress on every start of an instance")
 	priceFlag := func(name string, dst *float64, help string) {
@@ -124,6 +132,7 @@ func parseSimFlags(args []string, stderr io.Writer) (simFlags, error) {
 	fs.Float64Var(&f.job.EgressUSDPerGB, "egress-usd-per-gb", 0.02, "with --prices: USD per GB a checkpoint moved to another region costs")
 	fs.Float64Var(&f.job.CheckpointGB, "checkpoint-gb", 0, "with --prices: size of the run's checkpoint in GB, moved on a start in another region")
 	fs.Float64Var(&f.transfer, "transfer-gbps", 1, "with --prices: Gbit/s a checkpoint moves between regions at")
+	fs.IntVar(&f.job.Nodes, "nodes", 1, fmt.Sprintf("instances the job needs at once in one zone, a gang (1 to %d)", spec.MaxNodes))
 	fs.IntVar(&f.start, "start", 0, "tick of the traces the job starts at")
 	fs.IntVar(&f.starts, "starts", 0, "run N windows whose starts are spread evenly over the traces, then a summary")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object per line")
@@ -155,6 +164,8 @@ func (f simFlags) check() error {
 		return bad("deadline", fmt.Sprintf("%s is shorter than --work %s", j.Deadline, j.Work), "give a deadline at least as long as the work")
 	case j.RestartOverhead < 0:
 		return bad("restart-overhead", "is negative", "give 0 or more, e.g. --restart-overhead 12m")
+	case j.Nodes < 1 || j.Nodes > spec.MaxNodes:
+		return bad("nodes", fmt.Sprintf("%d is outside 1..%d", j.Nodes, spec.MaxNodes), fmt.Sprintf("give the instances the job needs at once, e.g. --nodes 2 (at most %d)", spec.MaxNodes))
 	case f.start < 0:
 		return bad("start", fmt.Sprintf("%d is negative", f.start), "give a tick from 0")
 	case f.starts < 0:
@@ -199,6 +210,8 @@ type simRow struct {
 	// their cost (in cost_usd).
 	Transfers int     `json:"transfers"`
 	EgressUSD float64 `json:"egress_usd"`
+	// Nodes is the gang's size (--nodes): cost_usd bills each node.
+	Nodes int `json:"nodes"`
 }
 
 // simSummary closes a run of several windows, per policy.
@@ -228,6 +241,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	warnGang(stderr, "sim", traces, f.job.Nodes)
 	var prices *trace.Prices
 	if f.prices != "" {
 		if prices, err = loadPrices(f.prices); err != nil {
@@ -295,7 +309,7 @@ func rowOf(p policy.Name, job replay.Job, r replay.Result) simRow {
 		SpotHours: r.Spot.Hours(), OnDemandHours: r.OnDemand.Hours(),
 		Preemptions: r.Preemptions, Changeovers: r.Changeovers,
 		Finished: r.Finished, Restarts: r.Starts, CostFraction: r.Cost / job.OnDemandCost(), Tier: string(job.Tier),
-		Transfers: r.Transfers, EgressUSD: r.EgressUSD,
+		Transfers: r.Transfers, EgressUSD: r.EgressUSD, Nodes: max(1, job.Nodes),
 	}
 }
 
@@ -348,6 +362,9 @@ func printSim(w io.Writer, f simFlags, rows []simRow) error {
 		}
 		return nil
 	}
+	if f.job.Nodes > 1 {
+		fmt.Fprintf(w, "A gang of %d nodes: spot only where %d are in stock at once; costs count every node, hours the gang's.\n", f.job.Nodes, f.job.Nodes)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "policy\tstart\tcost $\tof on-demand\tfinish h\tdeadline\tspot h\ton-demand h\tpreemptions\tchangeovers\t")
 	for _, r := range rows {
@@ -365,4 +382,14 @@ func printSim(w io.Writer, f simFlags, rows []simRow) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// warnGang says which traces can never hold a gang of nodes: traces of
+// counts that never saw that many in stock at once.
+func warnGang(stderr io.Writer, cmd string, traces []*trace.Trace, nodes int) {
+	for _, t := range traces {
+		if !t.OneNode() && t.Peak() < nodes {
+			fmt.Fprintf(stderr, "%s: %s counts at most %d instances in stock; a gang of %d never finds spot there\n", cmd, t.File, t.Peak(), nodes)
+		}
+	}
 }

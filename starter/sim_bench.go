@@ -71,11 +71,15 @@ func runSimBench(args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&job.CheckpointGB, "checkpoint-gb", 50, "size of the checkpoint a move between regions transfers, in GB")
 	fs.Float64Var(&job.EgressUSDPerGB, "egress-usd-per-gb", 0.02, "USD per GB a checkpoint moved to another region costs")
 	gbps := fs.Float64("transfer-gbps", 1, "Gbit/s a checkpoint moves between regions at")
+	fs.IntVar(&job.Nodes, "nodes", 1, fmt.Sprintf("instances the job needs at once in one zone, a gang (1 to %d); see starter sim -h", spec.MaxNodes))
 	withRegions := fs.Bool("priced-regions", true, "also replay markets whose zones span regions with each zone at its own prices")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	job.TransferTime = transferTime(job.CheckpointGB, *gbps)
+	if job.Nodes < 1 || job.Nodes > spec.MaxNodes {
+		return &FlagError{"nodes", fmt.Sprintf("%d is outside 1..%d", job.Nodes, spec.MaxNodes), fmt.Sprintf("give the instances the job needs at once, e.g. --nodes 2 (at most %d)", spec.MaxNodes)}
+	}
 	priced, err := loadPrices(*prices)
 	if err != nil {
 		return &FlagError{"prices", err.Error(), "give a price file or " + embeddedPrices}
@@ -94,6 +98,9 @@ func runSimBench(args []string, stdout, stderr io.Writer) error {
 	singles, multis, err := benchMarkets(*dir)
 	if err != nil {
 		return err
+	}
+	for _, bm := range singles {
+		warnGang(stderr, "sim-bench", bm.traces, job.Nodes)
 	}
 	var cells []*benchCell
 	for _, group := range [][]*benchMarket{singles, multis} {
@@ -161,7 +168,7 @@ func benchMarkets(dir string) (singles, multis []*benchMarket, err error) {
 			return nil, nil, err
 		}
 		rel, _ := filepath.Rel(dir, f)
-		bm := &benchMarket{name: strings.TrimSuffix(rel, filepath.Ext(rel)), zones: 1, market: m}
+		bm := &benchMarket{name: strings.TrimSuffix(rel, filepath.Ext(rel)), zones: 1, market: m, traces: []*trace.Trace{t}}
 		singles = append(singles, bm)
 		bySingle[t] = bm
 		key := fmt.Sprintf("%s|%s|%d|%s", filepath.Dir(f), t.Instance, t.Count, t.Gap)
@@ -217,7 +224,7 @@ func runBenchCells(cells []*benchCell, job replay.Job, known bool, stderr io.Wri
 				}
 				if known && c.market.zones == 1 {
 					m := c.market.market
-					res, err := replay.Run(m, j, c.start, replay.NewKnownStatistics(m, c.start, c.deadline, replay.NewOnline(j.Tier, policy.Refuel)))
+					res, err := replay.Run(m, j, c.start, replay.NewKnownStatistics(m, c.start, c.deadline, j.Nodes, replay.NewOnline(j.Tier, policy.Refuel)))
 					mu.Lock()
 					if err != nil && first == nil {
 						first = fmt.Errorf("%s, deadline %s, start %d, refuel with known statistics: %w", c.market.name, c.deadline, c.start, err)
@@ -276,7 +283,11 @@ func printBench(w io.Writer, job replay.Job, dls []time.Duration, singles, multi
 		}
 		return out
 	}
-	fmt.Fprintf(w, "Mean cost as a share of all-on-demand, and deadlines met; %s of work, %s restart overhead, spot $%.4f/h, on-demand $%.2f/h.\n\n", job.Work, job.RestartOverhead, job.SpotPrice, job.OnDemandPrice)
+	gang := ""
+	if job.Nodes > 1 {
+		gang = fmt.Sprintf(", a gang of %d nodes (spot only where all are in stock at once)", job.Nodes)
+	}
+	fmt.Fprintf(w, "Mean cost as a share of all-on-demand, and deadlines met; %s of work, %s restart overhead, spot $%.4f/h, on-demand $%.2f/h%s.\n\n", job.Work, job.RestartOverhead, job.SpotPrice, job.OnDemandPrice, gang)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	header := "trace\tdeadline"
 	for _, p := range benchPolicies {

@@ -111,12 +111,16 @@ func drawSim(c canvas, m *replay.Market, job replay.Job, names []policy.Name, re
 		top := stockTop + float64(z)*(plotStockH+2)
 		c.text(2, top+plotStockH-1, name[:min(len(name), 9)], plotInk)
 		for t := 0; float64(t)*gap < span; t++ {
-			if m.Available(z, start+t) {
+			if m.Available(z, start+t, job.Nodes) {
 				c.rect(x(float64(t)*gap), top, max(x(float64(t+1)*gap)-x(float64(t)*gap), 1), plotStockH, plotSpot)
 			}
 		}
 	}
-	c.text(plotLeft, stockTop-6, "spot in stock, per zone", plotInk)
+	stockLabel := "spot in stock, per zone"
+	if job.Nodes > 1 {
+		stockLabel = fmt.Sprintf("spot in stock for all %d nodes, per zone", job.Nodes)
+	}
+	c.text(plotLeft, stockTop-6, stockLabel, plotInk)
 	stripTop := stockTop + float64(len(m.Zones))*(plotStockH+2) + plotStripGap
 	for i, r := range results {
 		col := plotLines[i%len(plotLines)]

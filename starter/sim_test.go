@@ -124,6 +124,8 @@ func TestSimRejectsBadFlags(t *testing.T) {
 		"start and starts":  {[]string{"--trace", tr, "--start", "3", "--starts", "2"}, "--starts"},
 		"start past end":    {[]string{"--trace", tr, "--start", "99"}, "--start 99 is past"},
 		"plot format":       {[]string{"--trace", tr, "--plot", "out.jpg"}, "--plot"},
+		"no nodes":          {[]string{"--trace", tr, "--nodes", "0"}, "--nodes 0 is outside 1..256"},
+		"too many nodes":    {[]string{"--trace", tr, "--nodes", "257"}, "--nodes 257 is outside 1..256"},
 		"missing file":      {[]string{"--trace", filepath.Join(t.TempDir(), "none.json")}, "none.json cannot be read"},
 	}
 	for name, tc := range cases {
@@ -175,6 +177,13 @@ func TestSimBenchReportsTargetsAndTheKnownStatisticsBound(t *testing.T) {
 		return out.String()
 	}
 	plain, known := run(), run("--known-statistics")
+	if gang := run("--nodes", "3"); !strings.Contains(gang, "a gang of 3 nodes") || !strings.Contains(gang, "ALL single-zone (4 windows)") {
+		t.Errorf("sim-bench --nodes 3 does not replay a gang:\n%s", gang)
+	}
+	var out, errs bytes.Buffer
+	if err := runSimBench([]string{"--traces", dir, "--nodes", "0"}, &out, &errs); err == nil || !strings.Contains(err.Error(), "--nodes 0") {
+		t.Errorf("sim-bench --nodes 0: got %v, want an error naming --nodes", err)
+	}
 	for _, want := range []string{"ALL single-zone (4 windows)", "refuel meets every deadline", "v100_1 (2 zones)"} {
 		if !strings.Contains(plain, want) {
 			t.Errorf("sim-bench output lacks %q:\n%s", want, plain)
@@ -185,5 +194,76 @@ func TestSimBenchReportsTargetsAndTheKnownStatisticsBound(t *testing.T) {
 	}
 	if n := strings.Count(known, "with each window's own statistics known in advance"); n != 2 {
 		t.Errorf("want the bound once per deadline, got %d:\n%s", n, known)
+	}
+}
+
+// countTrace writes a trace of counts: 40 ticks of 10 minutes, 4 in stock
+// but for every fifth stretch of 4 ticks, where only 2 are.
+func countTrace(t *testing.T, name string) string {
+	t.Helper()
+	var pts []string
+	for i := range 40 {
+		if (i/4)%5 == 3 {
+			pts = append(pts, "2")
+		} else {
+			pts = append(pts, "4")
+		}
+	}
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(`{"metadata": {"gap_seconds": 600}, "data": [`+strings.Join(pts, ", ")+`]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestSimNodesReplayAGang(t *testing.T) {
+	one, counts := simTrace(t, "z1_v100_1.json"), countTrace(t, "z2_v100_1.json")
+	run := func(tr, nodes string) map[string]any {
+		rows := simJSON(t, append([]string{"--trace", tr, "--policy", "optimal", "--start", "2", "--nodes", nodes}, simJob...)...)
+		if len(rows) != 1 {
+			t.Fatalf("got %d rows, want 1", len(rows))
+		}
+		checkRow(t, rows[0])
+		return rows[0]
+	}
+	cases := map[string]struct {
+		trace    string
+		nodes    string
+		scale    float64 // of the cost of one node
+		dearer   bool    // the gang pays more than that
+		restarts bool    // and starts more often
+	}{
+		"a one-node trace stands for four alike": {one, "4", 4, false, false},
+		"counts hold two as they hold one":       {counts, "2", 2, false, false},
+		"counts fall below three":                {counts, "3", 3, true, true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			base, gang := run(tc.trace, "1"), run(tc.trace, tc.nodes)
+			if gang["nodes"] != float64(tc.scale) || base["nodes"] != 1.0 {
+				t.Errorf("rows say nodes %v and %v", base["nodes"], gang["nodes"])
+			}
+			b, g := base["cost_usd"].(float64), gang["cost_usd"].(float64)
+			if got := g > tc.scale*b*(1+1e-9); got != tc.dearer || g < tc.scale*b*(1-1e-9) {
+				t.Errorf("gang $%v, one node $%v: want %v× it, dearer %v", g, b, tc.scale, tc.dearer)
+			}
+			if got := gang["restarts"].(float64) > base["restarts"].(float64); got != tc.restarts {
+				t.Errorf("%v restarts for the gang, %v for one node", gang["restarts"], base["restarts"])
+			}
+		})
+	}
+}
+
+func TestSimWarnsOfAGangNoTraceCanHold(t *testing.T) {
+	var out, errs bytes.Buffer
+	tr := countTrace(t, "z2_v100_1.json")
+	if err := runSim(append([]string{"--trace", tr, "--policy", "greedy", "--nodes", "5"}, simJob...), &out, &errs); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(errs.String(), "counts at most 4 instances in stock; a gang of 5 never finds spot there") {
+		t.Errorf("stderr lacks the warning:\n%s", errs.String())
+	}
+	if !strings.Contains(out.String(), "A gang of 5 nodes") {
+		t.Errorf("the table does not say it is a gang's:\n%s", out.String())
 	}
 }

@@ -108,8 +108,9 @@ type Move struct {
 	// Region is where the checkpoint is: the region of the last instance
 	// that worked on the run; empty before there is a checkpoint.
 	Region string
-	// USD is the transfer's egress, Time what it adds to the restart
-	// overhead of the start it precedes.
+	// USD is the transfer's egress (for a gang, a node's share, as its
+	// prices are one node's), Time what it adds to the restart overhead
+	// of the start it precedes.
 	USD  float64
 	Time time.Duration
 }
@@ -122,7 +123,10 @@ func (m Market) moves(z Zone) bool {
 // Zone is one place the run may hold an instance.
 type Zone struct {
 	Name string
-	// SpotAvailable reports whether spot capacity can be had now.
+	// SpotAvailable reports whether spot capacity can be had now: for a
+	// run of several nodes, all of them at once, and a run holding spot
+	// for a gang is preempted when any node is. A gang's zone is seen in
+	// one node's prices.
 	SpotAvailable bool
 	// SpotPrice is in USD per instance-hour; 0 if unknown.
 	SpotPrice float64

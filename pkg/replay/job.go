@@ -11,7 +11,7 @@ import (
 // Durations are in nanoseconds in JSON, so a job read back is exact.
 type Job struct {
 	Tier            spec.Tier     `json:"tier"`
-	Work            time.Duration `json:"work"`     // compute time on one instance
+	Work            time.Duration `json:"work"`     // compute time on one instance, or on the gang
 	Deadline        time.Duration `json:"deadline"` // from the start
 	RestartOverhead time.Duration `json:"restart_overhead"`
 	SpotPrice       float64       `json:"spot_price"`     // USD per instance-hour
@@ -28,6 +28,11 @@ type Job struct {
 	CheckpointGB   float64       `json:"checkpoint_gb,omitempty"`
 	EgressUSDPerGB float64       `json:"egress_usd_per_gb,omitempty"`
 	TransferTime   time.Duration `json:"transfer_time,omitempty"`
+	// Nodes is how many instances the job holds at once, a gang in one
+	// zone and market (0 means 1): spot is in stock for it only when a
+	// tick's point holds them all, losing one loses the gang, and each is
+	// billed. The checkpoint is the gang's, moved once.
+	Nodes int `json:"nodes,omitempty"`
 }
 
 // ZonePrice is one zone's prices and region.
@@ -61,6 +66,8 @@ func (j Job) Validate() error {
 		return &JobError{"checkpoint transfer", "is negative", "give the checkpoint's size in GB and the egress price in USD per GB, e.g. 50 and 0.02"}
 	case j.TransferTime < 0:
 		return &JobError{"transfer time", "is negative", "give 0 or more, e.g. 5m"}
+	case j.Nodes < 0 || j.Nodes > spec.MaxNodes:
+		return &JobError{"nodes", fmt.Sprintf("%d is outside 1..%d", j.Nodes, spec.MaxNodes), fmt.Sprintf("give the instances the job needs at once, 1 to %d", spec.MaxNodes)}
 	}
 	for i, z := range j.Zones {
 		if z.Spot < 0 || z.OnDemand < 0 {
@@ -103,6 +110,15 @@ func (j Job) region(z int) string {
 // moveUSD is what moving the checkpoint to another region costs.
 func (j Job) moveUSD() float64 { return j.CheckpointGB * j.EgressUSDPerGB }
 
+// nodes is the size of the gang, at least 1.
+func (j Job) nodes() int { return max(1, j.Nodes) }
+
+// nodeMoveUSD is a node's share of a move. Policies and the optimum plan
+// a gang in one node's prices, every cost but the move being the gang's
+// divided by its nodes: so a gang decides as one node would on the same
+// stock, its shared move counted for what it is to the gang.
+func (j Job) nodeMoveUSD() float64 { return j.moveUSD() / float64(j.nodes()) }
+
 // moveTime is the transfer time in whole ticks of gap.
 func (j Job) moveTime(gap time.Duration) time.Duration {
 	return (j.TransferTime + gap - 1) / gap * gap
@@ -121,8 +137,8 @@ func (j Job) cheapestOnDemand() float64 {
 }
 
 // OnDemandCost is what the job costs on on-demand from start to end, in
-// the zone where it is cheapest: one restart overhead and the work. Costs
-// are reported as a share of it.
+// the zone where it is cheapest: one restart overhead and the work, on
+// every node. Costs are reported as a share of it.
 func (j Job) OnDemandCost() float64 {
-	return (j.Work + j.RestartOverhead).Hours() * j.cheapestOnDemand()
+	return (j.Work + j.RestartOverhead).Hours() * j.cheapestOnDemand() * float64(j.nodes())
 }

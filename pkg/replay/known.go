@@ -21,15 +21,15 @@ type KnownStatistics struct {
 	fit []policy.Availability
 }
 
-// NewKnownStatistics measures each zone's stretches over span from tick
-// start of m, and wraps d to plan with them.
-func NewKnownStatistics(m *Market, start int, span time.Duration, d Decider) *KnownStatistics {
+// NewKnownStatistics measures each zone's stretches of stock for a gang
+// of nodes over span from tick start of m, and wraps d to plan with them.
+func NewKnownStatistics(m *Market, start int, span time.Duration, nodes int, d Decider) *KnownStatistics {
 	k := &KnownStatistics{D: d, fit: make([]policy.Availability, len(m.Zones))}
 	end := min(m.ticks, start+m.ticksIn(span))
 	for z := range m.Zones {
 		a := &k.fit[z]
 		for i := start; i < end; i++ {
-			a.Observe(m.stock[z][i], m.Gap)
+			a.Observe(m.Available(z, i, nodes), m.Gap)
 		}
 		// One more tick of the other stock closes the window's last
 		// stretch, so that it counts too.

@@ -25,7 +25,7 @@ func TestKnownStatisticsPlansWithTheWindow(t *testing.T) {
 	mk := market(t, 10*m, []int{1, 1, 1, 1, 0, 1, 1, 0, 0, 1, 1, 1})
 	job := Job{Tier: spec.TierDeadline, Work: 10 * m, Deadline: 60 * m, SpotPrice: 1, OnDemandPrice: 3}
 	inner := &recorder{}
-	if _, err := Run(mk, job, 4, NewKnownStatistics(mk, 4, job.Deadline, inner)); err != nil {
+	if _, err := Run(mk, job, 4, NewKnownStatistics(mk, 4, job.Deadline, 1, inner)); err != nil {
 		t.Fatal(err)
 	}
 	if len(inner.seen) == 0 {

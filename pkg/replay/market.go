@@ -6,6 +6,11 @@
 // start of an instance costs the restart overhead; progress survives
 // preemptions; cost is the time held on each market times its price, the
 // last tick counted only until the work is done.
+//
+// A job of several nodes (Job.Nodes) is a gang: it holds that many
+// instances at once in one zone and market, so spot is in stock for it only
+// when the point holds them all (trace.GangInStock), a drop below that
+// while it holds spot preempts the whole gang, and every node is billed.
 package replay
 
 import (
@@ -16,12 +21,14 @@ import (
 
 // Market is the spot stock of the zones a run may use, tick by tick. Each
 // trace is one zone; all share one gap, and the market is as long as the
-// shortest trace.
+// shortest trace. It keeps the traces' counts: what is in stock depends on
+// the nodes a run needs at once.
 type Market struct {
-	Gap   time.Duration
-	Zones []string
-	ticks int
-	stock [][]bool // [zone][tick]
+	Gap     time.Duration
+	Zones   []string
+	ticks   int
+	points  [][]int // [zone][tick]
+	oneNode []bool  // per zone: a one-node trace, for every node alike
 }
 
 // NewMarket aligns traces into one market. A zone is named by its trace's
@@ -53,11 +60,8 @@ func NewMarket(traces []*trace.Trace) (*Market, error) {
 		seen[name] = t.File
 		m.Zones = append(m.Zones, name)
 		m.ticks = min(m.ticks, t.Len())
-		stock := make([]bool, t.Len())
-		for i := range stock {
-			stock[i] = t.Available(i)
-		}
-		m.stock = append(m.stock, stock)
+		m.points = append(m.points, t.Points)
+		m.oneNode = append(m.oneNode, t.OneNode())
 	}
 	return m, nil
 }
@@ -65,10 +69,11 @@ func NewMarket(traces []*trace.Trace) (*Market, error) {
 // Ticks is the number of ticks every zone's trace covers.
 func (m *Market) Ticks() int { return m.ticks }
 
-// Available reports whether spot can be had in zone z during tick i; never
-// past the end of the market, where nothing is known.
-func (m *Market) Available(z, i int) bool {
-	return i >= 0 && i < m.ticks && m.stock[z][i]
+// Available reports whether spot for a gang of nodes instances can be had
+// in zone z during tick i; never past the end of the market, where nothing
+// is known.
+func (m *Market) Available(z, i, nodes int) bool {
+	return i >= 0 && i < m.ticks && trace.GangInStock(m.points[z][i], nodes, m.oneNode[z])
 }
 
 // ticksIn is the number of ticks needed to cover d.

@@ -14,7 +14,10 @@ import (
 // overheads, preemptions and cost. Run replays traces through it, and a
 // TrainingRun on the simulated cloud's clock keeps one too, so both reach
 // the same decisions and the same bill from the same stock. A Meter is fed
-// each tick's stock, one entry per zone in the order of its zones.
+// each tick's stock, one entry per zone in the order of its zones: for a
+// job of several nodes, the gang's (see Market.StockAt). The policy sees
+// the market in one node's prices (see Job.nodeMoveUSD); the bill counts
+// every node.
 type Meter struct {
 	job   Job
 	gap   time.Duration
@@ -57,7 +60,7 @@ func NewMeter(job Job, zones []string, gap time.Duration) (*Meter, error) {
 		job: job, gap: gap, zones: append([]string(nil), zones...), curZone: -1,
 		history: make([]policy.Availability, len(zones)),
 		view: policy.Market{Step: gap, OnDemandPrice: job.cheapestOnDemand(), Zones: make([]policy.Zone, len(zones)),
-			Move: policy.Move{USD: job.moveUSD(), Time: job.moveTime(gap)}},
+			Move: policy.Move{USD: job.nodeMoveUSD(), Time: job.moveTime(gap)}},
 	}
 	for z := range zones {
 		r := slices.IndexFunc(m.view.Regions, func(rs policy.RegionStock) bool { return rs.Region == job.region(z) })
@@ -162,12 +165,13 @@ func (m *Meter) Hold(c policy.Choice) (Step, error) {
 		}
 		m.overheadLeft = 0
 	}
+	nodes := float64(m.job.nodes())
 	if c.Market == capacity.Spot {
 		m.res.Spot += held
-		m.held += held.Hours() * m.job.spotPrice(zone)
+		m.held += held.Hours() * m.job.spotPrice(zone) * nodes
 	} else {
 		m.res.OnDemand += held
-		m.held += held.Hours() * m.job.onDemandPrice(zone)
+		m.held += held.Hours() * m.job.onDemandPrice(zone) * nodes
 	}
 	step.Done, step.Cost = m.done, m.cost()
 	m.res.Steps = append(m.res.Steps, step)

@@ -37,7 +37,9 @@ func (e *GridError) Error() string {
 // work done is always a multiple of gcd(gap, overhead) and that grid loses
 // nothing (the transfer time of a move counts in whole ticks); states that
 // could no longer meet the deadline even on on-demand are dropped.
-// Replaying the plan with Run gives its cost.
+// Replaying the plan with Run gives its cost. A job of several nodes is
+// planned on its gang's stock, in one node's prices with a node's share of
+// each move (see Job.nodeMoveUSD), and costs every node.
 //
 // When no plan meets the deadline, the plan finishes soonest instead:
 // on-demand from the start, or for a tier without on-demand spot whenever
@@ -67,7 +69,7 @@ func optimize(m *Market, job Job, start int) (Plan, float64, error) {
 	if !ok {
 		return o.soonest(), math.Inf(1), nil
 	}
-	return plan, cost, nil
+	return plan, cost * float64(job.nodes()), nil
 }
 
 // optimizer holds the dynamic program. Times are in nanoseconds; progress
@@ -87,6 +89,7 @@ type optimizer struct {
 	u                 int64
 	pmax              int64
 	ticks             int
+	nodes             int // of the gang, whose stock the plan holds spot in
 	// regions are the distinct regions in zone order; zoneRegion maps a
 	// zone to its region's index.
 	regions    []string
@@ -114,7 +117,7 @@ const (
 
 func newOptimizer(m *Market, job Job, start int) *optimizer {
 	o := &optimizer{m: m, job: job, start: start,
-		g: int64(m.Gap), ovh: int64(job.RestartOverhead), work: int64(job.Work), ddl: int64(job.Deadline)}
+		g: int64(m.Gap), ovh: int64(job.RestartOverhead), work: int64(job.Work), ddl: int64(job.Deadline), nodes: job.nodes()}
 	for z := range m.Zones {
 		r := -1
 		for i, name := range o.regions {
@@ -146,7 +149,7 @@ func newOptimizer(m *Market, job Job, start int) *optimizer {
 		kMove, unpaid, gain := chain(o.ovh + int64(job.moveTime(m.Gap)))
 		o.kx, o.unpaid[move], o.gain[move] = kMove-1, unpaid, gain
 	}
-	o.moveUSD = job.moveUSD()
+	o.moveUSD = job.nodeMoveUSD()
 	o.perInst = o.k0 + o.kx
 	o.inst = len(o.regions) + len(m.Zones)
 	o.states = len(o.regions) + o.inst*o.perInst
@@ -426,7 +429,7 @@ func (o *optimizer) solve() (Plan, float64, bool) {
 		tick := o.start + t
 		elapsed := int64(t) * o.g
 		for i := 0; i < I; i++ {
-			if !o.allowed[i] || (i >= R && !o.m.Available(i-R, tick)) {
+			if !o.allowed[i] || (i >= R && !o.m.Available(i-R, tick, o.nodes)) {
 				continue
 			}
 			ri := o.region[i]
@@ -582,10 +585,10 @@ func (o *optimizer) soonest() Plan {
 			plan[t] = o.choice(0)
 			continue
 		}
-		if zone < 0 || !o.m.Available(zone, o.start+t) {
+		if zone < 0 || !o.m.Available(zone, o.start+t, o.nodes) {
 			zone = -1
 			for z := range o.m.Zones {
-				if o.m.Available(z, o.start+t) {
+				if o.m.Available(z, o.start+t, o.nodes) {
 					zone = z
 					break
 				}

@@ -55,7 +55,7 @@ func bruteForce(t *testing.T, m *Market, job Job) float64 {
 			return
 		}
 		for _, c := range options {
-			if c.Market == capacity.Spot && !m.Available(m.zoneIndex(c.Zone), i) {
+			if c.Market == capacity.Spot && !m.Available(m.zoneIndex(c.Zone), i, job.nodes()) {
 				continue
 			}
 			plan[i] = c

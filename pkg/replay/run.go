@@ -59,7 +59,7 @@ type Result struct {
 	Finish      time.Duration // from start to the end of the work, or to where the replay stopped
 	Finished    bool
 	DeadlineMet bool
-	Spot        time.Duration // time held on spot, overheads included
+	Spot        time.Duration // time held on spot, overheads included (a gang's nodes at once)
 	OnDemand    time.Duration // time held on on-demand, overheads included
 	Preemptions int
 	// Changeovers counts moves from one held instance straight to another
@@ -89,7 +89,8 @@ func (e *ChoiceError) Error() string {
 // Run replays a job started at tick start of m, deciding with d. Before
 // its start the run's market history is the market's own past, as a
 // scheduler watching the pools would have seen it. Past the end of the
-// market spot is out of stock. The replay stops when the work is done; or,
+// market spot is out of stock. A job of several nodes sees the stock its
+// gang can have (Market.StockAt). The replay stops when the work is done; or,
 // unfinished, past the end of the market when a run that may not use
 // on-demand holds nothing, or when a run has gone twice its work past it.
 func Run(m *Market, job Job, start int, d Decider) (Result, error) {
@@ -104,14 +105,14 @@ func Run(m *Market, job Job, start int, d Decider) (Result, error) {
 		return Result{}, err
 	}
 	for i := range start {
-		if err := meter.Witness(m.StockAt(i)); err != nil {
+		if err := meter.Witness(m.StockAt(i, job.nodes())); err != nil {
 			return Result{}, err
 		}
 	}
 	giveUp := m.ticks + 2*m.ticksIn(job.Work+job.RestartOverhead)
 	for t := 0; ; t++ {
 		tick := start + t
-		s, view, _, err := meter.Begin(m.StockAt(tick))
+		s, view, _, err := meter.Begin(m.StockAt(tick, job.nodes()))
 		if err != nil {
 			return meter.Result(), err
 		}
@@ -132,11 +133,12 @@ func Run(m *Market, job Job, start int, d Decider) (Result, error) {
 	return res, nil
 }
 
-// StockAt is the market's stock during tick i, one entry per zone.
-func (m *Market) StockAt(i int) []bool {
+// StockAt is the market's stock for a gang of nodes during tick i, one
+// entry per zone.
+func (m *Market) StockAt(i, nodes int) []bool {
 	out := make([]bool, len(m.Zones))
 	for z := range out {
-		out[z] = m.Available(z, i)
+		out[z] = m.Available(z, i, nodes)
 	}
 	return out
 }

@@ -33,7 +33,8 @@ type Trace struct {
 	// Gap is the time between two consecutive points.
 	Gap time.Duration
 	// Points holds, per tick, the instances available (or still running);
-	// a point above 0 means spot capacity can be had during that tick.
+	// a point above 0 means spot capacity can be had during that tick for
+	// one instance (a gang of several: see Gang).
 	Points []int
 }
 
