@@ -25,6 +25,9 @@ The contract (pkg/agent's documentation and the README):
   * SIGTERM on any rank: its next gradient says so, the ranks agree to stop
     after that step, rank 0 writes its checkpoint, and every rank prints
     REFUEL_STOPPED and exits 0.
+  * After the last step every rank waits until rank 0 has written the final
+    checkpoint and prints REFUEL_DONE; rank 0 exits 0 at once, the others
+    exit 0 once it has gone: no rank is done before the job is.
   * A rank that goes away (its collective fails or times out, --timeout):
     rank 0 writes the checkpoint of the last step done; every rank left
     prints REFUEL_STOPPED and exits 0, and the gang resumes from it.
@@ -46,6 +49,7 @@ import datetime
 import hashlib
 import ipaddress
 import os
+import signal
 import sys
 import time
 
@@ -187,12 +191,33 @@ def main():
         return stopped(rank, ckpt_dir, step, saved, args, student, opt, loss)
     if rank == 0 and step != saved:
         train.save(ckpt_dir, step, args.steps, args.seed, loss, student, opt)
+        saved = step
+    if nodes > 1:
+        # No rank is done before the job's final checkpoint is on disk:
+        # rank 0 comes here once it is.
+        try:
+            dist.barrier()
+        except (RuntimeError, OSError) as e:
+            log(rank, "a rank went away after the last step: %s; the gang stops at step %d" % (e, step))
+            return stopped(rank, ckpt_dir, step, saved, args, student, opt, loss)
+    settled()
     if rank != 0:  # rank 0 reported the step with its checkpoint
         train.progress(step, args.steps, loss)
     digest = hashlib.sha256(train.weights_bytes(student)).hexdigest()
     print("REFUEL_DONE step=%d total=%d loss=%.6g digest=%s" % (step, args.steps, loss, digest), flush=True)
     if nodes > 1:
-        dist.destroy_process_group()
+        # Rank 0 ends first, and the others after it: the job's outcome is
+        # rank 0's, and when another rank ends first refuel stops rank 0
+        # (its gang lost a rank), which while torch tears down (a third of
+        # a second) turns done into stopped. So rank 0 leaves at once, and
+        # the others wait for its connection to close (it sends nothing).
+        if rank == 0:
+            sys.stderr.flush()
+            os._exit(0)
+        try:
+            dist.recv(torch.zeros(1), src=0)
+        except (RuntimeError, OSError):
+            pass
     return 0
 
 
@@ -200,9 +225,17 @@ def stopped(rank, ckpt_dir, step, saved, args, student, opt, loss):
     """Ends a rank the gang stopped at step: rank 0 checkpoints it first."""
     if rank == 0 and step != saved:
         train.save(ckpt_dir, step, args.steps, args.seed, loss, student, opt)
+    settled()
     train.progress(step, args.steps)
     print("REFUEL_STOPPED step=%d total=%d" % (step, args.steps), flush=True)
     return 0
+
+
+def settled():
+    """Ignores SIGTERM from now on: what there was to save is saved, and a
+    stop that comes while Python shuts down would otherwise find its
+    default action restored and end an exit 0 as killed (143)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 if __name__ == "__main__":
