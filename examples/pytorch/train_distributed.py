@@ -24,7 +24,8 @@ The contract (pkg/agent's documentation and the README):
     they are the job's.
   * SIGTERM on any rank: its next gradient says so, the ranks agree to stop
     after that step, rank 0 writes its checkpoint, and every rank prints
-    REFUEL_STOPPED and exits 0.
+    REFUEL_STOPPED and exits 0. A rank stopped before its gang has formed
+    prints REFUEL_STOPPED at the step it restored and exits 0 at once.
   * After the last step every rank waits until rank 0 has written the final
     checkpoint and prints REFUEL_DONE; rank 0 exits 0 at once, the others
     exit 0 once it has gone: no rank is done before the job is.
@@ -125,13 +126,18 @@ def main():
             dist.init_process_group("gloo", init_method="tcp://%s:%d" % (addr, port), rank=rank,
                                     world_size=nodes, timeout=datetime.timedelta(seconds=args.timeout))
         except (RuntimeError, OSError) as e:  # gloo's errors, and a store's that timed out
-            if train._stop:
+            # A SIGTERM interrupts the wait (EINTR) before its handler has run.
+            if train._stop or "Interrupted system call" in str(e):
                 log(rank, "stopped before the gang formed: %s" % e)
                 return stopped(rank, ckpt_dir, step, saved, args, student, opt, float("nan"))
             log(rank, "the gang of %d did not form at %s:%d within %gs: %s" % (nodes, addr, port, args.timeout, e))
             return 1
         steps = [torch.zeros(1, dtype=torch.int64) for _ in range(nodes)]
-        dist.all_gather(steps, torch.tensor([step], dtype=torch.int64))
+        try:
+            dist.all_gather(steps, torch.tensor([step], dtype=torch.int64))
+        except (RuntimeError, OSError) as e:
+            log(rank, "a rank went away as the gang formed: %s; the gang stops at step %d" % (e, step))
+            return stopped(rank, ckpt_dir, step, saved, args, student, opt, float("nan"))
         if len({int(s) for s in steps}) != 1:
             log(rank, "the ranks resumed from different steps %s: the agent restores the job's checkpoint on every rank"
                 % [int(s) for s in steps])
