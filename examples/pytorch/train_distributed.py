@@ -81,6 +81,48 @@ def loopback(addr):
         return False
 
 
+def interrupted(e):
+    """Whether a wait of torch's failed because a signal came (EINTR): a
+    SIGTERM interrupts it before its Python handler has run."""
+    return "Interrupted system call" in str(e)
+
+
+def form(rank, nodes, addr, port, timeout):
+    """Forms the gang: the ranks meet in torch's TCP store, which rank 0
+    serves at the master address, then start the gloo group on it. The
+    ranks wait for each other in short polls, so that a SIGTERM meanwhile
+    stops this rank at once rather than at the end of torch's own wait.
+    Returns False when stopped (a SIGTERM, or rank 0 gone while waiting);
+    raises when the gang does not form within timeout."""
+    if train._stop:  # torch's connecting hears no SIGTERM that came before it
+        log(rank, "stopped before the gang formed")
+        return False
+    deadline = time.monotonic() + timeout
+    wait = datetime.timedelta(seconds=timeout)
+    try:
+        # A rank above 0 connects, retrying while rank 0 starts.
+        store = dist.TCPStore(addr, port, nodes, rank == 0, wait, wait_for_workers=False)
+    except RuntimeError as e:
+        if train._stop or interrupted(e):
+            log(rank, "stopped before the gang formed: %s" % e)
+            return False
+        raise
+    try:
+        store.add("joined", 1)
+        while store.add("joined", 0) < nodes:
+            if train._stop:
+                log(rank, "stopped before the gang formed")
+                return False
+            if time.monotonic() > deadline:
+                raise TimeoutError("%d of %d ranks joined" % (store.add("joined", 0), nodes))
+            time.sleep(0.05)
+    except RuntimeError as e:  # rank 0's store went away
+        log(rank, "rank 0 went away before the gang formed: %s" % e)
+        return False
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=nodes, timeout=wait)
+    return True
+
+
 def flat_grads(student):
     return [p.grad.reshape(-1) for p in student.parameters()]
 
@@ -123,15 +165,12 @@ def main():
             # gloo's own connections go over loopback too.
             os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
         try:
-            dist.init_process_group("gloo", init_method="tcp://%s:%d" % (addr, port), rank=rank,
-                                    world_size=nodes, timeout=datetime.timedelta(seconds=args.timeout))
-        except (RuntimeError, OSError) as e:  # gloo's errors, and a store's that timed out
-            # A SIGTERM interrupts the wait (EINTR) before its handler has run.
-            if train._stop or "Interrupted system call" in str(e):
-                log(rank, "stopped before the gang formed: %s" % e)
-                return stopped(rank, ckpt_dir, step, saved, args, student, opt, float("nan"))
+            formed = form(rank, nodes, addr, port, args.timeout)
+        except (RuntimeError, OSError, TimeoutError) as e:
             log(rank, "the gang of %d did not form at %s:%d within %gs: %s" % (nodes, addr, port, args.timeout, e))
             return 1
+        if not formed:
+            return stopped(rank, ckpt_dir, step, saved, args, student, opt, float("nan"))
         steps = [torch.zeros(1, dtype=torch.int64) for _ in range(nodes)]
         try:
             dist.all_gather(steps, torch.tensor([step], dtype=torch.int64))
@@ -228,8 +267,9 @@ def main():
 
 
 def stopped(rank, ckpt_dir, step, saved, args, student, opt, loss):
-    """Ends a rank the gang stopped at step: rank 0 checkpoints it first."""
-    if rank == 0 and step != saved:
+    """Ends a rank the gang stopped at step: rank 0 checkpoints it first
+    (unless it is on disk, or step 0, before any training)."""
+    if rank == 0 and step != saved and step > 0:
         train.save(ckpt_dir, step, args.steps, args.seed, loss, student, opt)
     settled()
     train.progress(step, args.steps)
