@@ -24,7 +24,11 @@ The contract (pkg/agent's documentation and the README):
     they are the job's.
   * SIGTERM on any rank: its next gradient says so, the ranks agree to stop
     after that step, rank 0 writes its checkpoint, and every rank prints
-    REFUEL_STOPPED and exits 0.
+    REFUEL_STOPPED and exits 0. A rank stopped before its gang has formed
+    prints REFUEL_STOPPED at the step it restored and exits 0 at once.
+  * After the last step every rank waits until rank 0 has written the final
+    checkpoint and prints REFUEL_DONE; rank 0 exits 0 at once, the others
+    exit 0 once it has gone: no rank is done before the job is.
   * A rank that goes away (its collective fails or times out, --timeout):
     rank 0 writes the checkpoint of the last step done; every rank left
     prints REFUEL_STOPPED and exits 0, and the gang resumes from it.
@@ -46,6 +50,7 @@ import datetime
 import hashlib
 import ipaddress
 import os
+import signal
 import sys
 import time
 
@@ -74,6 +79,48 @@ def loopback(addr):
         return addr == "localhost" or ipaddress.ip_address(addr).is_loopback
     except ValueError:
         return False
+
+
+def interrupted(e):
+    """Whether a wait of torch's failed because a signal came (EINTR): a
+    SIGTERM interrupts it before its Python handler has run."""
+    return "Interrupted system call" in str(e)
+
+
+def form(rank, nodes, addr, port, timeout):
+    """Forms the gang: the ranks meet in torch's TCP store, which rank 0
+    serves at the master address, then start the gloo group on it. The
+    ranks wait for each other in short polls, so that a SIGTERM meanwhile
+    stops this rank at once rather than at the end of torch's own wait.
+    Returns False when stopped (a SIGTERM, or rank 0 gone while waiting);
+    raises when the gang does not form within timeout."""
+    if train._stop:  # torch's connecting hears no SIGTERM that came before it
+        log(rank, "stopped before the gang formed")
+        return False
+    deadline = time.monotonic() + timeout
+    wait = datetime.timedelta(seconds=timeout)
+    try:
+        # A rank above 0 connects, retrying while rank 0 starts.
+        store = dist.TCPStore(addr, port, nodes, rank == 0, wait, wait_for_workers=False)
+    except RuntimeError as e:
+        if train._stop or interrupted(e):
+            log(rank, "stopped before the gang formed: %s" % e)
+            return False
+        raise
+    try:
+        store.add("joined", 1)
+        while store.add("joined", 0) < nodes:
+            if train._stop:
+                log(rank, "stopped before the gang formed")
+                return False
+            if time.monotonic() > deadline:
+                raise TimeoutError("%d of %d ranks joined" % (store.add("joined", 0), nodes))
+            time.sleep(0.05)
+    except RuntimeError as e:  # rank 0's store went away
+        log(rank, "rank 0 went away before the gang formed: %s" % e)
+        return False
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=nodes, timeout=wait)
+    return True
 
 
 def flat_grads(student):
@@ -118,16 +165,18 @@ def main():
             # gloo's own connections go over loopback too.
             os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
         try:
-            dist.init_process_group("gloo", init_method="tcp://%s:%d" % (addr, port), rank=rank,
-                                    world_size=nodes, timeout=datetime.timedelta(seconds=args.timeout))
-        except (RuntimeError, OSError) as e:  # gloo's errors, and a store's that timed out
-            if train._stop:
-                log(rank, "stopped before the gang formed: %s" % e)
-                return stopped(rank, ckpt_dir, step, saved, args, student, opt, float("nan"))
+            formed = form(rank, nodes, addr, port, args.timeout)
+        except (RuntimeError, OSError, TimeoutError) as e:
             log(rank, "the gang of %d did not form at %s:%d within %gs: %s" % (nodes, addr, port, args.timeout, e))
             return 1
+        if not formed:
+            return stopped(rank, ckpt_dir, step, saved, args, student, opt, float("nan"))
         steps = [torch.zeros(1, dtype=torch.int64) for _ in range(nodes)]
-        dist.all_gather(steps, torch.tensor([step], dtype=torch.int64))
+        try:
+            dist.all_gather(steps, torch.tensor([step], dtype=torch.int64))
+        except (RuntimeError, OSError) as e:
+            log(rank, "a rank went away as the gang formed: %s; the gang stops at step %d" % (e, step))
+            return stopped(rank, ckpt_dir, step, saved, args, student, opt, float("nan"))
         if len({int(s) for s in steps}) != 1:
             log(rank, "the ranks resumed from different steps %s: the agent restores the job's checkpoint on every rank"
                 % [int(s) for s in steps])
@@ -187,22 +236,52 @@ def main():
         return stopped(rank, ckpt_dir, step, saved, args, student, opt, loss)
     if rank == 0 and step != saved:
         train.save(ckpt_dir, step, args.steps, args.seed, loss, student, opt)
+        saved = step
+    if nodes > 1:
+        # No rank is done before the job's final checkpoint is on disk:
+        # rank 0 comes here once it is.
+        try:
+            dist.barrier()
+        except (RuntimeError, OSError) as e:
+            log(rank, "a rank went away after the last step: %s; the gang stops at step %d" % (e, step))
+            return stopped(rank, ckpt_dir, step, saved, args, student, opt, loss)
+    settled()
     if rank != 0:  # rank 0 reported the step with its checkpoint
         train.progress(step, args.steps, loss)
     digest = hashlib.sha256(train.weights_bytes(student)).hexdigest()
     print("REFUEL_DONE step=%d total=%d loss=%.6g digest=%s" % (step, args.steps, loss, digest), flush=True)
     if nodes > 1:
-        dist.destroy_process_group()
+        # Rank 0 ends first, and the others after it: the job's outcome is
+        # rank 0's, and when another rank ends first refuel stops rank 0
+        # (its gang lost a rank), which while torch tears down (a third of
+        # a second) turns done into stopped. So rank 0 leaves at once, and
+        # the others wait for its connection to close (it sends nothing).
+        if rank == 0:
+            sys.stderr.flush()
+            os._exit(0)
+        try:
+            dist.recv(torch.zeros(1), src=0)
+        except (RuntimeError, OSError):
+            pass
     return 0
 
 
 def stopped(rank, ckpt_dir, step, saved, args, student, opt, loss):
-    """Ends a rank the gang stopped at step: rank 0 checkpoints it first."""
-    if rank == 0 and step != saved:
+    """Ends a rank the gang stopped at step: rank 0 checkpoints it first
+    (unless it is on disk, or step 0, before any training)."""
+    if rank == 0 and step != saved and step > 0:
         train.save(ckpt_dir, step, args.steps, args.seed, loss, student, opt)
+    settled()
     train.progress(step, args.steps)
     print("REFUEL_STOPPED step=%d total=%d" % (step, args.steps), flush=True)
     return 0
+
+
+def settled():
+    """Ignores SIGTERM from now on: what there was to save is saved, and a
+    stop that comes while Python shuts down would otherwise find its
+    default action restored and end an exit 0 as killed (143)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 if __name__ == "__main__":

@@ -116,6 +116,7 @@ func TestSchemaAcceptsWhatRefuelAccepts(t *testing.T) {
 	}{
 		{"jobspec.schema.json", "../testdata/fuzz/FuzzParseJobSpec/*", func(b []byte) error { _, err := spec.ParseJobSpec(b, now); return err }},
 		{"jobspec.schema.json", "../../../examples/*job.yaml", func(b []byte) error { _, err := spec.ParseJobSpec(b, now); return err }},
+		{"jobspec.schema.json", "../../../examples/*/job*.yaml", func(b []byte) error { _, err := spec.ParseJobSpec(b, now); return err }},
 		{"servicespec.schema.json", "../testdata/fuzz/FuzzParseServiceSpec/*", func(b []byte) error { _, err := spec.ParseServiceSpec(b); return err }},
 		{"servicespec.schema.json", "../../../examples/service.yaml", func(b []byte) error { _, err := spec.ParseServiceSpec(b); return err }},
 	}
@@ -170,6 +171,9 @@ func TestSchemaRefusesWhatTheLimitsRefuse(t *testing.T) {
 		"a REFUEL_ var":     `{"id":"a","work":"1h","env":{"REFUEL_JOB_ID":"x"}}`,
 		"an odd env name":   `{"id":"a","work":"1h","env":{"1X":"x"}}`,
 		"too many nodes":    `{"id":"a","work":"1h","resources":{"nodes":257}}`,
+		"negative nodes":    `{"id":"a","work":"1h","resources":{"nodes":-1}}`,
+		"nodes of a half":   `{"id":"a","work":"1h","resources":{"nodes":1.5}}`,
+		"same_zone a word":  `{"id":"a","work":"1h","resources":{"nodes":2,"same_zone":"yes"}}`,
 		"bad duration":      `{"id":"a","work":"forever"}`,
 		"bad tier":          `{"id":"a","work":"1h","tier":"urgent"}`,
 		"max_restarts":      `{"id":"a","work":"1h","max_restarts":101}`,
@@ -186,6 +190,46 @@ func TestSchemaRefusesWhatTheLimitsRefuse(t *testing.T) {
 		}
 		if _, err := spec.ParseJobSpec([]byte(doc), time.Now()); err == nil {
 			t.Errorf("%s: refuel accepts %.80s", name, doc)
+		}
+	}
+}
+
+// A gang's fields at their bounds and defaults: what refuel accepts, the
+// schema accepts, and refuel reads them as documented.
+func TestSchemaAcceptsGangs(t *testing.T) {
+	s := compile(t, "jobspec.schema.json")
+	cases := map[string]struct {
+		resources string
+		nodes     int
+		oneZone   bool
+	}{
+		"one node, by default":    {`{}`, 1, true},
+		"nodes 0 means 1":         {`{"nodes":0}`, 1, true},
+		"nodes 1":                 {`{"nodes":1}`, 1, true},
+		"a gang of 2, one zone":   {`{"nodes":2}`, 2, true},
+		"the limit":               {fmt.Sprintf(`{"nodes":%d}`, spec.MaxNodes), spec.MaxNodes, true},
+		"same_zone true":          {`{"nodes":4,"same_zone":true}`, 4, true},
+		"same_zone false spreads": {`{"nodes":4,"same_zone":false}`, 4, false},
+	}
+	for name, tc := range cases {
+		doc := fmt.Sprintf(`{"id":"a","work":"1h","resources":%s}`, tc.resources)
+		var v any
+		if err := json.Unmarshal([]byte(doc), &v); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Validate(v); err != nil {
+			t.Errorf("%s: the schema refuses %s: %v", name, doc, err)
+		}
+		js, err := spec.ParseJobSpec([]byte(doc), time.Now())
+		if err != nil {
+			t.Errorf("%s: refuel refuses %s: %v", name, doc, err)
+			continue
+		}
+		if got := js.Resources.NodeCount(); got != tc.nodes {
+			t.Errorf("%s: %d nodes; want %d", name, got, tc.nodes)
+		}
+		if got := js.Resources.OneZone(); got != tc.oneZone {
+			t.Errorf("%s: one zone %v; want %v", name, got, tc.oneZone)
 		}
 	}
 }
