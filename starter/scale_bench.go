@@ -327,6 +327,7 @@ func (b *scaleBench) tally(ctx context.Context, c client.Client, ids []string, r
 	var recoveries []float64
 	var firstNotice, lastResume time.Time
 	classes := map[string]int{}
+	example := map[string]string{} // one message per class, for the log
 	_ = inParallel(len(ids), 32, func(i int) error {
 		st, err := jobs.Status(ctx, c, ids[i])
 		mu.Lock()
@@ -338,6 +339,9 @@ func (b *scaleBench) tally(ctx context.Context, c client.Client, ids []string, r
 		rep.Completed++
 		for _, f := range st.Failures {
 			classes[f.Class]++
+			if _, ok := example[f.Class]; !ok {
+				example[f.Class] = ids[i] + ": " + f.Message
+			}
 		}
 		if p := st.LastPreemption; p != nil && st.Preemptions > 0 {
 			rep.Preempted++
@@ -355,6 +359,9 @@ func (b *scaleBench) tally(ctx context.Context, c client.Client, ids []string, r
 		return nil
 	})
 	b.say("failures the runs met, by class: %v", classes)
+	for _, class := range slices.Sorted(maps.Keys(example)) {
+		b.say("  %s, for example %s", class, example[class])
+	}
 	slices.Sort(recoveries)
 	rep.RecoveryP50Seconds, rep.RecoveryP99Seconds = quantile(recoveries, 0.5), quantile(recoveries, 0.99)
 	if span := lastResume.Sub(firstNotice).Seconds(); span > 0 {
