@@ -25,6 +25,21 @@ func (d *Decider) WaitForSpot(s State, m Market) bool {
 	return !d.refuel(s, withStock(m, false)).Holds()
 }
 
+// SpotToTryFirst is, for a deadline run that WaitForSpot says should wait
+// for spot, where to try first when it tries again: refuel's choice for
+// the run holding nothing with every zone of m in stock, so that a zone
+// in another region than the checkpoint's goes first only if its price
+// repays the move. ok is false when that choice is not spot.
+func (d *Decider) SpotToTryFirst(s State, m Market) (c Choice, ok bool) {
+	if s.Remaining <= 0 || len(m.Zones) == 0 {
+		return None, false
+	}
+	s.Current, s.OverheadLeft = None, 0
+	capSlack(&s)
+	c = d.refuel(s, withStock(m, true))
+	return c, c.Market == capacity.Spot
+}
+
 // withStock is m with every zone in stock or out of it, the zones copied.
 func withStock(m Market, in bool) Market {
 	zones := make([]Zone, len(m.Zones))

@@ -3,6 +3,8 @@ package policy
 import (
 	"testing"
 	"time"
+
+	"refuel/pkg/capacity"
 )
 
 func TestBackToSpot(t *testing.T) {
@@ -107,4 +109,30 @@ func flaky() Market {
 		m.Zones[1].History.Observe(false, 30*time.Minute)
 	}
 	return m
+}
+
+// A run waiting for spot tries first the zone refuel would start in:
+// the cheaper far region while the move is cheap, its own region's zone
+// once the move costs more than the far one saves.
+func TestSpotToTryFirst(t *testing.T) {
+	h := func(x float64) time.Duration { return time.Duration(x * float64(time.Hour)) }
+	waiting := State{Elapsed: h(10), TimeLeft: h(41), Done: h(10), Remaining: h(38), RestartOverhead: 12 * time.Minute}
+	cases := map[string]struct {
+		move Move
+		want Choice
+	}{
+		"a cheap move: the far region's cheapest spot": {Move{USD: 0.5, Time: 5 * time.Minute}, Choice{Market: capacity.Spot, Zone: "c"}},
+		"a dear move: the checkpoint's region":         {Move{USD: 200, Time: 5 * time.Minute}, spotA},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, ok := new(Decider).SpotToTryFirst(waiting, regions(false, false, false, tc.move))
+			if !ok || got != tc.want {
+				t.Errorf("got %s %v, want %s", got, ok, tc.want)
+			}
+		})
+	}
+	if _, ok := new(Decider).SpotToTryFirst(State{TimeLeft: h(5)}, market(false, false)); ok {
+		t.Error("nothing left to do, yet a zone to try")
+	}
 }
