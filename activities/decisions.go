@@ -41,9 +41,10 @@ type DecisionInput struct {
 	Market policy.Market `json:"market"`
 }
 
-// Decision is the policy's answer: Wait for DecideWaitForSpot; Choice
-// for the others, with Try saying whether DecideBackToSpot found a zone
-// worth trying now.
+// Decision is the policy's answer: Wait for DecideWaitForSpot, with
+// Choice where to try first while waiting (policy.SpotToTryFirst; none
+// when refuel would not start on spot); Choice for the others, with Try
+// saying whether DecideBackToSpot found a zone worth trying now.
 type Decision struct {
 	Wait   bool          `json:"wait,omitempty"`
 	Try    bool          `json:"try,omitempty"`
@@ -62,7 +63,13 @@ func (a *Capacity) DecideMarket(_ context.Context, in DecisionInput) (Decision, 
 	switch in.Kind {
 	case DecideWaitForSpot:
 		wait := d.WaitForSpot(in.State, in.Market)
-		return Decision{Wait: wait, Explanation: policy.ExplainWaitForSpot(in.State, in.Market, wait)}, nil
+		out := Decision{Wait: wait, Explanation: policy.ExplainWaitForSpot(in.State, in.Market, wait)}
+		if wait {
+			if first, ok := d.SpotToTryFirst(in.State, in.Market); ok {
+				out.Choice = first
+			}
+		}
+		return out, nil
 	case DecideBackToSpot:
 		c, try := d.BackToSpot(in.State, in.Market)
 		return Decision{Choice: c, Try: try, Explanation: policy.ExplainBackToSpot(in.State, in.Market, c, try)}, nil

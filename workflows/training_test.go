@@ -24,10 +24,11 @@ import (
 	"refuel/pkg/spec"
 )
 
+// spotA, spotB and odA are offerings in two zones of one region.
 var (
-	spotA = capacity.Offering{Provider: "fake", InstanceType: "gpu.1x", Zone: "a", Market: capacity.Spot, GPUs: 1, PricePerHour: 1}
-	spotB = capacity.Offering{Provider: "fake", InstanceType: "gpu.1x", Zone: "b", Market: capacity.Spot, GPUs: 1, PricePerHour: 1.2}
-	odA   = capacity.Offering{Provider: "fake", InstanceType: "gpu.1x", Zone: "a", Market: capacity.OnDemand, GPUs: 1, PricePerHour: 3}
+	spotA = capacity.Offering{Provider: "fake", InstanceType: "gpu.1x", Zone: "us-east-1a", Market: capacity.Spot, GPUs: 1, PricePerHour: 1}
+	spotB = capacity.Offering{Provider: "fake", InstanceType: "gpu.1x", Zone: "us-east-1b", Market: capacity.Spot, GPUs: 1, PricePerHour: 1.2}
+	odA   = capacity.Offering{Provider: "fake", InstanceType: "gpu.1x", Zone: "us-east-1a", Market: capacity.OnDemand, GPUs: 1, PricePerHour: 3}
 )
 
 // fakeCloud stands in for the control plane's and node's activities. Its

@@ -205,7 +205,7 @@ func TestDeadlineRunGoesBackToSpot(t *testing.T) {
 
 // What all runs saw of the stock steers the way back: with spot in zone a
 // known to last minutes and in zone b hours, the run tries b first though
-// a is cheaper.
+// a is a little cheaper.
 func TestBackToSpotTriesTheZoneWhoseStockLasts(t *testing.T) {
 	t.Parallel()
 	retry := spotRetriesEvery(50 * time.Millisecond)
@@ -214,6 +214,8 @@ func TestBackToSpotTriesTheZoneWhoseStockLasts(t *testing.T) {
 		flaky.Seen(true, 10*time.Minute, true)
 		steady.Seen(true, 8*time.Hour, false)
 	}
+	spotB := spotB
+	spotB.PricePerHour = 1.05
 	f := &fakeCloud{offerings: []capacity.Offering{spotA, spotB, odA}, noStock: map[capacity.Market]bool{capacity.Spot: true}, stockAfter: 1,
 		trainings: []activities.TrainingOutcome{"block"}, stock: map[string]policy.Availability{spotA.Key(): flaky, spotB.Key(): steady}}
 	st, _ := runDeadlineJob(t, f, 100*24*time.Hour, retry)
