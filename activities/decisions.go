@@ -26,7 +26,7 @@ const (
 	// for spot rather than take on-demand? (policy.WaitForSpot)
 	DecideWaitForSpot DecisionKind = "wait-for-spot"
 	// DecideBackToSpot: training on on-demand, try spot now, and where?
-	// (policy.BackToSpot)
+	// (policy.Decider.TrySpot)
 	DecideBackToSpot DecisionKind = "back-to-spot"
 	// DecideTick: what to hold for the market's next tick. (policy.Decide)
 	DecideTick DecisionKind = "tick"
@@ -71,7 +71,7 @@ func (a *Capacity) DecideMarket(_ context.Context, in DecisionInput) (Decision, 
 		}
 		return out, nil
 	case DecideBackToSpot:
-		c, try := d.BackToSpot(in.State, in.Market)
+		c, try := d.TrySpot(in.State, in.Market)
 		return Decision{Choice: c, Try: try, Explanation: policy.ExplainBackToSpot(in.State, in.Market, c, try)}, nil
 	case DecideTick:
 		c, err := d.Decide(in.Tier, in.Policy, in.State, in.Market)
