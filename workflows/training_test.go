@@ -64,12 +64,14 @@ type fakeCloud struct {
 	// outage[1] find no stock.
 	outage [2]int
 
-	stops    map[int]bool // attempts StopTraining asked to stop
-	byRank   map[int]int  // RunTraining calls by rank
-	requests []capacity.Request
-	acquired []capacity.Instance
-	released []activities.ReleaseInput
-	trained  []activities.TrainingInput
+	stops     map[int]bool // attempts StopTraining asked to stop
+	byRank    map[int]int  // RunTraining calls by rank
+	decisions []activities.DecisionInput
+	plans     *activities.Capacity
+	requests  []capacity.Request
+	acquired  []capacity.Instance
+	released  []activities.ReleaseInput
+	trained   []activities.TrainingInput
 }
 
 func (f *fakeCloud) ListOfferings(context.Context, activities.OfferingsInput) ([]capacity.Offering, error) {
@@ -125,6 +127,19 @@ func (f *fakeCloud) Acquire(_ context.Context, req capacity.Request) (capacity.I
 	}
 	return capacity.Instance{}, temporal.NewApplicationErrorWithOptions("fake failure", string(details[0].Class),
 		temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{details}})
+}
+
+// DecideMarket records the question and answers it as the worker does:
+// the plans are pure, so the real activity, with plans of its own.
+func (f *fakeCloud) DecideMarket(ctx context.Context, in activities.DecisionInput) (activities.Decision, error) {
+	f.mu.Lock()
+	f.decisions = append(f.decisions, in)
+	if f.plans == nil {
+		f.plans = &activities.Capacity{Plans: policy.NewPlans(1 << 30)}
+	}
+	plans := f.plans
+	f.mu.Unlock()
+	return plans.DecideMarket(ctx, in)
 }
 
 func (f *fakeCloud) StopTraining(_ context.Context, in activities.StopInput) error {
@@ -241,9 +256,7 @@ func newEnvWithoutPool(t *testing.T, f *fakeCloud, opts ...option) *testsuite.Te
 		activities.OpenMarketName: f.OpenMarket, activities.PoolCheckpointLogName: f.PoolCheckpointLog,
 		activities.ReleaseName:     f.Release,
 		activities.RunTrainingName: f.RunTraining, activities.StockHistoryName: f.StockHistory,
-		activities.StopTrainingName: f.StopTraining,
-		// The plans are pure: the real activity, with plans of its own.
-		activities.DecideMarketName: (&activities.Capacity{Plans: policy.NewPlans(1 << 30)}).DecideMarket,
+		activities.StopTrainingName: f.StopTraining, activities.DecideMarketName: f.DecideMarket,
 	} {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
