@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -39,6 +40,9 @@ type DecisionInput struct {
 	Policy policy.Name   `json:"policy,omitempty"` // for DecideTick
 	State  policy.State  `json:"state"`
 	Market policy.Market `json:"market"`
+	// NotFirst, for DecideWaitForSpot, names zones of Market not to try
+	// first: those of the zone that just preempted the run, tried last.
+	NotFirst []string `json:"not_first,omitempty"`
 }
 
 // Decision is the policy's answer: Wait for DecideWaitForSpot, with
@@ -65,7 +69,9 @@ func (a *Capacity) DecideMarket(_ context.Context, in DecisionInput) (Decision, 
 		wait := d.WaitForSpot(in.State, in.Market)
 		out := Decision{Wait: wait, Explanation: policy.ExplainWaitForSpot(in.State, in.Market, wait)}
 		if wait {
-			if first, ok := d.SpotToTryFirst(in.State, in.Market); ok {
+			m := in.Market
+			m.Zones = slices.DeleteFunc(slices.Clone(m.Zones), func(z policy.Zone) bool { return slices.Contains(in.NotFirst, z.Name) })
+			if first, ok := d.SpotToTryFirst(in.State, m); ok {
 				out.Choice = first
 			}
 		}

@@ -36,13 +36,16 @@ var (
 type fakeCloud struct {
 	mu        sync.Mutex
 	offerings []capacity.Offering
-	// noStock makes every offering of these markets fail with no capacity.
-	noStock map[capacity.Market]bool
+	// noStock makes every offering of these markets fail with no
+	// capacity, and outOfStock the offerings of these keys.
+	noStock    map[capacity.Market]bool
+	outOfStock map[string]bool
 	// failAll makes every offering fail with this class.
 	failAll capacity.Class
 	// fail makes every offering of these markets fail with a class.
 	fail map[capacity.Market]capacity.Class
-	// stockAfter lifts noStock after this many acquisitions were tried.
+	// stockAfter lifts noStock and outOfStock after this many
+	// acquisitions were tried.
 	stockAfter int
 	// laterAcquireTakes is the wall time every acquisition but the first
 	// takes.
@@ -105,7 +108,7 @@ func (f *fakeCloud) Acquire(_ context.Context, req capacity.Request) (capacity.I
 	defer f.mu.Unlock()
 	f.requests = append(f.requests, req)
 	if f.stockAfter > 0 && len(f.requests) > f.stockAfter {
-		f.noStock = nil
+		f.noStock, f.outOfStock = nil, nil
 	}
 	var details []activities.FailureDetail
 	inOutage := len(f.requests) > f.outage[0] && len(f.requests) <= f.outage[1]
@@ -117,7 +120,7 @@ func (f *fakeCloud) Acquire(_ context.Context, req capacity.Request) (capacity.I
 			details = append(details, activities.FailureDetail{Class: f.failAll, Offering: o.Key(), Message: "fake"})
 		case f.fail[o.Market] != "":
 			details = append(details, activities.FailureDetail{Class: f.fail[o.Market], Offering: o.Key(), Message: "fake"})
-		case f.noStock[o.Market]:
+		case f.noStock[o.Market] || f.outOfStock[o.Key()]:
 			details = append(details, activities.FailureDetail{Class: capacity.NoCapacity, Offering: o.Key(), Message: "fake out of stock"})
 		default:
 			inst := capacity.Instance{ID: "i-" + string(rune('0'+len(f.acquired))), Offering: o, TaskQueue: "node"}

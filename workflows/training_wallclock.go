@@ -40,7 +40,7 @@ func (wallClock) next(ctx workflow.Context, r *run) (*ask, error) {
 	}
 	order := capacity.Order(r.Offerings, r.spec.Tier, r.AvoidZone)
 	if wait, first := r.waitsForSpot(ctx); wait {
-		a := r.askFor(r.tryFirst(capacity.OnlyMarket(order, capacity.Spot), first))
+		a := r.askFor(tryFirst(capacity.OnlyMarket(order, capacity.Spot), first))
 		a.spotOnly = true
 		return a, nil
 	}
@@ -125,8 +125,9 @@ func (r *run) decidesMarket() bool {
 // money (on-demand later costs what it costs now), only slack, which
 // later preemptions need; so refuel waits while the slack allows it and
 // takes on-demand when it does not. While it waits, first is the zone
-// refuel would start in were every zone in stock, for a run that prices
-// its zones; "" leaves the tier's order.
+// refuel would start in were every zone in stock, but the one that just
+// preempted it, for a run that prices its zones; "" leaves the tier's
+// order.
 func (r *run) waitsForSpot(ctx workflow.Context) (wait bool, first string) {
 	if !r.decidesMarket() || r.Spot.Impossible || workflow.GetVersion(ctx, waitForSpotVersion, workflow.DefaultVersion, 1) < 1 {
 		return false, ""
@@ -141,7 +142,15 @@ func (r *run) waitsForSpot(ctx workflow.Context) (wait bool, first string) {
 	if !askPlans(ctx) {
 		return policy.WaitForSpot(s, m), ""
 	}
-	d, err := decide(ctx, activities.DecisionInput{Kind: activities.DecideWaitForSpot, State: s, Market: m}, "ask refuel whether to wait for spot")
+	in := activities.DecisionInput{Kind: activities.DecideWaitForSpot, State: s, Market: m}
+	if priced {
+		for _, o := range r.spotOfferings() {
+			if o.Zone == r.AvoidZone {
+				in.NotFirst = append(in.NotFirst, o.Key())
+			}
+		}
+	}
+	d, err := decide(ctx, in, "ask refuel whether to wait for spot")
 	if err != nil {
 		// Without an answer the run takes on-demand: its deadline is safe.
 		workflow.GetLogger(ctx).Warn("refuel's plans did not answer; taking on-demand", "error", err)
@@ -154,11 +163,10 @@ func (r *run) waitsForSpot(ctx workflow.Context) (wait bool, first string) {
 	return d.Wait, d.Choice.Zone
 }
 
-// tryFirst is spots with the offering keyed first at their head, unless
-// it is in the zone that just preempted the run, which stays last.
-func (r *run) tryFirst(spots []capacity.Offering, first string) []capacity.Offering {
+// tryFirst is spots with the offering keyed first at their head.
+func tryFirst(spots []capacity.Offering, first string) []capacity.Offering {
 	for _, o := range spots {
-		if o.Key() == first && o.Zone != r.AvoidZone {
+		if o.Key() == first {
 			return capacity.First(spots, o)
 		}
 	}

@@ -377,3 +377,46 @@ func TestBackToSpotWeighsTheMoveToAnotherRegion(t *testing.T) {
 		})
 	}
 }
+
+// A deadline run preempted in us-east-1 waits for spot with its
+// checkpoint there, and tries first where refuel would start: spot in
+// us-west-2 at half the price while the move is cheap, the other zone of
+// its own region once the move costs more than the cheaper spot saves.
+// The zone that just preempted it stays last.
+func TestWaitingRunTriesFirstWhereTheMovePays(t *testing.T) {
+	t.Parallel()
+	zone := func(z string, m capacity.Market, usd float64) capacity.Offering {
+		return capacity.Offering{Provider: "fake", InstanceType: "gpu.1x", Zone: z, Market: m, GPUs: 1, PricePerHour: usd}
+	}
+	east1a, east1b, west := zone("us-east-1a", capacity.Spot, 1), zone("us-east-1b", capacity.Spot, 1), zone("us-west-2a", capacity.Spot, 0.5)
+	offerings := []capacity.Offering{east1a, east1b, west, zone("us-east-1a", capacity.OnDemand, 3)}
+	cases := map[string]struct {
+		egressUSDPerGB float64
+		want           capacity.Offering
+	}{
+		"a cheap move: the far region's cheaper spot": {0.001, west},
+		"a dear move: spot beside the checkpoint":     {0.2, east1b},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			// us-west-2 has no stock at first: the run starts in
+			// us-east-1a, is preempted there, and then every zone has
+			// stock.
+			f := &fakeCloud{offerings: offerings, outOfStock: map[string]bool{west.Key(): true}, stockAfter: 1,
+				trainings: []activities.TrainingOutcome{activities.OutcomePreempted}}
+			st, _ := runDeadlineJob(t, f, 100*24*time.Hour, func(w *Workflows) {
+				w.Run.EgressUSDPerGB, w.Run.CheckpointGB, w.Run.TransferGbps = tc.egressUSDPerGB, 10, 1
+			})
+			if len(f.acquired) != 2 || f.acquired[0].Offering != east1a || st.Preemptions != 1 {
+				t.Fatalf("acquired %v with %d preemptions; want spot in us-east-1a, preempted, then spot again", f.acquired, st.Preemptions)
+			}
+			again := f.requests[len(f.requests)-1].Offerings
+			if again[0] != tc.want || again[len(again)-1] != east1a {
+				t.Errorf("after the preemption tried %v; want %s first and %s, which preempted the run, last", again, tc.want.Key(), east1a.Key())
+			}
+			if f.acquired[1].Offering != tc.want || st.State != StateCompleted {
+				t.Errorf("resumed on %s, %s; want %s, completed", f.acquired[1].Offering.Key(), st.State, tc.want.Key())
+			}
+		})
+	}
+}
