@@ -13,5 +13,9 @@ func StoreURL(specURL, defaultURL string) string {
 }
 
 func refOf(s *checkpoint.Store, m checkpoint.Manifest) *CheckpointRef {
-	return &CheckpointRef{Step: m.Step, Time: m.CreatedAt, URL: s.StepURL(m.Step)}
+	ref := &CheckpointRef{Step: m.Step, Time: m.CreatedAt, URL: s.StepURL(m.Step)}
+	for _, f := range m.Files {
+		ref.Bytes += f.Size
+	}
+	return ref
 }

@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -26,7 +27,7 @@ const (
 	// for spot rather than take on-demand? (policy.WaitForSpot)
 	DecideWaitForSpot DecisionKind = "wait-for-spot"
 	// DecideBackToSpot: training on on-demand, try spot now, and where?
-	// (policy.BackToSpot)
+	// (policy.Decider.TrySpot)
 	DecideBackToSpot DecisionKind = "back-to-spot"
 	// DecideTick: what to hold for the market's next tick. (policy.Decide)
 	DecideTick DecisionKind = "tick"
@@ -39,11 +40,15 @@ type DecisionInput struct {
 	Policy policy.Name   `json:"policy,omitempty"` // for DecideTick
 	State  policy.State  `json:"state"`
 	Market policy.Market `json:"market"`
+	// NotFirst, for DecideWaitForSpot, names zones of Market not to try
+	// first: those of the zone that just preempted the run, tried last.
+	NotFirst []string `json:"not_first,omitempty"`
 }
 
-// Decision is the policy's answer: Wait for DecideWaitForSpot; Choice
-// for the others, with Try saying whether DecideBackToSpot found a zone
-// worth trying now.
+// Decision is the policy's answer: Wait for DecideWaitForSpot, with
+// Choice where to try first while waiting (policy.SpotToTryFirst; none
+// when refuel would not start on spot); Choice for the others, with Try
+// saying whether DecideBackToSpot found a zone worth trying now.
 type Decision struct {
 	Wait   bool          `json:"wait,omitempty"`
 	Try    bool          `json:"try,omitempty"`
@@ -62,9 +67,17 @@ func (a *Capacity) DecideMarket(_ context.Context, in DecisionInput) (Decision, 
 	switch in.Kind {
 	case DecideWaitForSpot:
 		wait := d.WaitForSpot(in.State, in.Market)
-		return Decision{Wait: wait, Explanation: policy.ExplainWaitForSpot(in.State, in.Market, wait)}, nil
+		out := Decision{Wait: wait, Explanation: policy.ExplainWaitForSpot(in.State, in.Market, wait)}
+		if wait {
+			m := in.Market
+			m.Zones = slices.DeleteFunc(slices.Clone(m.Zones), func(z policy.Zone) bool { return slices.Contains(in.NotFirst, z.Name) })
+			if first, ok := d.SpotToTryFirst(in.State, m); ok {
+				out.Choice = first
+			}
+		}
+		return out, nil
 	case DecideBackToSpot:
-		c, try := d.BackToSpot(in.State, in.Market)
+		c, try := d.TrySpot(in.State, in.Market)
 		return Decision{Choice: c, Try: try, Explanation: policy.ExplainBackToSpot(in.State, in.Market, c, try)}, nil
 	case DecideTick:
 		c, err := d.Decide(in.Tier, in.Policy, in.State, in.Market)

@@ -79,6 +79,10 @@ type CheckpointRef struct {
 	URL  string    `json:"url"`
 	// WriteSeconds is how long its upload took, when the agent measured it.
 	WriteSeconds float64 `json:"write_seconds,omitempty"`
+	// Bytes is the size of its files, what moving it to another region
+	// transfers; 0 when not known (a checkpoint reported before sizes
+	// were).
+	Bytes int64 `json:"bytes,omitempty"`
 }
 
 // FailureDetail is one classified acquisition failure, carried in the

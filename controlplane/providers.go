@@ -17,6 +17,7 @@ import (
 	"refuel/pkg/cloud/local"
 	"refuel/pkg/cloud/sim"
 	"refuel/pkg/cloud/sim/ec2api"
+	"refuel/pkg/trace"
 )
 
 // Provider names the control plane knows.
@@ -52,6 +53,10 @@ type SimConfig struct {
 	// ControlToken, when set, must come with every call to the EC2
 	// endpoint's /sim/ controls, which can take any instance away.
 	ControlToken string
+	// Prices, when set, price each pool they know by its zone and
+	// region (sim.Config.WithPrices); otherwise every pool charges its
+	// instance type's catalogue prices.
+	Prices *trace.Prices
 }
 
 // AgentLauncher is how every simulated cloud of this control plane starts
@@ -135,6 +140,9 @@ func (s *Stack) startSim(launcher local.LauncherConfig, set *providerSet) (*sim.
 	}
 	for _, why := range skipped {
 		s.log.Warn("trace skipped", zap.String("why", why))
+	}
+	if cfg.Sim.Prices != nil {
+		simCfg = simCfg.WithPrices(cfg.Sim.Prices)
 	}
 	simCfg.Launcher = launcher
 	simCfg.Speed, simCfg.NoticeWindow, simCfg.Logger = cfg.Sim.Speed, cfg.Sim.Notice, cfg.Logger.Named("sim")

@@ -54,6 +54,7 @@ func ec2sim(args []string) int {
 		report    = fs.Duration("report", 10*time.Second, "how often to print the market's progress; 0 prints none")
 		logLevel  = fs.String("log-level", "info", "debug, info, warn or error")
 		creds     = fs.String("credentials", os.Getenv("REFUEL_EC2_SIM_CREDENTIALS"), "ACCESS:SECRET: check every request's Signature Version 4 against these credentials and answer AuthFailure otherwise, as EC2 does (env REFUEL_EC2_SIM_CREDENTIALS); default: signatures are not checked")
+		priceFile = fs.String("prices", "", "price each pool by its zone and region from FILE (DescribeSpotPriceHistory's JSON with OnDemandPrices beside it), or from the prices built into the binary with \""+sim.EmbeddedPrices+"\"; where it knows a pool it wins over --spot-price and --ondemand-price")
 		ctlToken  = fs.String("control-token-file", os.Getenv("REFUEL_SIM_CONTROL_TOKEN_FILE"), "the /sim/ controls (which can take any instance away) ask for the token in this file (mode 0600) as Authorization: Bearer TOKEN (env REFUEL_SIM_CONTROL_TOKEN_FILE); default: open")
 	)
 	fs.Var(spotPrices, "spot-price", "starting spot price of an instance type, TYPE=DOLLARS_PER_HOUR such as p3.2xlarge=0.9701; repeatable")
@@ -118,6 +119,13 @@ func ec2sim(args []string) int {
 	}
 	for _, s := range skipped {
 		log.Warn("trace skipped", zap.String("why", s))
+	}
+	if *priceFile != "" {
+		p, err := sim.LoadPrices(*priceFile)
+		if err != nil {
+			return bad("--prices %s: %v (give a price file or %s)", *priceFile, err, sim.EmbeddedPrices)
+		}
+		cfg = cfg.WithPrices(p)
 	}
 	cfg.Speed, cfg.StartTick, cfg.NoticeWindow, cfg.Logger = *speed, *start, *notice, log
 	cfg.Quotas = sim.Quotas{OnDemandVCPUs: *odVCPUs, OnDemandGPUs: *odGPUs, SpotInstances: *spotCount}

@@ -18,8 +18,10 @@ import (
 	"refuel/internal/codec"
 	"refuel/internal/telemetry"
 	awscloud "refuel/pkg/cloud/aws"
+	"refuel/pkg/cloud/sim"
 	"refuel/pkg/devserver"
 	"refuel/pkg/pool"
+	"refuel/pkg/trace"
 	"refuel/workflows"
 )
 
@@ -41,6 +43,10 @@ func serve(args []string) int {
 		simNotice  = fs.Duration("sim-notice", 20*time.Second, "sim: time between a spot interruption notice and the instance being taken")
 		simMarket  = fs.Bool("sim-market-time", envOr("REFUEL_SIM_MARKET_TIME", "") == "true", "sim: deadline and flexible runs keep the market's time, deciding with their policy at every tick as `starter sim` does (with --sim-speed 0 they drive the clock; env REFUEL_SIM_MARKET_TIME=true)")
 		simRestart = fs.Duration("sim-restart-overhead", 0, "sim: market time each instance start costs a run keeping market time (default 12m)")
+		simPrices  = fs.String("sim-prices", os.Getenv("REFUEL_SIM_PRICES"), "sim: price each pool by its zone and region from FILE (DescribeSpotPriceHistory's JSON with OnDemandPrices beside it), or from the prices built into the binary with \""+sim.EmbeddedPrices+"\" (p3.2xlarge in the nine zones of aws-02-15-2023); default every pool at its instance type's catalogue prices (env REFUEL_SIM_PRICES)")
+		egress     = fs.String("egress-usd-per-gb", envOr("REFUEL_EGRESS_USD_PER_GB", formatFloat(wf.Run.EgressUSDPerGB)), "USD per GB a deadline run counts for moving its checkpoint to another region when it weighs a cheaper zone there (env REFUEL_EGRESS_USD_PER_GB)")
+		ckptGB     = fs.Float64("checkpoint-gb", wf.Run.CheckpointGB, "size in GB a run counts for its checkpoint while its checkpoints do not report their own, and that runs keeping market time move between regions")
+		transfer   = fs.Float64("transfer-gbps", wf.Run.TransferGbps, "Gbit/s a run counts a checkpoint to move between regions at; the transfer adds to that start's overhead")
 		ec2Sim     = fs.String("ec2-sim", "", "also serve the sim over EC2's API on this address (e.g. 127.0.0.1:4566); with --provider aws the AWS provider then talks to it")
 		awsURL     = fs.String("aws-endpoint", os.Getenv("AWS_ENDPOINT_URL_EC2"), "EC2 endpoint for --provider aws (default AWS's; the sim's with --ec2-sim)")
 		awsRegion  = fs.String("aws-region", os.Getenv("AWS_REGION"), "AWS region for --provider aws")
@@ -81,6 +87,22 @@ func serve(args []string) int {
 		log.Error(fmt.Sprintf("--plan-cache-mb %q: give a whole number of megabytes above 0 (default 256)", *planCache))
 		return 2
 	}
+	egressUSDPerGB, err := strconv.ParseFloat(*egress, 64)
+	if err != nil || egressUSDPerGB < 0 {
+		log.Error(fmt.Sprintf("--egress-usd-per-gb %q: give USD per GB of 0 or more, e.g. 0.02", *egress))
+		return 2
+	}
+	if *ckptGB < 0 || *transfer <= 0 {
+		log.Error(fmt.Sprintf("--checkpoint-gb %v, --transfer-gbps %v: give the checkpoint's size in GB (0 or more, e.g. 50) and the link's Gbit/s (above 0, e.g. 1)", *ckptGB, *transfer))
+		return 2
+	}
+	var prices *trace.Prices
+	if *simPrices != "" {
+		if prices, err = sim.LoadPrices(*simPrices); err != nil {
+			log.Error(fmt.Sprintf("--sim-prices %s: %v (give a price file or %s)", *simPrices, err, sim.EmbeddedPrices))
+			return 2
+		}
+	}
 	if err := activities.CheckDeployment(*deployment); err != nil {
 		log.Error("--deployment: " + err.Error())
 		return 2
@@ -90,6 +112,7 @@ func serve(args []string) int {
 		return 2
 	}
 	wf.Run.SpotRetryInterval, wf.Run.RestartOverhead, wf.Run.WaitForSpot = *spotRetry, *changeover, *waitSpot
+	wf.Run.EgressUSDPerGB, wf.Run.CheckpointGB, wf.Run.TransferGbps = egressUSDPerGB, *ckptGB, *transfer
 
 	var pools *pool.Config
 	if *poolsFile != "" {
@@ -111,7 +134,7 @@ func serve(args []string) int {
 		CheckpointURL: *ckptURL, DemoStepTime: *stepTime, Logger: log,
 		Provider: *provider, Pools: pools, Workflows: wf,
 		Sim: controlplane.SimConfig{Traces: *simTraces, Speed: *simSpeed, Notice: *simNotice, ServeEC2: *ec2Sim,
-			MarketTime: *simMarket, RestartOverhead: *simRestart},
+			MarketTime: *simMarket, RestartOverhead: *simRestart, Prices: prices},
 		AWS: awsConfig(*awsURL, *awsRegion, *awsLT, *ec2Sim != ""),
 		Security: controlplane.Security{
 			TLS:        devserver.TLS{CertFile: *tlsCert, KeyFile: *tlsKey, ClientCAFile: *tlsCA},
@@ -142,6 +165,9 @@ func serve(args []string) int {
 	log.Info("shutting down: releasing every instance")
 	return 0
 }
+
+// formatFloat is f as a flag's default shows it.
+func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 func envOr(key, def string) string {
 	if v := os.Getenv(key); v != "" {

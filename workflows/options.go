@@ -42,6 +42,13 @@ type RunOptions struct {
 	// while refuel says the slack allows, rather than take on-demand at
 	// once.
 	WaitForSpot bool
+	// A start in another region than the one the run's checkpoint is in
+	// moves the checkpoint there: EgressUSDPerGB for each of its GB, and
+	// the time the transfer takes at TransferGbps. CheckpointGB is the
+	// size counted while the run's checkpoints do not report their own,
+	// and by a run on a market's clock, which prices its moves when it
+	// opens. Zeros (as in runs recorded before these) make moves free.
+	EgressUSDPerGB, CheckpointGB, TransferGbps float64
 }
 
 // DefaultRunOptions are the options a TrainingRun uses unless the worker
@@ -66,6 +73,10 @@ func DefaultRunOptions() RunOptions {
 		MaxSpotRetryInterval: time.Hour,
 		RestartOverhead:      12 * time.Minute,
 		WaitForSpot:          true,
+		// The starter's defaults for `starter sim-bench`: a 50 GB
+		// checkpoint, at the egress AWS charges between US regions, over
+		// a 1 Gbit/s link.
+		EgressUSDPerGB: 0.02, CheckpointGB: 50, TransferGbps: 1,
 	}
 }
 

@@ -34,8 +34,8 @@ func TestTrainingRunRecoversFromPreemptionInAnotherZone(t *testing.T) {
 	if len(f.requests) != 2 {
 		t.Fatalf("%d acquisitions; want 2", len(f.requests))
 	}
-	if z := f.requests[1].Offerings[0].Zone; z != "b" {
-		t.Errorf("replacement tried zone %s first; want b, away from the zone that preempted", z)
+	if z := f.requests[1].Offerings[0].Zone; z != spotB.Zone {
+		t.Errorf("replacement tried zone %s first; want %s, away from the zone that preempted", z, spotB.Zone)
 	}
 	for _, o := range f.requests[0].Offerings {
 		if o.Market == capacity.OnDemand {

@@ -14,6 +14,7 @@ import (
 	"refuel/pkg/policy"
 	"refuel/pkg/replay"
 	"refuel/pkg/spec"
+	"refuel/pkg/trace"
 )
 
 // marketClockVersion marks runs that look for a market clock before
@@ -132,7 +133,12 @@ func openClockedMarket(ctx workflow.Context, r *run) (*clockedMarket, error) {
 	if err := workflow.ExecuteActivity(actx, activities.OpenMarketName, in).Get(ctx, &view); err != nil || !view.Clocked {
 		return nil, err
 	}
-	m.job = m.jobFor(r.spec, r.Status.StartedAt, view.RestartOverhead)
+	var moves *movePrices
+	if pricesZones(ctx) {
+		p := movePricesOf(r.opts)
+		moves = &p
+	}
+	m.job = m.jobFor(r.spec, r.Status.StartedAt, view.RestartOverhead, moves)
 	meter, err := replay.NewMeter(m.job, m.zones, view.TickLength)
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError("the market cannot be followed: "+err.Error(), "InvalidJobSpec", nil)
@@ -181,7 +187,11 @@ func (m *clockedMarket) add(o capacity.Offering) {
 // job is the run as the meter accounts for it. The deadline is a budget
 // from the run's start, spent in market time; a flexible run without one
 // is given a hundred times its work, which no decision of its tier reads.
-func (m *clockedMarket) jobFor(js spec.JobSpec, started time.Time, overhead time.Duration) replay.Job {
+// With moves (a run that prices its zones, see pricedZonesVersion) each
+// pool is priced on its own and placed in its zone's region, and a start
+// in another region than the checkpoint's moves a checkpoint of the
+// moves' CheckpointGB, as `starter sim --prices` replays a run.
+func (m *clockedMarket) jobFor(js spec.JobSpec, started time.Time, overhead time.Duration, moves *movePrices) replay.Job {
 	j := replay.Job{Tier: js.Tier, Work: js.Work.D(), Deadline: 100 * js.Work.D(), RestartOverhead: overhead}
 	if js.Deadline != nil {
 		j.Deadline = js.Deadline.Sub(started)
@@ -194,6 +204,25 @@ func (m *clockedMarket) jobFor(js spec.JobSpec, started time.Time, overhead time
 			j.OnDemandPrice = o.PricePerHour
 		}
 	}
+	if moves == nil {
+		return j
+	}
+	j.Zones = make([]replay.ZonePrice, len(m.pools))
+	for i, p := range m.pools {
+		// A pool that does not sell a market keeps the run's price for
+		// it, as `starter sim --prices` keeps a zone the prices do not
+		// know at --spot-price and --ondemand-price.
+		z := replay.ZonePrice{Region: trace.Region(p.Zone), Spot: j.SpotPrice, OnDemand: j.OnDemandPrice}
+		if o := m.spot[i]; o != nil {
+			z.Spot = o.PricePerHour
+		}
+		if o := m.onDemand[i]; o != nil {
+			z.OnDemand = o.PricePerHour
+		}
+		j.Zones[i] = z
+	}
+	j.CheckpointGB, j.EgressUSDPerGB = moves.CheckpointGB, moves.EgressUSDPerGB
+	j.TransferTime = moves.of("", moves.CheckpointGB).Time
 	return j
 }
 

@@ -108,75 +108,154 @@ func TestClockedRunDecidesAsTheSimulator(t *testing.T) {
 				js.Deadline = &d
 			}
 
-			var s testsuite.WorkflowTestSuite
-			env := s.NewTestWorkflowEnvironment()
-			env.SetStartTime(startedAt)
-			env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: js.ID})
-			env.RegisterWorkflowWithOptions(New().TrainingRun, workflow.RegisterOptions{Name: TrainingRunName})
-			tr := &trainer{}
-			caps := &activities.Capacity{Providers: []capacity.Provider{cloud}, Clocks: map[string]capacity.MarketClock{cloud.Name(): cloud}}
-			for name, fn := range map[string]any{
-				activities.ListOfferingsName: caps.ListOfferings, activities.AcquireName: caps.Acquire,
-				activities.OpenMarketName: caps.OpenMarket, activities.MarketAtName: caps.MarketAt,
-				activities.ReleaseName: caps.Release, activities.RunTrainingName: tr.RunTraining, activities.StopTrainingName: tr.StopTraining,
-				activities.PoolCheckpointLogName: caps.PoolCheckpointLog, activities.DecideMarketName: caps.DecideMarket,
-			} {
-				env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
-			}
-			env.OnSignalExternalWorkflow(mock.Anything, PoolWorkflowID, "", mock.Anything, mock.Anything).
-				Return(serviceerror.NewNotFound("workflow not found"))
-			env.ExecuteWorkflow(TrainingRunName, js)
-			if err := env.GetWorkflowError(); err != nil {
-				t.Fatalf("run failed: %v", err)
-			}
-			var st Status
-			if err := env.GetWorkflowResult(&st); err != nil {
-				t.Fatal(err)
-			}
-			if st.Market == nil {
-				t.Fatal("the run did not follow the market's clock")
-			}
-			if st.Market.Clock != ClockMarket || st.Market.Why == "" {
-				t.Errorf("market clock %q, why %q; want the market's clock and its last decision explained", st.Market.Clock, st.Market.Why)
-			}
-
-			market, err := replay.NewMarket(loaded)
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := runClocked(t, cloud, New(), js, startedAt)
 			deadline := tc.deadline
 			if deadline == 0 {
 				deadline = 100 * work
 			}
 			job := replay.Job{Tier: tc.tier, Work: work, Deadline: deadline, RestartOverhead: sim.DefaultRestartOverhead, SpotPrice: 0.9701, OnDemandPrice: 3.06}
-			want, err := replay.Run(market, job, tc.start, replay.NewOnline(tc.tier, tc.policy))
+			checkAsSimulated(t, st, cloud, loaded, job, tc.start, tc.policy)
+		})
+	}
+}
+
+// Across zones priced apart in two regions, a run on the market's clock
+// decides and pays as `starter sim --prices` does: each zone at its own
+// prices, a start in another region than the checkpoint's paying the
+// egress and transfer of the checkpoint (RunOptions' CheckpointGB,
+// EgressUSDPerGB and TransferGbps). One zone's trace is replayed as if
+// it were in another region, with spot at less than half the price: in
+// this window the run moves there while the move is cheap, and not once
+// it costs more than the cheaper spot saves.
+func TestClockedRunDecidesAsTheSimulatorAcrossPricedRegions(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		egress    float64
+		transfers int
+	}{
+		"cheap moves": {0.02, 1},
+		"dear moves":  {2, 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var loaded []*trace.Trace
+			var cfg sim.Config
+			// In the order the sim lists its pools, which the run's
+			// market keeps.
+			prices := []replay.ZonePrice{{Region: "us-east-2", Spot: 0.4, OnDemand: 3.3}, {Region: "us-west-2", Spot: 0.9701, OnDemand: 3.06}}
+			for i, file := range []string{"us-west-2b_v100_1.json", "us-west-2a_v100_1.json"} {
+				tr, err := trace.Load(filepath.Join("testdata", "traces", file))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if i == 0 {
+					tr.Zone = "us-east-2b"
+				}
+				loaded = append(loaded, tr)
+				cfg.Pools = append(cfg.Pools, sim.PoolConfig{Pool: sim.Pool{Zone: tr.Zone, InstanceType: "p3.2xlarge"}, Spot: tr,
+					SpotPrice: prices[i].Spot, OnDemandPrice: prices[i].OnDemand})
+			}
+			cfg.StartTick = 1295
+			cloud, err := sim.New(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var wantDecisions []MarketDecision
-			for i, step := range want.Steps {
-				wantDecisions = append(wantDecisions, MarketDecision{Tick: tc.start + i, Choice: step.Choice.String(), Preempted: step.Preempted})
+			defer cloud.Close()
+
+			work := 6 * time.Hour
+			startedAt := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
+			deadline := startedAt.Add(9 * time.Hour)
+			js := spec.JobSpec{ID: "clocked", Team: "t", Priority: 50, Tier: spec.TierDeadline, Work: spec.Duration(work), Policy: string(policy.Refuel),
+				Deadline: &deadline, Resources: spec.Resources{GPUs: 1, InstanceTypes: []string{"p3.2xlarge"}}}
+			w := New()
+			w.Run.EgressUSDPerGB, w.Run.CheckpointGB, w.Run.TransferGbps = tc.egress, 50, 1
+			st := runClocked(t, cloud, w, js, startedAt)
+			job := replay.Job{Tier: spec.TierDeadline, Work: work, Deadline: 9 * time.Hour, RestartOverhead: sim.DefaultRestartOverhead,
+				SpotPrice: 0.4, OnDemandPrice: 3.3, Zones: prices,
+				CheckpointGB: 50, EgressUSDPerGB: tc.egress, TransferTime: 400 * time.Second}
+			if diff := cmp.Diff(st.Market.Job, job); diff != "" {
+				t.Errorf("the run's account prices the job otherwise than the simulator, got(-), want(+):\n%s", diff)
 			}
-			t.Logf("%d ticks, cost $%.2f, %d preemptions, %d changeovers, %d starts, finished %v in %.1fh", len(want.Steps), want.Cost, want.Preemptions, want.Changeovers, want.Starts, want.Finished, want.Finish.Hours())
-			if diff := cmp.Diff(st.Market.Decisions, wantDecisions); diff != "" {
-				t.Errorf("decisions differ from the simulator's, got(-), want(+):\n%s", diff)
-			}
-			got := [...]any{st.Market.CostUSD, st.Market.Preemptions, st.Market.Changeovers, st.Market.Finished, st.Market.DeadlineMet}
-			wantSummary := [...]any{want.Cost, want.Preemptions, want.Changeovers, want.Finished, want.DeadlineMet}
-			if got != wantSummary {
-				t.Errorf("cost, preemptions, changeovers, finished, deadline met = %v; the simulator says %v", got, wantSummary)
-			}
-			if st.State != StateCompleted || st.Preemptions != want.Preemptions {
-				t.Errorf("state %s with %d preemptions counted; want completed with %d", st.State, st.Preemptions, want.Preemptions)
-			}
-			if launched := len(cloud.Instances()); launched != want.Starts {
-				t.Errorf("%d instances launched; the simulator started %d", launched, want.Starts)
-			}
-			if left := liveInstances(cloud); left != 0 {
-				t.Errorf("%d instances still live after the run", left)
+			if want := checkAsSimulated(t, st, cloud, loaded, job, cfg.StartTick, policy.Refuel); want.Transfers != tc.transfers {
+				t.Errorf("the simulator moved the checkpoint %d times; this window was chosen for %d", want.Transfers, tc.transfers)
 			}
 		})
 	}
+}
+
+// runClocked runs js on cloud's clock under w's options to its end, the
+// workflow's clock starting at startedAt.
+func runClocked(t *testing.T, cloud *sim.Cloud, w *Workflows, js spec.JobSpec, startedAt time.Time) Status {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.SetStartTime(startedAt)
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: js.ID})
+	env.RegisterWorkflowWithOptions(w.TrainingRun, workflow.RegisterOptions{Name: TrainingRunName})
+	tr := &trainer{}
+	caps := &activities.Capacity{Providers: []capacity.Provider{cloud}, Clocks: map[string]capacity.MarketClock{cloud.Name(): cloud}}
+	for name, fn := range map[string]any{
+		activities.ListOfferingsName: caps.ListOfferings, activities.AcquireName: caps.Acquire,
+		activities.OpenMarketName: caps.OpenMarket, activities.MarketAtName: caps.MarketAt,
+		activities.ReleaseName: caps.Release, activities.RunTrainingName: tr.RunTraining, activities.StopTrainingName: tr.StopTraining,
+		activities.PoolCheckpointLogName: caps.PoolCheckpointLog, activities.DecideMarketName: caps.DecideMarket,
+	} {
+		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	}
+	env.OnSignalExternalWorkflow(mock.Anything, PoolWorkflowID, "", mock.Anything, mock.Anything).
+		Return(serviceerror.NewNotFound("workflow not found"))
+	env.ExecuteWorkflow(TrainingRunName, js)
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatalf("run failed: %v", err)
+	}
+	var st Status
+	if err := env.GetWorkflowResult(&st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Market == nil {
+		t.Fatal("the run did not follow the market's clock")
+	}
+	if st.Market.Clock != ClockMarket || st.Market.Why == "" {
+		t.Errorf("market clock %q, why %q; want the market's clock and its last decision explained", st.Market.Clock, st.Market.Why)
+	}
+	return st
+}
+
+// checkAsSimulated checks that a run on cloud's clock made the decisions,
+// and kept the account, that the simulator does replaying job on the
+// loaded traces from tick start with the named policy.
+func checkAsSimulated(t *testing.T, st Status, cloud *sim.Cloud, loaded []*trace.Trace, job replay.Job, start int, name policy.Name) replay.Result {
+	t.Helper()
+	market, err := replay.NewMarket(loaded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := replay.Run(market, job, start, replay.NewOnline(job.Tier, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wantDecisions []MarketDecision
+	for i, step := range want.Steps {
+		wantDecisions = append(wantDecisions, MarketDecision{Tick: start + i, Choice: step.Choice.String(), Preempted: step.Preempted})
+	}
+	t.Logf("%d ticks, cost $%.2f, %d preemptions, %d changeovers, %d starts, %d transfers, finished %v in %.1fh", len(want.Steps), want.Cost, want.Preemptions, want.Changeovers, want.Starts, want.Transfers, want.Finished, want.Finish.Hours())
+	if diff := cmp.Diff(st.Market.Decisions, wantDecisions); diff != "" {
+		t.Errorf("decisions differ from the simulator's, got(-), want(+):\n%s", diff)
+	}
+	got := [...]any{st.Market.CostUSD, st.Market.Preemptions, st.Market.Changeovers, st.Market.Finished, st.Market.DeadlineMet}
+	wantSummary := [...]any{want.Cost, want.Preemptions, want.Changeovers, want.Finished, want.DeadlineMet}
+	if got != wantSummary {
+		t.Errorf("cost, preemptions, changeovers, finished, deadline met = %v; the simulator says %v", got, wantSummary)
+	}
+	if st.State != StateCompleted || st.Preemptions != want.Preemptions {
+		t.Errorf("state %s with %d preemptions counted; want completed with %d", st.State, st.Preemptions, want.Preemptions)
+	}
+	if launched := len(cloud.Instances()); launched != want.Starts {
+		t.Errorf("%d instances launched; the simulator started %d", launched, want.Starts)
+	}
+	if left := liveInstances(cloud); left != 0 {
+		t.Errorf("%d instances still live after the run", left)
+	}
+	return want
 }
 
 func liveInstances(c *sim.Cloud) int {

@@ -24,10 +24,11 @@ import (
 	"refuel/pkg/spec"
 )
 
+// spotA, spotB and odA are offerings in two zones of one region.
 var (
-	spotA = capacity.Offering{Provider: "fake", InstanceType: "gpu.1x", Zone: "a", Market: capacity.Spot, GPUs: 1, PricePerHour: 1}
-	spotB = capacity.Offering{Provider: "fake", InstanceType: "gpu.1x", Zone: "b", Market: capacity.Spot, GPUs: 1, PricePerHour: 1.2}
-	odA   = capacity.Offering{Provider: "fake", InstanceType: "gpu.1x", Zone: "a", Market: capacity.OnDemand, GPUs: 1, PricePerHour: 3}
+	spotA = capacity.Offering{Provider: "fake", InstanceType: "gpu.1x", Zone: "us-east-1a", Market: capacity.Spot, GPUs: 1, PricePerHour: 1}
+	spotB = capacity.Offering{Provider: "fake", InstanceType: "gpu.1x", Zone: "us-east-1b", Market: capacity.Spot, GPUs: 1, PricePerHour: 1.2}
+	odA   = capacity.Offering{Provider: "fake", InstanceType: "gpu.1x", Zone: "us-east-1a", Market: capacity.OnDemand, GPUs: 1, PricePerHour: 3}
 )
 
 // fakeCloud stands in for the control plane's and node's activities. Its
@@ -35,13 +36,16 @@ var (
 type fakeCloud struct {
 	mu        sync.Mutex
 	offerings []capacity.Offering
-	// noStock makes every offering of these markets fail with no capacity.
-	noStock map[capacity.Market]bool
+	// noStock makes every offering of these markets fail with no
+	// capacity, and outOfStock the offerings of these keys.
+	noStock    map[capacity.Market]bool
+	outOfStock map[string]bool
 	// failAll makes every offering fail with this class.
 	failAll capacity.Class
 	// fail makes every offering of these markets fail with a class.
 	fail map[capacity.Market]capacity.Class
-	// stockAfter lifts noStock after this many acquisitions were tried.
+	// stockAfter lifts noStock and outOfStock after this many
+	// acquisitions were tried.
 	stockAfter int
 	// laterAcquireTakes is the wall time every acquisition but the first
 	// takes.
@@ -63,12 +67,14 @@ type fakeCloud struct {
 	// outage[1] find no stock.
 	outage [2]int
 
-	stops    map[int]bool // attempts StopTraining asked to stop
-	byRank   map[int]int  // RunTraining calls by rank
-	requests []capacity.Request
-	acquired []capacity.Instance
-	released []activities.ReleaseInput
-	trained  []activities.TrainingInput
+	stops     map[int]bool // attempts StopTraining asked to stop
+	byRank    map[int]int  // RunTraining calls by rank
+	decisions []activities.DecisionInput
+	plans     *activities.Capacity
+	requests  []capacity.Request
+	acquired  []capacity.Instance
+	released  []activities.ReleaseInput
+	trained   []activities.TrainingInput
 }
 
 func (f *fakeCloud) ListOfferings(context.Context, activities.OfferingsInput) ([]capacity.Offering, error) {
@@ -102,7 +108,7 @@ func (f *fakeCloud) Acquire(_ context.Context, req capacity.Request) (capacity.I
 	defer f.mu.Unlock()
 	f.requests = append(f.requests, req)
 	if f.stockAfter > 0 && len(f.requests) > f.stockAfter {
-		f.noStock = nil
+		f.noStock, f.outOfStock = nil, nil
 	}
 	var details []activities.FailureDetail
 	inOutage := len(f.requests) > f.outage[0] && len(f.requests) <= f.outage[1]
@@ -114,7 +120,7 @@ func (f *fakeCloud) Acquire(_ context.Context, req capacity.Request) (capacity.I
 			details = append(details, activities.FailureDetail{Class: f.failAll, Offering: o.Key(), Message: "fake"})
 		case f.fail[o.Market] != "":
 			details = append(details, activities.FailureDetail{Class: f.fail[o.Market], Offering: o.Key(), Message: "fake"})
-		case f.noStock[o.Market]:
+		case f.noStock[o.Market] || f.outOfStock[o.Key()]:
 			details = append(details, activities.FailureDetail{Class: capacity.NoCapacity, Offering: o.Key(), Message: "fake out of stock"})
 		default:
 			inst := capacity.Instance{ID: "i-" + string(rune('0'+len(f.acquired))), Offering: o, TaskQueue: "node"}
@@ -124,6 +130,19 @@ func (f *fakeCloud) Acquire(_ context.Context, req capacity.Request) (capacity.I
 	}
 	return capacity.Instance{}, temporal.NewApplicationErrorWithOptions("fake failure", string(details[0].Class),
 		temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{details}})
+}
+
+// DecideMarket records the question and answers it as the worker does:
+// the plans are pure, so the real activity, with plans of its own.
+func (f *fakeCloud) DecideMarket(ctx context.Context, in activities.DecisionInput) (activities.Decision, error) {
+	f.mu.Lock()
+	f.decisions = append(f.decisions, in)
+	if f.plans == nil {
+		f.plans = &activities.Capacity{Plans: policy.NewPlans(1 << 30)}
+	}
+	plans := f.plans
+	f.mu.Unlock()
+	return plans.DecideMarket(ctx, in)
 }
 
 func (f *fakeCloud) StopTraining(_ context.Context, in activities.StopInput) error {
@@ -240,9 +259,7 @@ func newEnvWithoutPool(t *testing.T, f *fakeCloud, opts ...option) *testsuite.Te
 		activities.OpenMarketName: f.OpenMarket, activities.PoolCheckpointLogName: f.PoolCheckpointLog,
 		activities.ReleaseName:     f.Release,
 		activities.RunTrainingName: f.RunTraining, activities.StockHistoryName: f.StockHistory,
-		activities.StopTrainingName: f.StopTraining,
-		// The plans are pure: the real activity, with plans of its own.
-		activities.DecideMarketName: (&activities.Capacity{Plans: policy.NewPlans(1 << 30)}).DecideMarket,
+		activities.StopTrainingName: f.StopTraining, activities.DecideMarketName: f.DecideMarket,
 	} {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

@@ -39,8 +39,8 @@ func (wallClock) next(ctx workflow.Context, r *run) (*ask, error) {
 		return nil, nil
 	}
 	order := capacity.Order(r.Offerings, r.spec.Tier, r.AvoidZone)
-	if r.waitsForSpot(ctx) {
-		a := r.askFor(capacity.OnlyMarket(order, capacity.Spot))
+	if wait, first := r.waitsForSpot(ctx); wait {
+		a := r.askFor(tryFirst(capacity.OnlyMarket(order, capacity.Spot), first))
 		a.spotOnly = true
 		return a, nil
 	}
@@ -86,11 +86,13 @@ type spotWatch struct {
 	// between tries (RunOptions.MaxCapacityBackoff).
 	Wait bool          `json:",omitempty"`
 	Step time.Duration `json:",omitempty"`
+	// Moves price a move of the checkpoint between regions.
+	Moves movePrices `json:",omitzero"`
 }
 
 func watchOf(o RunOptions) spotWatch {
 	return spotWatch{Every: o.SpotRetryInterval, AtMost: o.MaxSpotRetryInterval, RestartOverhead: o.RestartOverhead,
-		Wait: o.WaitForSpot, Step: o.MaxCapacityBackoff}
+		Wait: o.WaitForSpot, Step: o.MaxCapacityBackoff, Moves: movePricesOf(o)}
 }
 
 // watch returns the run's spotWatch.
@@ -122,29 +124,53 @@ func (r *run) decidesMarket() bool {
 // slack and work left, asked again before every try. Waiting costs no
 // money (on-demand later costs what it costs now), only slack, which
 // later preemptions need; so refuel waits while the slack allows it and
-// takes on-demand when it does not.
-func (r *run) waitsForSpot(ctx workflow.Context) bool {
+// takes on-demand when it does not. While it waits, first is the zone
+// refuel would start in were every zone in stock, but the one that just
+// preempted it, for a run that prices its zones; "" leaves the tier's
+// order.
+func (r *run) waitsForSpot(ctx workflow.Context) (wait bool, first string) {
 	if !r.decidesMarket() || r.Spot.Impossible || workflow.GetVersion(ctx, waitForSpotVersion, workflow.DefaultVersion, 1) < 1 {
-		return false
+		return false, ""
 	}
 	w := r.watch(ctx)
 	if w == nil || !w.Wait {
-		return false
+		return false, ""
 	}
 	od := capacity.OnlyMarket(capacity.Order(r.Offerings, r.spec.Tier, ""), capacity.OnDemand)
-	m := r.spotMarket(ctx, max(w.Step, time.Second), od[0].PricePerHour)
+	m, priced := r.spotMarket(ctx, w, max(w.Step, time.Second), od[0].PricePerHour)
 	s := r.policyState(workflow.Now(ctx), w, policy.None)
 	if !askPlans(ctx) {
-		return policy.WaitForSpot(s, m)
+		return policy.WaitForSpot(s, m), ""
 	}
-	d, err := decide(ctx, activities.DecisionInput{Kind: activities.DecideWaitForSpot, State: s, Market: m}, "ask refuel whether to wait for spot")
+	in := activities.DecisionInput{Kind: activities.DecideWaitForSpot, State: s, Market: m}
+	if priced {
+		for _, o := range r.spotOfferings() {
+			if o.Zone == r.AvoidZone {
+				in.NotFirst = append(in.NotFirst, o.Key())
+			}
+		}
+	}
+	d, err := decide(ctx, in, "ask refuel whether to wait for spot")
 	if err != nil {
 		// Without an answer the run takes on-demand: its deadline is safe.
 		workflow.GetLogger(ctx).Warn("refuel's plans did not answer; taking on-demand", "error", err)
 		d.Explanation = "on-demand: refuel's plans did not answer (" + err.Error() + ")"
 	}
 	r.explain(ctx, d.Explanation)
-	return d.Wait
+	if !priced || d.Choice.Market != capacity.Spot {
+		return d.Wait, ""
+	}
+	return d.Wait, d.Choice.Zone
+}
+
+// tryFirst is spots with the offering keyed first at their head.
+func tryFirst(spots []capacity.Offering, first string) []capacity.Offering {
+	for _, o := range spots {
+		if o.Key() == first {
+			return capacity.First(spots, o)
+		}
+	}
+	return spots
 }
 
 // explain keeps the latest market decision's line for status and the
@@ -156,19 +182,28 @@ func (r *run) explain(ctx workflow.Context, why string) {
 
 // spotMarket is the run's spot offerings as refuel plans with them, each
 // a place of its own with what all runs saw of its stock, deciding every
-// step.
-func (r *run) spotMarket(ctx workflow.Context, step time.Duration, onDemandPrice float64) policy.Market {
+// step. A run that prices its zones (priced, see pricedZonesVersion)
+// places each in its region with the on-demand price beside it, and
+// counts the move of its checkpoint to another region at w's prices.
+func (r *run) spotMarket(ctx workflow.Context, w *spotWatch, step time.Duration, onDemandPrice float64) (m policy.Market, priced bool) {
 	spots := r.spotOfferings()
-	m := policy.Market{Step: step, OnDemandPrice: onDemandPrice}
+	m = policy.Market{Step: step, OnDemandPrice: onDemandPrice}
 	history := r.stockHistory(ctx, spots)
+	priced = pricesZones(ctx)
 	for i, o := range spots {
 		z := policy.Zone{Name: o.Key(), SpotPrice: o.PricePerHour}
 		if history != nil {
 			z.History = history[i]
 		}
+		if priced {
+			z.Region, z.OnDemandPrice = regionOf(o), r.onDemandBeside(o)
+		}
 		m.Zones = append(m.Zones, z)
 	}
-	return m
+	if priced {
+		m.Move = r.move(w.Moves)
+	}
+	return m, priced
 }
 
 // stockHistory is what all runs saw of the offerings' stock, from the
@@ -264,8 +299,14 @@ func (r *run) awaitSpot(ctx workflow.Context) (*Lease, error) {
 // returns the offering to try first.
 func (r *run) spotToTry(ctx workflow.Context, w *spotWatch) (capacity.Offering, bool) {
 	o := r.Lease.Offering()
-	m := r.spotMarket(ctx, w.Every, o.PricePerHour)
-	s := r.policyState(workflow.Now(ctx), w, policy.Choice{Market: capacity.OnDemand, Zone: o.Key()})
+	m, priced := r.spotMarket(ctx, w, w.Every, o.PricePerHour)
+	held := policy.Choice{Market: capacity.OnDemand, Zone: o.Key()}
+	if priced {
+		// On-demand held where the market has a place for it: refuel
+		// then prices staying on it, and its region, as that place's.
+		held.Zone = r.spotPlace(o)
+	}
+	s := r.policyState(workflow.Now(ctx), w, held)
 	var c policy.Choice
 	var ok bool
 	if askPlans(ctx) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"go.temporal.io/sdk/temporal"
 
 	"refuel/activities"
@@ -205,7 +206,8 @@ func TestDeadlineRunGoesBackToSpot(t *testing.T) {
 
 // What all runs saw of the stock steers the way back: with spot in zone a
 // known to last minutes and in zone b hours, the run tries b first though
-// a is cheaper.
+// a is a little cheaper (each zone is planned at its own price: for an
+// hour's work, b's lasting stock is not worth 20% more).
 func TestBackToSpotTriesTheZoneWhoseStockLasts(t *testing.T) {
 	t.Parallel()
 	retry := spotRetriesEvery(50 * time.Millisecond)
@@ -214,6 +216,8 @@ func TestBackToSpotTriesTheZoneWhoseStockLasts(t *testing.T) {
 		flaky.Seen(true, 10*time.Minute, true)
 		steady.Seen(true, 8*time.Hour, false)
 	}
+	spotB := spotB
+	spotB.PricePerHour = 1.05
 	f := &fakeCloud{offerings: []capacity.Offering{spotA, spotB, odA}, noStock: map[capacity.Market]bool{capacity.Spot: true}, stockAfter: 1,
 		trainings: []activities.TrainingOutcome{"block"}, stock: map[string]policy.Availability{spotA.Key(): flaky, spotB.Key(): steady}}
 	st, _ := runDeadlineJob(t, f, 100*24*time.Hour, retry)
@@ -304,5 +308,115 @@ func TestUnclassifiedFailuresAreRetriedWithACap(t *testing.T) {
 	}
 	if len(f.requests) != 4 {
 		t.Errorf("%d tries; want the first and 3 more", len(f.requests))
+	}
+}
+
+// Across regions priced apart, the way back to spot weighs a cheaper
+// zone in another region against moving the checkpoint there: a run on
+// on-demand in us-east-1 tries spot in us-west-2 at half the price while
+// the move is cheap, and spot beside it once the move's egress costs
+// more than the cheaper spot saves. Each time it tries what refuel's
+// plans pick for the market the run saw, every zone in its region at
+// its own prices and the move priced from the run's options.
+func TestBackToSpotWeighsTheMoveToAnotherRegion(t *testing.T) {
+	t.Parallel()
+	spotEast := capacity.Offering{Provider: "fake", InstanceType: "gpu.1x", Zone: "us-east-1a", Market: capacity.Spot, GPUs: 1, PricePerHour: 1}
+	odEast := capacity.Offering{Provider: "fake", InstanceType: "gpu.1x", Zone: "us-east-1a", Market: capacity.OnDemand, GPUs: 1, PricePerHour: 3}
+	spotWest := capacity.Offering{Provider: "fake", InstanceType: "gpu.1x", Zone: "us-west-2a", Market: capacity.Spot, GPUs: 1, PricePerHour: 0.5}
+	odWest := capacity.Offering{Provider: "fake", InstanceType: "gpu.1x", Zone: "us-west-2a", Market: capacity.OnDemand, GPUs: 1, PricePerHour: 3.2}
+	cases := map[string]struct {
+		egressUSDPerGB float64
+		want           capacity.Offering
+	}{
+		"a cheap move: the far region's cheaper spot": {0.001, spotWest},
+		"a dear move: spot beside the checkpoint":     {0.2, spotEast},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			// Spot is out of stock at first and the run takes on-demand,
+			// cheapest in us-east-1; then every zone has stock.
+			f := &fakeCloud{offerings: []capacity.Offering{spotEast, odEast, spotWest, odWest}, noStock: map[capacity.Market]bool{capacity.Spot: true}, stockAfter: 1,
+				trainings: []activities.TrainingOutcome{"block"}}
+			st, _ := runDeadlineJob(t, f, 100*24*time.Hour, spotRetriesEvery(50*time.Millisecond), func(w *Workflows) {
+				w.Run.EgressUSDPerGB, w.Run.CheckpointGB, w.Run.TransferGbps = tc.egressUSDPerGB, 10, 1
+			})
+			if len(f.acquired) != 2 || f.acquired[0].Offering != odEast {
+				t.Fatalf("acquired %v; want on-demand in us-east-1a, then spot", f.acquired)
+			}
+			if got := f.acquired[1].Offering; got != tc.want || st.Changeovers != 1 {
+				t.Errorf("changed over to %s (%d changeovers); want %s", got.Key(), st.Changeovers, tc.want.Key())
+			}
+			// The run decided with the market as it stood: regions, the
+			// on-demand price beside each spot zone, the move out of the
+			// region it held on-demand in.
+			var asked *activities.DecisionInput
+			for i := range f.decisions {
+				if f.decisions[i].Kind == activities.DecideBackToSpot {
+					asked = &f.decisions[i]
+				}
+			}
+			if asked == nil {
+				t.Fatal("the run never asked whether to go back to spot")
+			}
+			wantZones := []policy.Zone{ // cheapest first
+				{Name: spotWest.Key(), SpotPrice: 0.5, OnDemandPrice: 3.2, Region: "us-west-2"},
+				{Name: spotEast.Key(), SpotPrice: 1, OnDemandPrice: 3, Region: "us-east-1"},
+			}
+			if diff := cmp.Diff(asked.Market.Zones, wantZones, cmpopts.IgnoreFields(policy.Zone{}, "History")); diff != "" {
+				t.Errorf("zones as the run saw them, got(-), want(+):\n%s", diff)
+			}
+			if want := (policy.Move{Region: "us-east-1", USD: 10 * tc.egressUSDPerGB, Time: 80 * time.Second}); asked.Market.Move != want {
+				t.Errorf("move %+v; want %+v", asked.Market.Move, want)
+			}
+			if want := (policy.Choice{Market: capacity.OnDemand, Zone: spotEast.Key()}); asked.State.Current != want {
+				t.Errorf("the run held %s as refuel saw it; want %s, the place of its on-demand instance", asked.State.Current, want)
+			}
+			if c, ok := new(policy.Decider).TrySpot(asked.State, asked.Market); !ok || c.Zone != f.requests[1].Offerings[0].Key() {
+				t.Errorf("tried %s first; refuel picks %s (%v)", f.requests[1].Offerings[0].Key(), c, ok)
+			}
+		})
+	}
+}
+
+// A deadline run preempted in us-east-1 waits for spot with its
+// checkpoint there, and tries first where refuel would start: spot in
+// us-west-2 at half the price while the move is cheap, the other zone of
+// its own region once the move costs more than the cheaper spot saves.
+// The zone that just preempted it stays last.
+func TestWaitingRunTriesFirstWhereTheMovePays(t *testing.T) {
+	t.Parallel()
+	zone := func(z string, m capacity.Market, usd float64) capacity.Offering {
+		return capacity.Offering{Provider: "fake", InstanceType: "gpu.1x", Zone: z, Market: m, GPUs: 1, PricePerHour: usd}
+	}
+	east1a, east1b, west := zone("us-east-1a", capacity.Spot, 1), zone("us-east-1b", capacity.Spot, 1), zone("us-west-2a", capacity.Spot, 0.5)
+	offerings := []capacity.Offering{east1a, east1b, west, zone("us-east-1a", capacity.OnDemand, 3)}
+	cases := map[string]struct {
+		egressUSDPerGB float64
+		want           capacity.Offering
+	}{
+		"a cheap move: the far region's cheaper spot": {0.001, west},
+		"a dear move: spot beside the checkpoint":     {0.2, east1b},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			// us-west-2 has no stock at first: the run starts in
+			// us-east-1a, is preempted there, and then every zone has
+			// stock.
+			f := &fakeCloud{offerings: offerings, outOfStock: map[string]bool{west.Key(): true}, stockAfter: 1,
+				trainings: []activities.TrainingOutcome{activities.OutcomePreempted}}
+			st, _ := runDeadlineJob(t, f, 100*24*time.Hour, func(w *Workflows) {
+				w.Run.EgressUSDPerGB, w.Run.CheckpointGB, w.Run.TransferGbps = tc.egressUSDPerGB, 10, 1
+			})
+			if len(f.acquired) != 2 || f.acquired[0].Offering != east1a || st.Preemptions != 1 {
+				t.Fatalf("acquired %v with %d preemptions; want spot in us-east-1a, preempted, then spot again", f.acquired, st.Preemptions)
+			}
+			again := f.requests[len(f.requests)-1].Offerings
+			if again[0] != tc.want || again[len(again)-1] != east1a {
+				t.Errorf("after the preemption tried %v; want %s first and %s, which preempted the run, last", again, tc.want.Key(), east1a.Key())
+			}
+			if f.acquired[1].Offering != tc.want || st.State != StateCompleted {
+				t.Errorf("resumed on %s, %s; want %s, completed", f.acquired[1].Offering.Key(), st.State, tc.want.Key())
+			}
+		})
 	}
 }

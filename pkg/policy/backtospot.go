@@ -25,6 +25,21 @@ func (d *Decider) WaitForSpot(s State, m Market) bool {
 	return !d.refuel(s, withStock(m, false)).Holds()
 }
 
+// SpotToTryFirst is, for a deadline run that WaitForSpot says should wait
+// for spot, where to try first when it tries again: refuel's choice for
+// the run holding nothing with every zone of m in stock, so that a zone
+// in another region than the checkpoint's goes first only if its price
+// repays the move. ok is false when that choice is not spot.
+func (d *Decider) SpotToTryFirst(s State, m Market) (c Choice, ok bool) {
+	if s.Remaining <= 0 || len(m.Zones) == 0 {
+		return None, false
+	}
+	s.Current, s.OverheadLeft = None, 0
+	capSlack(&s)
+	c = d.refuelAmong(s, withStock(m, true), false)
+	return c, c.Market == capacity.Spot
+}
+
 // withStock is m with every zone in stock or out of it, the zones copied.
 func withStock(m Market, in bool) Market {
 	zones := make([]Zone, len(m.Zones))
@@ -62,5 +77,22 @@ func (d *Decider) BackToSpot(s State, m Market) (Choice, bool) {
 	}
 	capSlack(&s)
 	c := d.refuel(s, withStock(m, true))
+	return c, c.Market == capacity.Spot
+}
+
+// TrySpot is BackToSpot as the worker's plans answer it: refuel's choice
+// between staying on on-demand and spot in each zone, holding nothing
+// left out, since a run that takes every zone as in stock has no stock
+// to wait for. With ample slack, holding nothing costs the plan what
+// spot now does (a step of slack is worth nothing then), and
+// BackToSpot, which weighs it too, reads that tie as staying; runs that
+// decide in workflow code (recorded before the plans decided) keep
+// asking BackToSpot.
+func (d *Decider) TrySpot(s State, m Market) (Choice, bool) {
+	if s.Current.Market != capacity.OnDemand || s.Remaining <= 0 || len(m.Zones) == 0 {
+		return None, false
+	}
+	capSlack(&s)
+	c := d.refuelAmong(s, withStock(m, true), false)
 	return c, c.Market == capacity.Spot
 }

@@ -3,6 +3,8 @@ package policy
 import (
 	"testing"
 	"time"
+
+	"refuel/pkg/capacity"
 )
 
 func TestBackToSpot(t *testing.T) {
@@ -107,4 +109,61 @@ func flaky() Market {
 		m.Zones[1].History.Observe(false, 30*time.Minute)
 	}
 	return m
+}
+
+// A run waiting for spot tries first the zone refuel would start in:
+// the cheaper far region while the move is cheap, its own region's zone
+// once the move costs more than the far one saves.
+func TestSpotToTryFirst(t *testing.T) {
+	h := func(x float64) time.Duration { return time.Duration(x * float64(time.Hour)) }
+	waiting := State{Elapsed: h(10), TimeLeft: h(41), Done: h(10), Remaining: h(38), RestartOverhead: 12 * time.Minute}
+	cases := map[string]struct {
+		move Move
+		want Choice
+	}{
+		"a cheap move: the far region's cheapest spot": {Move{USD: 0.5, Time: 5 * time.Minute}, Choice{Market: capacity.Spot, Zone: "c"}},
+		"a dear move: the checkpoint's region":         {Move{USD: 200, Time: 5 * time.Minute}, spotA},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, ok := new(Decider).SpotToTryFirst(waiting, regions(false, false, false, tc.move))
+			if !ok || got != tc.want {
+				t.Errorf("got %s %v, want %s", got, ok, tc.want)
+			}
+		})
+	}
+	if _, ok := new(Decider).SpotToTryFirst(State{TimeLeft: h(5)}, market(false, false)); ok {
+		t.Error("nothing left to do, yet a zone to try")
+	}
+}
+
+// TrySpot weighs staying on on-demand against spot in each zone alone:
+// with ample slack, waiting ties with spot now in the plan, and
+// BackToSpot reads the tie as staying.
+func TestTrySpot(t *testing.T) {
+	h := func(x float64) time.Duration { return time.Duration(x * float64(time.Hour)) }
+	onDemand := State{Elapsed: h(1), TimeLeft: h(2400), Done: h(1), Remaining: h(1), RestartOverhead: 12 * time.Minute, Current: odA}
+	single := Market{Step: 10 * time.Minute, OnDemandPrice: 3, Zones: []Zone{{Name: "a", SpotPrice: 0.9}}}
+	if got, ok := new(Decider).TrySpot(onDemand, single); !ok || got != spotA {
+		t.Errorf("spot at less than a third of on-demand: got %s %v, want %s", got, ok, spotA)
+	}
+	inEast := onDemand
+	inEast.Current = Choice{Market: capacity.OnDemand, Zone: "a"}
+	cases := map[string]struct {
+		move Move
+		want Choice
+	}{
+		"a cheap move: the far region's cheapest spot": {Move{USD: 0.01, Time: time.Minute}, Choice{Market: capacity.Spot, Zone: "c"}},
+		"a dear move: spot beside the checkpoint":      {Move{USD: 5, Time: time.Minute}, spotA},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got, ok := new(Decider).TrySpot(inEast, regions(false, false, false, tc.move)); !ok || got != tc.want {
+				t.Errorf("got %s %v, want %s", got, ok, tc.want)
+			}
+		})
+	}
+	if _, ok := new(Decider).TrySpot(State{TimeLeft: h(5), Remaining: h(1), Current: spotA}, single); ok {
+		t.Error("on spot already, yet a zone to try")
+	}
 }

@@ -66,7 +66,12 @@ func planKey(s State, m Market, z Zone, model stockModel) outlookKey {
 // 60 ms on one idle core (BenchmarkRefuelDecide), up to a few times that
 // on a loaded one, and less at tighter deadlines; a Decider keeps what it
 // solved.
-func (d *Decider) refuel(s State, m Market) Choice {
+func (d *Decider) refuel(s State, m Market) Choice { return d.refuelAmong(s, m, true) }
+
+// refuelAmong is refuel's choice, holding nothing among the options only
+// if mayWait: a run on a cloud whose stock shows only when one tries,
+// asking where to try spot, has no stock to wait for.
+func (d *Decider) refuelAmong(s State, m Market, mayWait bool) Choice {
 	defer d.forget()
 	if s.Remaining <= 0 {
 		return None
@@ -81,7 +86,10 @@ func (d *Decider) refuel(s State, m Market) Choice {
 	if slack < 0 {
 		return od
 	}
-	options := []option{{c: None, cost: inf32}}
+	var options []option
+	if mayWait {
+		options = append(options, option{c: None, cost: inf32})
+	}
 	for i, z := range m.Zones {
 		if z.SpotAvailable {
 			options = append(options, option{m.spot(i), inf32, z.stockAge()})

@@ -27,6 +27,18 @@ func DefaultPrices() *trace.Prices {
 	return p
 }
 
+// EmbeddedPrices names DefaultPrices where a flag takes a price file.
+const EmbeddedPrices = "embedded"
+
+// LoadPrices reads the price file at path, or DefaultPrices when path is
+// EmbeddedPrices.
+func LoadPrices(path string) (*trace.Prices, error) {
+	if path == EmbeddedPrices {
+		return DefaultPrices(), nil
+	}
+	return trace.LoadPrices(path)
+}
+
 // WithPrices prices cfg's pools from p where it knows their zone and
 // instance type: each pool's spot price from p's history (the price at
 // start, the start of its history), and its on-demand price from its

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"context"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,5 +54,15 @@ func TestWithPricesPricesEachPool(t *testing.T) {
 		if w := want[Pool{Zone: o.Zone, InstanceType: o.InstanceType}]; o.Market == capacity.Spot && o.PricePerHour != w[0] || o.Market == capacity.OnDemand && o.PricePerHour != w[1] {
 			t.Errorf("offering %+v; want the pool's own prices %v", o, w)
 		}
+	}
+}
+
+func TestLoadPricesEmbeddedOrFile(t *testing.T) {
+	p, err := LoadPrices(EmbeddedPrices)
+	if err != nil || !p.Start().Equal(DefaultPrices().Start()) {
+		t.Fatalf("embedded prices: %v, start %v; want DefaultPrices", err, p)
+	}
+	if _, err := LoadPrices(filepath.Join(t.TempDir(), "missing.json")); err == nil || !strings.Contains(err.Error(), "missing.json") {
+		t.Errorf("a missing file: error %v; want one naming the file", err)
 	}
 }
