@@ -189,6 +189,9 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		}
 		s.closers = append(s.closers, func() { _ = s.Base.Close() })
 		providers = append(providers, s.Base)
+		// A base machine can be drained with notice too (maintenance), so
+		// the drill works on whichever layer its run was granted.
+		set.interrupters = append(set.interrupters, s.Base)
 	}
 	logs := &activities.CheckpointLogs{}
 	if !cfg.InMemory {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"refuel/jobs"
@@ -23,11 +24,17 @@ func runDrill(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.NoticeGrace, "notice", 30*time.Second, "interruption notice window before the instance is taken")
 	fs.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "give up after this long")
 	fs.IntVar(&o.Nodes, "nodes", 1, "run the drill's job as a gang of this many nodes (1..256) and interrupt its last rank")
+	tier := fs.String("tier", "", "the drill job's tier (default flexible for one node, critical for a gang: a gang's worth of spot is rarely in stock at once)")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
 	if o.Nodes < 1 || o.Nodes > spec.MaxNodes {
 		return usageError{fmt.Sprintf("--nodes %d: want 1..%d (how many instances the drill's job holds at once)", o.Nodes, spec.MaxNodes)}
+	}
+	if *tier != "" {
+		if o.Tier = spec.Tier(*tier); !slices.Contains(spec.Tiers, o.Tier) {
+			return usageError{fmt.Sprintf("--tier %q: want one of %v", *tier, spec.Tiers)}
+		}
 	}
 	ctx := context.Background()
 	c, err := conn.dial(ctx)

@@ -192,3 +192,22 @@ func waitService(t *testing.T, ctx context.Context, s *controlplane.Stack, id st
 		}
 	}
 }
+
+// The drill passes on a stack with a pools file too, where its run is
+// granted a base machine: a base machine drained with notice is a
+// preemption like the market's.
+func TestDrillOnABaseMachine(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, func(c *controlplane.Config) {
+		c.Provider, c.Pools = controlplane.ProviderLocal, testPools()
+	})
+	rep, err := jobs.Drill(context.Background(), s.Client, jobs.DrillOptions{
+		Work: 4 * time.Second, Interval: time.Second, NoticeGrace: 30 * time.Second, Timeout: 3 * time.Minute, Progress: testWriter{t},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Passed || !strings.HasPrefix(rep.InterruptedInstance, "dc-") {
+		t.Fatalf("drill on %s: passed %v (%s); want it passed on the base machine", rep.InterruptedInstance, rep.Passed, rep.Reason)
+	}
+}
