@@ -115,10 +115,13 @@ func Drill(ctx context.Context, c client.Client, o DrillOptions) (DrillReport, e
 	// On a real or simulated spot market the job may already have been
 	// preempted and recovered before the drill struck: wait for a recovery
 	// from this interruption, onto another instance.
-	before := st.Recoveries
+	// A recovery counts once it follows the preemption of the instance
+	// the drill interrupted: a move or a yield the pool asked for
+	// meanwhile is a recovery too, but not this one.
 	st, err = WaitFor(ctx, c, js.ID, func(s workflows.Status) bool {
-		return s.Recoveries > before && s.LastRecovery != nil && !s.LastRecovery.ResumedAt.IsZero() &&
-			s.LastRecovery.InstanceID != rep.InterruptedInstance
+		p, r := s.LastPreemption, s.LastRecovery
+		return p != nil && p.InstanceID == rep.InterruptedInstance && r != nil && !r.ResumedAt.IsZero() &&
+			!r.ResumedAt.Before(p.Time) && r.InstanceID != rep.InterruptedInstance
 	})
 	if err != nil {
 		return rep, err
