@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"refuel/activities"
@@ -184,12 +185,10 @@ func (cfg Config) instancesDir() string { return filepath.Join(cfg.DataDir, "ins
 // simMarket is the market the sim replays: the traces under dir, or the
 // built-in market when dir is "".
 func simMarket(dir string) (sim.Config, []string, error) {
-	if dir == "" {
-		return sim.DefaultMarket(nil)
-	}
-	cfg, skipped, err := sim.FromTraces(dir, nil)
+	cfg, skipped, err := sim.MarketAt(dir, nil)
 	if err != nil {
-		return cfg, nil, fmt.Errorf("--sim-traces %s: %w (give a directory of ZONE_GPU_COUNT.json availability traces, or leave it empty for the built-in market)", dir, err)
+		return cfg, nil, fmt.Errorf("--sim-traces %s: %w (give a directory of ZONE_GPU_COUNT.json availability traces, %s%s, or leave it empty for the default built-in market)",
+			dir, err, sim.BuiltIn, strings.Join(sim.BuiltInMarkets, " or "+sim.BuiltIn))
 	}
 	return cfg, skipped, nil
 }

@@ -36,7 +36,7 @@ func ec2sim(args []string) int {
 	spotPrices, onDemandPrices := prices{}, prices{}
 	var (
 		listen    = fs.String("listen", "127.0.0.1:4566", "address to serve the EC2 API on (point clients' endpoint at http://ADDR); the sim's controls are under /sim/")
-		traces    = fs.String("traces", "", "directory of availability traces named ZONE_GPU_COUNT.json, such as ../shared/traces/availability/1-node/aws-10-26-2022 (required)")
+		traces    = fs.String("traces", "", "directory of availability traces named ZONE_GPU_COUNT.json, or "+sim.BuiltIn+"NAME for a market built into the binary ("+strings.Join(sim.BuiltInMarkets, ", ")+"); default the built-in "+sim.BuiltInMarkets[0])
 		speed     = fs.Float64("speed", 1, "trace ticks per second; 0 keeps the market still until POST /sim/advance")
 		start     = fs.Int("start", 0, "trace tick the market opens at")
 		notice    = fs.Duration("notice", 2*time.Minute, "time between a spot interruption notice and the instance being taken")
@@ -60,7 +60,7 @@ func ec2sim(args []string) int {
 	fs.Var(spotPrices, "spot-price", "starting spot price of an instance type, TYPE=DOLLARS_PER_HOUR such as p3.2xlarge=0.9701; repeatable")
 	fs.Var(onDemandPrices, "ondemand-price", "on-demand price of an instance type, TYPE=DOLLARS_PER_HOUR such as p3.2xlarge=3.06; repeatable")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: worker ec2-sim --traces DIR [flags]\n\nServes a simulated cloud over EC2's Query API (actions: %s).\n\n", strings.Join(ec2api.Actions(), ", "))
+		fmt.Fprintf(fs.Output(), "usage: worker ec2-sim [--traces DIR|builtin:NAME] [flags]\n\nServes a simulated cloud over EC2's Query API (actions: %s).\n\n", strings.Join(ec2api.Actions(), ", "))
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -71,8 +71,6 @@ func ec2sim(args []string) int {
 		return 2
 	}
 	switch {
-	case *traces == "":
-		return bad("--traces is required: a directory of ZONE_GPU_COUNT.json availability traces")
 	case *speed < 0:
 		return bad("--speed %v: must be 0 (manual) or more", *speed)
 	case *start < 0:
@@ -113,9 +111,9 @@ func ec2sim(args []string) int {
 	if err := onDemandPrices.apply(catalogue, "--ondemand-price", func(t *sim.InstanceType, p float64) { t.OnDemandPrice = p }); err != nil {
 		return bad("%v", err)
 	}
-	cfg, skipped, err := sim.FromTraces(*traces, catalogue)
+	cfg, skipped, err := sim.MarketAt(*traces, catalogue)
 	if err != nil {
-		return bad("--traces %s: %v", *traces, err)
+		return bad("--traces %s: %v (give a directory of ZONE_GPU_COUNT.json availability traces, or %sNAME)", *traces, err, sim.BuiltIn)
 	}
 	for _, s := range skipped {
 		log.Warn("trace skipped", zap.String("why", s))

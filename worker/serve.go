@@ -38,7 +38,7 @@ func serve(args []string) int {
 		ckptURL    = fs.String("checkpoint-url", os.Getenv("REFUEL_CHECKPOINT_URL"), "checkpoint store for specs that name none (default file://<data-dir>/checkpoints)")
 		stepTime   = fs.Duration("demo-step-time", 100*time.Millisecond, "pace of the demo trainer: a spec's work becomes work/step-time steps")
 		provider   = fs.String("provider", envOr("REFUEL_PROVIDER", controlplane.ProviderSim), "cloud to acquire from: sim (trace-driven spot market), local (this machine, unlimited stock) or aws (env REFUEL_PROVIDER)")
-		simTraces  = fs.String("sim-traces", os.Getenv("REFUEL_SIM_TRACES"), "directory of availability traces (ZONE_GPU_COUNT.json files) the sim's spot market replays; default the built-in market, AWS us-west-2a/b V100 and K80 from 2022-10-26 (env REFUEL_SIM_TRACES)")
+		simTraces  = fs.String("sim-traces", os.Getenv("REFUEL_SIM_TRACES"), "directory of availability traces (ZONE_GPU_COUNT.json files) the sim's spot market replays, or builtin:aws-02-15-2023 (p3.2xlarge in nine zones of three regions, the zones --sim-prices embedded prices); default the built-in market, AWS us-west-2a/b V100 and K80 from 2022-10-26 (env REFUEL_SIM_TRACES)")
 		simSpeed   = fs.Float64("sim-speed", 1, "trace ticks per second of the sim's market (0 stands still)")
 		simNotice  = fs.Duration("sim-notice", 20*time.Second, "sim: time between a spot interruption notice and the instance being taken")
 		simMarket  = fs.Bool("sim-market-time", envOr("REFUEL_SIM_MARKET_TIME", "") == "true", "sim: deadline and flexible runs keep the market's time, deciding with their policy at every tick as `starter sim` does (with --sim-speed 0 they drive the clock; env REFUEL_SIM_MARKET_TIME=true)")

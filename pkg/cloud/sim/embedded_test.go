@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -28,29 +29,50 @@ func TestDefaultMarketIsTheRealTraceSet(t *testing.T) {
 	}
 }
 
-// The built-in market is the shared collection, byte for byte, when that
-// is present beside the repository.
-func TestDefaultMarketMatchesTheSharedTraces(t *testing.T) {
-	shared := filepath.Join("..", "..", "..", "..", "shared", "traces", "availability", "1-node", "aws-10-26-2022")
-	want, err := filepath.Glob(filepath.Join(shared, "*.json"))
-	if err != nil || len(want) == 0 {
-		t.Skip("shared traces not present")
-	}
-	got, err := embeddedTraces.ReadDir(defaultMarketDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != len(want) {
-		t.Errorf("%d embedded traces, %d shared", len(got), len(want))
-	}
-	for _, path := range want {
-		b, err := os.ReadFile(path)
+// The built-in markets are the shared collections, byte for byte, when
+// those are present beside the repository.
+func TestBuiltInMarketsMatchTheSharedTraces(t *testing.T) {
+	for _, name := range BuiltInMarkets {
+		shared := filepath.Join("..", "..", "..", "..", "shared", "traces", "availability", "1-node", name)
+		got, err := embeddedTraces.ReadDir("traces/" + name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		e, err := embeddedTraces.ReadFile(defaultMarketDir + "/" + filepath.Base(path))
-		if err != nil || !bytes.Equal(b, e) {
-			t.Errorf("%s: embedded copy differs or is missing (%v)", filepath.Base(path), err)
+		if _, err := os.Stat(shared); err != nil {
+			t.Skip("shared traces not present")
 		}
+		for _, e := range got {
+			b, err := os.ReadFile(filepath.Join(shared, e.Name()))
+			if err != nil {
+				t.Errorf("%s/%s: not in the shared collection: %v", name, e.Name(), err)
+				continue
+			}
+			if mine, _ := embeddedTraces.ReadFile("traces/" + name + "/" + e.Name()); !bytes.Equal(b, mine) {
+				t.Errorf("%s/%s: the embedded copy differs from the shared one", name, e.Name())
+			}
+		}
+	}
+}
+
+func TestMarketAtNamesABuiltInMarketOrADirectory(t *testing.T) {
+	for where, want := range map[string]int{"": 8, "builtin:aws-10-26-2022": 8, "builtin:aws-02-15-2023": 9} {
+		cfg, skipped, err := MarketAt(where, nil)
+		if err != nil || len(skipped) != 0 || len(cfg.Pools) != want {
+			t.Errorf("MarketAt(%q): %d pools, skipped %v, %v; want %d", where, len(cfg.Pools), skipped, err, want)
+		}
+	}
+	// Every zone of the nine-zone market is one the embedded prices know.
+	cfg, _, _ := MarketAt("builtin:aws-02-15-2023", nil)
+	priced := cfg.WithPrices(DefaultPrices())
+	for _, p := range priced.Pools {
+		if p.SpotPrice == 0 || p.OnDemandPrice == 0 {
+			t.Errorf("pool %s is not priced by the embedded prices", p.Pool)
+		}
+	}
+	if _, _, err := MarketAt("builtin:nowhere", nil); err == nil || !strings.Contains(err.Error(), "builtin:aws-02-15-2023") {
+		t.Errorf("an unknown built-in market: %v; want an error naming the ones there are", err)
+	}
+	if _, _, err := MarketAt(t.TempDir(), nil); err == nil {
+		t.Error("an empty directory gave a market")
 	}
 }
