@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"sync"
 	"time"
 )
 
@@ -101,21 +100,10 @@ func (r *run) detached(ctx context.Context, deadline time.Time) (context.Context
 // but not past the machine.
 func (r *run) outliving(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
 	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	var timer *time.Timer
-	var mu sync.Mutex
-	stopWatch := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		timer = time.AfterFunc(grace, cancel)
-	})
+	stopWatch := context.AfterFunc(ctx, func() { time.AfterFunc(grace, cancel) })
 	mctx, cancelMachine := r.cfg.Machine.bound(dctx)
 	return mctx, func() {
 		stopWatch()
-		mu.Lock()
-		if timer != nil {
-			timer.Stop()
-		}
-		mu.Unlock()
 		cancelMachine()
 		cancel()
 	}
