@@ -12,6 +12,7 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
@@ -96,6 +97,9 @@ type Config struct {
 	// PlanCacheMB bounds the outlooks this worker keeps for the runs that
 	// choose their market (policy.Plans); default 256.
 	PlanCacheMB int
+	// StopTimeout is how long Stop lets the activities in flight finish
+	// before it cancels them; 0 means DefaultStopTimeout.
+	StopTimeout time.Duration
 }
 
 // How instances are hosted (Config.Instances, worker --instances).
@@ -133,6 +137,7 @@ type Stack struct {
 	worker      worker.Worker
 	metrics     *http.Server
 	codecServer *http.Server
+	inFlight    *inFlight
 	closers     []func()
 	log         *zap.Logger
 	// identity is the worker's, as pollers show it to /readyz.
@@ -216,7 +221,11 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	caps.InProcessInstances = s.Virtual != nil
 	jan := &activities.Janitor{Providers: providers, Client: s.Client, Deployment: cfg.Deployment}
 
-	s.worker = worker.New(s.Client, workflows.TaskQueue, worker.Options{})
+	s.inFlight = newInFlight()
+	s.worker = worker.New(s.Client, workflows.TaskQueue, worker.Options{
+		WorkerStopTimeout: cfg.StopTimeout,
+		Interceptors:      []interceptor.WorkerInterceptor{s.inFlight},
+	})
 	Register(s.worker, cfg.Workflows, caps, jan)
 	if err := s.worker.Start(); err != nil {
 		return nil, fmt.Errorf("control-plane worker: %w", err)
@@ -316,7 +325,12 @@ func (s *Stack) UIURL() string {
 func (s *Stack) Stop() {
 	s.stopping.Store(true)
 	if s.worker != nil {
-		s.worker.Stop()
+		s.drain()
+	}
+	if s.Cloud != nil || s.Sim != nil || s.Base != nil {
+		s.log.Info("ending the instances this worker hosts (the local and simulated clouds' node agents are its own); their runs recover once a worker is back")
+	} else {
+		s.log.Info("instances stay with their runs: the agents train on, and any worker of the deployment carries on")
 	}
 	for _, close := range s.closers {
 		close()
@@ -344,6 +358,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.DataDir == "" {
 		cfg.DataDir = ".refuel"
+	}
+	if cfg.StopTimeout == 0 {
+		cfg.StopTimeout = DefaultStopTimeout
 	}
 	if cfg.Workflows == nil {
 		cfg.Workflows = workflows.New()
