@@ -70,7 +70,7 @@ func Open(ctx context.Context, bucketURL, deployment string, opts Options) (*Sto
 	}
 	u, err := url.Parse(bucketURL)
 	if err != nil {
-		return nil, fmt.Errorf("market memory %q: %w; give a URL such as file:///var/lib/refuel/market-memory or s3://bucket/prefix", bucketURL, err)
+		return nil, fmt.Errorf("market memory %q: %w; give a URL such as file:///var/lib/refuel/market-memory or s3://BUCKET?prefix=refuel-memory/", bucketURL, err)
 	}
 	if u.Scheme == "file" {
 		q := u.Query()
@@ -335,11 +335,22 @@ func (s *Store) save(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.bucket.WriteAll(ctx, s.own.Writer+".json", data, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
+	if err := s.bucket.WriteAll(ctx, s.own.Writer+".json", data, &blob.WriterOptions{ContentType: "application/json", BeforeWrite: private}); err != nil {
 		return fmt.Errorf("market memory %s: write shard %s: %w", s.where, s.own.Writer, err)
 	}
 	s.wroteAt = now
 	s.view = Merge(append(s.others, s.own))
+	return nil
+}
+
+// private makes a file:// shard this user's alone (0600), as the logs
+// say where and how runs were preempted; other drivers have their own
+// access control.
+func private(as func(any) bool) error {
+	var f *os.File
+	if as(&f) {
+		return f.Chmod(0o600)
+	}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -138,6 +139,12 @@ func TestLostDiskLosesNothing(t *testing.T) {
 	must(t, first.Tried(ctx, "spot", false))
 	must(t, first.Taught(ctx, "i-1", "pool", policy.CheckpointLog{Held: time.Hour, Preemptions: 1}))
 	must(t, first.Close())
+	shard := filepath.Join(strings.TrimPrefix(shared, "file://"), "prod", first.Writer()+".json")
+	info, err := os.Stat(shard)
+	must(t, err)
+	if info.Mode().Perm() != 0o600 {
+		t.Errorf("the shard on disk has mode %04o; want 0600", info.Mode().Perm())
+	}
 
 	c.add(5 * time.Minute)
 	again, err := Open(ctx, shared, "prod", Options{Now: c.now})
