@@ -310,7 +310,35 @@ func (s *Store) absorb(ctx context.Context, sh Shard) error {
 	if err := s.bucket.Delete(ctx, sh.Writer+".json"); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 		return fmt.Errorf("market memory %s: delete the absorbed shard %s: %w", s.where, sh.Writer, err)
 	}
-	return nil
+	return s.pruneClaims(ctx)
+}
+
+// claimsKept is how many Idle spans a claim is kept: a writer taken over
+// that comes back within it goes on under a new name (see save); one
+// that comes back later still would count its old lessons twice.
+const claimsKept = 30
+
+// pruneClaims deletes the claims older than claimsKept Idle spans, so
+// the claims of writers long gone do not pile up. It runs after each
+// absorption, which is when one is added.
+func (s *Store) pruneClaims(ctx context.Context) error {
+	it := s.bucket.List(&blob.ListOptions{Prefix: "claims/"})
+	var errs []error
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("market memory %s: list claims: %w", s.where, err)
+		}
+		if time.Since(obj.ModTime) > claimsKept*s.opts.Idle {
+			if err := s.bucket.Delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func claimKey(writer string) string { return "claims/" + writer }

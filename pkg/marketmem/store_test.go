@@ -281,3 +281,24 @@ func TestLearns(t *testing.T) {
 		}
 	}
 }
+
+// The claims on writers long gone are deleted at the next absorption;
+// a recent one stays, to turn away its writer should it come back.
+func TestOldClaimsArePruned(t *testing.T) {
+	ctx := context.Background()
+	b := memblob.OpenBucket(nil)
+	opts := Options{Idle: time.Millisecond}
+	must(t, b.WriteAll(ctx, claimKey("ancient"), []byte("x"), nil))
+	gone := New(b, "test", Options{Writer: "gone", Idle: opts.Idle})
+	must(t, gone.Taught(ctx, "i-1", "pool", policy.CheckpointLog{Writes: 1}))
+	time.Sleep(40 * time.Millisecond) // past claimsKept × Idle
+	v := view(t, New(b, "test", opts))
+	if got := v.Pools["pool"].Writes; got != 1 {
+		t.Errorf("after absorbing: %d writes; want 1", got)
+	}
+	for key, want := range map[string]bool{claimKey("ancient"): false, claimKey("gone"): true} {
+		if ok, err := b.Exists(ctx, key); err != nil || ok != want {
+			t.Errorf("%s exists: %v (%v); want %v", key, ok, err, want)
+		}
+	}
+}
