@@ -26,6 +26,7 @@ import (
 	"refuel/pkg/cloud/local"
 	"refuel/pkg/cloud/sim"
 	"refuel/pkg/devserver"
+	"refuel/pkg/marketmem"
 	"refuel/pkg/policy"
 	"refuel/pkg/pool"
 	"refuel/workflows"
@@ -100,6 +101,10 @@ type Config struct {
 	// StopTimeout is how long Stop lets the activities in flight finish
 	// before it cancels them; 0 means DefaultStopTimeout.
 	StopTimeout time.Duration
+	// MarketMemory is the bucket URL of the market memory every worker
+	// of the deployment shares (see marketmem); default
+	// file://<DataDir>/market-memory, or mem:// with InMemory.
+	MarketMemory string
 }
 
 // How instances are hosted (Config.Instances, worker --instances).
@@ -115,11 +120,11 @@ type Stack struct {
 	Provider capacity.Provider // the cloud runs acquire from
 	Cloud    *local.Cloud      // set with the local provider
 	Base     *local.Cloud      // the base group's machines, when a pools file is in force
-	// CheckpointLogs are the pools' checkpoint logs `interval: auto` reads.
-	CheckpointLogs *activities.CheckpointLogs
-	// StockLogs are what runs saw of each spot offering's stock, which
-	// deadline runs plan with on clouds without a market clock.
-	StockLogs *activities.StockLogs
+	// Memory is the deployment's market memory (Config.MarketMemory):
+	// the pools' checkpoint logs `interval: auto` reads, and what runs saw
+	// of each spot offering's stock, which deadline runs plan with on
+	// clouds without a market clock.
+	Memory *marketmem.Store
 	// Plans are the outlooks this worker keeps for runs that choose their
 	// market (Config.PlanCacheMB).
 	Plans *policy.Plans
@@ -198,23 +203,11 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		// the drill works on whichever layer its run was granted.
 		set.interrupters = append(set.interrupters, s.Base)
 	}
-	logs := &activities.CheckpointLogs{}
-	if !cfg.InMemory {
-		logs.Path = filepath.Join(cfg.DataDir, "checkpoint-logs.json")
-	}
-	if err := logs.Load(); err != nil {
+	if s.Memory, err = openMarketMemory(ctx, cfg); err != nil {
 		return nil, err
 	}
-	s.CheckpointLogs = logs
-	stock := &activities.StockLogs{}
-	if !cfg.InMemory {
-		stock.Path = filepath.Join(cfg.DataDir, "stock-logs.json")
-	}
-	if err := stock.Load(); err != nil {
-		return nil, err
-	}
-	s.StockLogs = stock
-	caps := &activities.Capacity{Providers: providers, Interrupters: set.interrupters, Unavailable: capacity.NewUnavailableCache(0, nil), Clocks: set.clocks, Logs: logs, Stock: stock}
+	s.closers = append(s.closers, func() { _ = s.Memory.Close() })
+	caps := &activities.Capacity{Providers: providers, Interrupters: set.interrupters, Unavailable: capacity.NewUnavailableCache(0, nil), Clocks: set.clocks, Memory: s.Memory}
 	caps.Deployment = cfg.Deployment
 	caps.Plans = policy.NewPlans(int64(cfg.PlanCacheMB) << 20)
 	s.Plans = caps.Plans

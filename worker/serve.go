@@ -60,6 +60,7 @@ func serve(args []string) int {
 		deployment = fs.String("deployment", envOr("REFUEL_DEPLOYMENT", activities.DefaultDeployment), "this control plane's name, tagged refuel:deployment on every instance it launches; its janitor releases only those, so deployments can share a cloud account (env REFUEL_DEPLOYMENT)")
 		stopWait   = fs.Duration("stop-timeout", durationEnv("REFUEL_STOP_TIMEOUT", controlplane.DefaultStopTimeout), "on SIGTERM or SIGINT, how long the activities in flight (an Acquire mid-launch, a Release) get to finish before they are cancelled and left to another worker (env REFUEL_STOP_TIMEOUT)")
 		tolerance  = fs.Duration("control-plane-tolerance", wf.Run.ControlPlaneTolerance, "how long a run waits to hear again from the agent of an instance its cloud still runs (Temporal or its database away or slow) before it counts the instance lost; the agent trains on meanwhile")
+		memory     = fs.String("market-memory", os.Getenv("REFUEL_MARKET_MEMORY"), "bucket URL of the market memory (stock logs, checkpoint logs) every worker of the deployment shares and learns from as one, e.g. s3://BUCKET?prefix=refuel-memory/; default file://DATA_DIR/market-memory, this worker's alone (env REFUEL_MARKET_MEMORY)")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
 		logJSON    = fs.Bool("log-json", false, "log JSON lines instead of console text")
 		tlsCert    = fs.String("tls-cert", os.Getenv("REFUEL_TLS_CERT"), "serve the embedded frontend and Web UI over TLS with this certificate (PEM), with --tls-key; refuel's clients then need TEMPORAL_TLS_SERVER_CA_CERT_PATH (env REFUEL_TLS_CERT)")
@@ -153,10 +154,11 @@ func serve(args []string) int {
 			TLS:        devserver.TLS{CertFile: *tlsCert, KeyFile: *tlsKey, ClientCAFile: *tlsCA},
 			APIKeyFile: *apiKeyFile, CodecServer: *codecAddr, CodecTokenFile: *codecToken,
 		},
-		Deployment:  *deployment,
-		Instances:   *instances,
-		PlanCacheMB: planCacheMB,
-		StopTimeout: *stopWait,
+		Deployment:   *deployment,
+		Instances:    *instances,
+		PlanCacheMB:  planCacheMB,
+		StopTimeout:  *stopWait,
+		MarketMemory: *memory,
 	})
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))
