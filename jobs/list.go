@@ -155,3 +155,14 @@ func decode(attrs map[string]*commonpb.Payload, name string, v any) {
 		_ = converter.GetDefaultDataConverter().FromPayload(p, v)
 	}
 }
+
+// Count is how many training runs the visibility filter matches.
+func Count(ctx context.Context, c client.Client, filter string) (int, error) {
+	resp, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
+		Query: fmt.Sprintf("WorkflowType = %q AND (%s)", workflows.TrainingRunName, filter),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("count runs (%s): %w", filter, err)
+	}
+	return int(resp.GetCount()), nil
+}
