@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -18,7 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.temporal.io/api/workflowservice/v1"
+	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -56,9 +55,16 @@ type ScaleReport struct {
 // scaleZones are the bench market's zones: the storm strikes the first.
 var scaleZones = []string{"us-west-2a", "us-west-2b", "us-west-2c", "us-west-2d"}
 
-func runScaleBench(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("scale-bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// scaleBenchCommand is `starter scale-bench` (make bench-scale): its own
+// embedded stack, so it takes no connection flags.
+func scaleBenchCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "scale-bench [--runs N] [--storm FRACTION] [--json]",
+		Short:   "a thousand runs on one worker: raw rate, steady-state cost, a storm of preemptions (make bench-scale)",
+		Example: "  starter scale-bench --runs 1000 --storm 0.3 --json",
+		Args:    noArgs("starter scale-bench takes no arguments; size it with --runs and --storm"),
+	}
+	fs := cmd.Flags()
 	runs := fs.Int("runs", 100, "training runs to submit, of mixed tiers and teams")
 	storm := fs.Float64("storm", 0.3, "fraction of the runs whose spot instances one zone's stock drop takes at once")
 	asJSON := fs.Bool("json", false, "end with one JSON object of the figures")
@@ -67,17 +73,21 @@ func runScaleBench(args []string, stdout, stderr io.Writer) error {
 	raw := fs.Int("raw", 300, "empty workflows to start and complete first, for the server's raw rate")
 	dataDir := fs.String("data-dir", "", "a fresh data dir for the bench's own stack (default a temporary one, removed after)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole bench (server, worker and instances) to FILE")
-	if _, err := parse(fs, args); err != nil {
-		return err
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return scaleBenchRun(cmd.OutOrStdout(), cmd.ErrOrStderr(), *runs, *storm, *asJSON, *work, *steady, *raw, *dataDir, *cpuProfile)
 	}
+	return cmd
+}
+
+func scaleBenchRun(stdout, stderr io.Writer, runs int, storm float64, asJSON bool, work, steady time.Duration, raw int, dataDir, cpuProfile string) error {
 	switch {
-	case *runs < 1:
+	case runs < 1:
 		return usagef("--runs must be 1 or more")
-	case *storm < 0 || *storm > 0.9:
+	case storm < 0 || storm > 0.9:
 		return usagef("--storm is a fraction of the runs from 0 to 0.9, such as 0.3")
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
 		if err != nil {
 			return err
 		}
@@ -87,12 +97,12 @@ func runScaleBench(args []string, stdout, stderr io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	b := &scaleBench{runs: *runs, storm: int(*storm * float64(*runs)), work: *work, steady: *steady, log: stderr, byMethod: map[string]int64{}}
-	rep, err := b.run(*dataDir, *raw)
+	b := &scaleBench{runs: runs, storm: int(storm * float64(runs)), work: work, steady: steady, log: stderr, byMethod: map[string]int64{}}
+	rep, err := b.run(dataDir, raw)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if asJSON {
 		return json.NewEncoder(stdout).Encode(rep)
 	}
 	fmt.Fprintf(stdout, "runs %d: completed %d, lost %d, leaked %d\n", rep.Runs, rep.Completed, rep.Lost, rep.Leaked)
@@ -282,10 +292,10 @@ func (b *scaleBench) until(ctx context.Context, c client.Client, what string, do
 	for {
 		var n counts
 		var err error
-		if n.running, err = count(ctx, c, `RefuelState = "running"`); err != nil {
+		if n.running, err = jobs.Count(ctx, c, `RefuelState = "running"`); err != nil {
 			return err
 		}
-		if n.closed, err = count(ctx, c, `ExecutionStatus != "Running"`); err != nil {
+		if n.closed, err = jobs.Count(ctx, c, `ExecutionStatus != "Running"`); err != nil {
 			return err
 		}
 		b.say("%d of %d runs training, %d ended", n.running, b.runs, n.closed)
@@ -311,13 +321,6 @@ func (b *scaleBench) topMethods(d time.Duration) string {
 		parts = append(parts, fmt.Sprintf("%s %.3f", m, float64(b.byMethod[m])/d.Seconds()/float64(b.runs)))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func count(ctx context.Context, c client.Client, query string) (int, error) {
-	resp, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
-		Query: fmt.Sprintf("WorkflowType = %q AND %s", workflows.TrainingRunName, query),
-	})
-	return int(resp.GetCount()), err
 }
 
 // tally reads every run's end: completed or not, preempted and when it
