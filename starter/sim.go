@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -286,7 +287,14 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		if len(starts) > 1 {
 			fmt.Fprintf(stderr, "sim: plotting the first window (start tick %d)\n", starts[0])
 		}
-		return writePlot(f.plot, market, f.job, f.policies, plotted)
+		if err := writePlot(f.plot, market, f.job, f.policies, plotted); err != nil {
+			return err
+		}
+		where, err := filepath.Abs(f.plot)
+		if err != nil {
+			where = f.plot
+		}
+		fmt.Fprintf(stderr, "sim: wrote the plot to %s\n", where)
 	}
 	return nil
 }

@@ -26,7 +26,7 @@ import (
 )
 
 func serve(args []string) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	wf := workflows.New()
 	var (
 		address    = fs.String("temporal-address", "", "external Temporal frontend host:port; default TEMPORAL_ADDRESS or profile, else the embedded server")
@@ -159,7 +159,7 @@ func serve(args []string) int {
 		zap.String("ec2_endpoint", stack.EC2Endpoint),
 		zap.String("codec_server", stack.CodecURL))
 	if ui := stack.UIURL(); ui != "" {
-		fmt.Fprintf(os.Stderr, "\n  Temporal Web UI: %s/namespaces/default/workflows\n  Submit a job:    go run ./starter submit examples/job.yaml\n\n", ui)
+		fmt.Fprintf(os.Stderr, "\n  Temporal Web UI: %s/namespaces/default/workflows\n  Submit a job:    bin/starter submit examples/job.yaml\n\n", ui)
 	}
 	<-ctx.Done()
 	log.Info("shutting down: releasing every instance")
