@@ -54,6 +54,7 @@ was cancelled or terminated, or the check it runs failed; 2 a usage mistake.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	root.SetUsageTemplate(usageTemplate)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err.Error()} })
 	root.AddGroup(
 		&cobra.Group{ID: groupRuns, Title: "Training runs:"},
@@ -156,6 +157,12 @@ func noArgs(msg string) cobra.PositionalArgs { return exactArgs(0, msg) }
 // arguments through; help is the flag set's own, printed once.
 func flagSetCommand(c *cobra.Command, run func(args []string, stdout, stderr io.Writer) error) *cobra.Command {
 	c.DisableFlagParsing = true
+	// `starter help sim` as `starter sim -h`.
+	c.SetHelpFunc(func(cmd *cobra.Command, _ []string) {
+		if err := flagSetHelp(cmd, run); err != nil {
+			cmd.PrintErrln(err)
+		}
+	})
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		if wantsHelp(args) {
 			return flagSetHelp(cmd, run)
