@@ -33,6 +33,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
+	var child *exitStatus
+	if errors.As(err, &child) {
+		return child.code
+	}
 	name := cmd.CommandPath()
 	fmt.Fprintf(stderr, "%s: %v\n", name, err)
 	code := exitCode(err)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -99,7 +101,6 @@ func TestUsageMistakesExitTwoNamingTheFix(t *testing.T) {
 		"sim, unknown flag":       {[]string{"sim", "--bogus"}, "flag provided but not defined: -bogus"},
 		"sim-bench, bad starts":   {[]string{"sim-bench", "--starts", "0"}, "--starts 0 is below 1"},
 		"bench sim, bad starts":   {[]string{"bench", "sim", "--starts", "0"}, "--starts 0 is below 1"},
-		"scale-bench, no runs":    {[]string{"scale-bench", "--runs", "0"}, "--runs must be 1 or more"},
 		"bench without a bench":   {[]string{"bench", "nope"}, "scale, sim or autoscale"},
 		"drill, gang too large":   {[]string{"drill", "--nodes", "1000"}, "--nodes 1000"},
 		"setup, negative wait":    {[]string{"setup", "--wait=-1s"}, "--wait -1s"},
@@ -160,5 +161,27 @@ func TestOldCommandLinesStillParse(t *testing.T) {
 				t.Errorf("normalizeArgs(%v) = %v; want %v", tc.in, got, tc.want)
 			}
 		})
+	}
+}
+
+// scale-bench runs refuel-bench scale, passing on its arguments, output
+// and exit status.
+func TestScaleBenchRunsTheBenchBinary(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("PATH", dir)
+	var out, errs bytes.Buffer
+	if code := run([]string{"scale-bench", "--runs", "5"}, &out, &errs); code != 1 || !strings.Contains(errs.String(), "make build builds both") {
+		t.Errorf("without refuel-bench: exit %d, %q; want 1 saying how to build it", code, errs.String())
+	}
+	script := "#!/bin/sh\necho \"bench $*\"\necho 'refuel-bench scale: --runs must be 1 or more' >&2\nexit 2\n"
+	if err := os.WriteFile(filepath.Join(dir, "refuel-bench"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"scale-bench", "--runs", "0", "-json"}, {"bench", "scale", "--runs", "0", "-json"}} {
+		out.Reset()
+		errs.Reset()
+		if code := run(args, &out, &errs); code != 2 || out.String() != "bench scale --runs 0 -json\n" || errs.String() != "refuel-bench scale: --runs must be 1 or more\n" {
+			t.Errorf("starter %v: exit %d, stdout %q, stderr %q; want the bench's own", args, code, out.String(), errs.String())
+		}
 	}
 }
