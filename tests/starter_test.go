@@ -202,6 +202,7 @@ func TestStarterInterrupt(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 0 {
 		t.Fatalf("interrupt --json: exit %d, %q (%v)\n%s", r.code, r.stdout, err, r.stderr)
 	}
+	t.Logf("interrupt report: %s", strings.TrimSpace(r.stdout))
 	if !rep.Passed || rep.ReplacementInstance == "" || rep.ReplacementInstance == rep.InterruptedInstance ||
 		rep.ResumedFromStep < rep.CheckpointStep || rep.RecoverySeconds < rep.ReplacementSeconds {
 		t.Errorf("interrupt report %+v; want a recovery onto another instance from the checkpoint seen at the notice", rep)
