@@ -2,10 +2,15 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"refuel/jobs"
 )
 
 // documented are the commands of the README and design section 3, each
@@ -182,6 +187,24 @@ func TestScaleBenchRunsTheBenchBinary(t *testing.T) {
 		errs.Reset()
 		if code := run(args, &out, &errs); code != 2 || out.String() != "bench scale --runs 0 -json\n" || errs.String() != "refuel-bench scale: --runs must be 1 or more\n" {
 			t.Errorf("starter %v: exit %d, stdout %q, stderr %q; want the bench's own", args, code, out.String(), errs.String())
+		}
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	for name, tc := range map[string]struct {
+		err  error
+		want int
+	}{
+		"a usage mistake":           {usagef("give one job id"), exitUsage},
+		"a bad flag value":          {&FlagError{"qps", "is negative", "give 0 or more"}, exitUsage},
+		"a wrapped usage mistake":   {fmt.Errorf("sim: %w", usagef("bad")), exitUsage},
+		"a run that failed":         {&jobs.EndedError{Ending: jobs.Ending{ID: "a", Result: jobs.ResultFailed}}, exitFailed},
+		"a run still running":       {&jobs.StillRunningError{ID: "a", After: time.Minute}, exitFailed},
+		"a cluster that won't talk": {errors.New("cannot reach Temporal"), exitFailed},
+	} {
+		if got := exitCode(tc.err); got != tc.want {
+			t.Errorf("%s: exit %d; want %d", name, got, tc.want)
 		}
 	}
 }
