@@ -8,7 +8,9 @@ import (
 	"io"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -25,6 +27,8 @@ import (
 
 	"refuel/controlplane"
 	"refuel/jobs"
+	"refuel/pkg/capacity"
+	"refuel/pkg/cloud/sim"
 	"refuel/pkg/spec"
 	"refuel/workflows"
 )
@@ -50,6 +54,14 @@ type ScaleReport struct {
 	// end, shared by every run.
 	PlansSolved   int     `json:"plans_solved"`
 	PlansSharedMB float64 `json:"plans_shared_mb"`
+	// HealthyAttemptsLost are the training attempts that ended, and
+	// trained again, though the market had not taken their instance: a
+	// trainer, agent or control-plane fault, or an instance counted
+	// lost that was not. Zero is the target; the control plane must not
+	// make interruptions of its own.
+	HealthyAttemptsLost int `json:"healthy_attempts_lost"`
+	// BusyCores is the load kept running beside the bench (--busy-cores).
+	BusyCores int `json:"busy_cores"`
 }
 
 // scaleZones are the bench market's zones: the storm strikes the first.
@@ -60,7 +72,7 @@ var scaleZones = []string{"us-west-2a", "us-west-2b", "us-west-2c", "us-west-2d"
 // flags.
 func scaleCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:     "scale [--runs N] [--storm FRACTION] [--json]",
+		Use:     "scale [--runs N] [--storm FRACTION] [--busy-cores N] [--json]",
 		Short:   "a thousand runs on one worker: raw rate, steady-state cost, a storm of preemptions (make bench-scale)",
 		Example: "  refuel-bench scale --runs 1000 --storm 0.3 --json\n  starter scale-bench --runs 1000 --storm 0.3 --json   # the same",
 		Args:    noArgs("refuel-bench scale takes no arguments; size it with --runs and --storm"),
@@ -74,18 +86,28 @@ func scaleCommand() *cobra.Command {
 	raw := fs.Int("raw", 300, "empty workflows to start and complete first, for the server's raw rate")
 	dataDir := fs.String("data-dir", "", "a fresh data dir for the bench's own stack (default a temporary one, removed after)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole bench (server, worker and instances) to FILE")
+	busy := fs.Int("busy-cores", 0, "keep this many cores busy with a spinning process each for the whole bench, as other work on a shared machine does")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return scaleBenchRun(cmd.OutOrStdout(), cmd.ErrOrStderr(), *runs, *storm, *asJSON, *work, *steady, *raw, *dataDir, *cpuProfile)
+		return scaleBenchRun(cmd.OutOrStdout(), cmd.ErrOrStderr(), *runs, *storm, *asJSON, *work, *steady, *raw, *dataDir, *cpuProfile, *busy)
 	}
 	return cmd
 }
 
-func scaleBenchRun(stdout, stderr io.Writer, runs int, storm float64, asJSON bool, work, steady time.Duration, raw int, dataDir, cpuProfile string) error {
+func scaleBenchRun(stdout, stderr io.Writer, runs int, storm float64, asJSON bool, work, steady time.Duration, raw int, dataDir, cpuProfile string, busy int) error {
 	switch {
 	case runs < 1:
 		return usagef("--runs must be 1 or more")
 	case storm < 0 || storm > 0.9:
 		return usagef("--storm is a fraction of the runs from 0 to 0.9, such as 0.3")
+	case busy < 0 || busy > runtime.NumCPU():
+		return usagef("--busy-cores is from 0 to this machine's %d cores", runtime.NumCPU())
+	}
+	if busy > 0 {
+		stop, err := busyCores(busy)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	if cpuProfile != "" {
 		f, err := os.Create(cpuProfile)
@@ -103,10 +125,11 @@ func scaleBenchRun(stdout, stderr io.Writer, runs int, storm float64, asJSON boo
 	if err != nil {
 		return err
 	}
+	rep.BusyCores = busy
 	if asJSON {
 		return json.NewEncoder(stdout).Encode(rep)
 	}
-	fmt.Fprintf(stdout, "runs %d: completed %d, lost %d, leaked %d\n", rep.Runs, rep.Completed, rep.Lost, rep.Leaked)
+	fmt.Fprintf(stdout, "runs %d: completed %d, lost %d, leaked %d; healthy attempts lost %d\n", rep.Runs, rep.Completed, rep.Lost, rep.Leaked, rep.HealthyAttemptsLost)
 	fmt.Fprintf(stdout, "storm: %d preempted, %d recovered, recovery p50 %.1fs p99 %.1fs, %.2f recoveries/s (raw rate %.1f workflows/s)\n",
 		rep.Preempted, rep.Recovered, rep.RecoveryP50Seconds, rep.RecoveryP99Seconds, rep.RecoveriesPerSecond, rep.RawWorkflowsPerSecond)
 	fmt.Fprintf(stdout, "steady state: %.3f requests per running job per second; peak RSS %.0f MB; %.0fs in all\n",
@@ -201,7 +224,7 @@ func (b *scaleBench) run(dataDir string, raw int) (ScaleReport, error) {
 	if err := b.until(ctx, s.Client, "completed", func(c counts) bool { return c.closed == b.runs }); err != nil {
 		return rep, err
 	}
-	b.tally(ctx, s.Client, ids, &rep)
+	b.tally(ctx, s.Client, ids, stormed(s.Sim.Instances()), &rep)
 	time.Sleep(3 * time.Second) // the last releases
 	left, _ := s.Sim.List(ctx, nil)
 	rep.Leaked = len(left)
@@ -211,7 +234,7 @@ func (b *scaleBench) run(dataDir string, raw int) (ScaleReport, error) {
 	b.say("plans: %d outlooks solved, %d decisions found one solved, %d waited for one being solved; %.0f MB held",
 		ps.Misses, ps.Hits, ps.Shared, rep.PlansSharedMB)
 	rep.WallSeconds = time.Since(b.start).Seconds()
-	b.say("done: %d completed, %d lost, %d leaked", rep.Completed, rep.Lost, rep.Leaked)
+	b.say("done: %d completed, %d lost, %d leaked, %d healthy attempts lost", rep.Completed, rep.Lost, rep.Leaked, rep.HealthyAttemptsLost)
 	return rep, nil
 }
 
@@ -324,9 +347,49 @@ func (b *scaleBench) topMethods(d time.Duration) string {
 	return strings.Join(parts, ", ")
 }
 
+// stormed counts, by run, the instances the market took from it.
+func stormed(insts []sim.Status) map[string]int {
+	out := map[string]int{}
+	for _, inst := range insts {
+		if inst.Reason == sim.ReasonSpotTermination {
+			out[inst.Tags[capacity.TagRun]]++
+		}
+	}
+	return out
+}
+
+// healthyLost is how many of a run's attempts ended on an instance the
+// market did not take: its restarts, of every cause, but those that
+// count an instance the market took without the run seeing the notice.
+func healthyLost(st workflows.Status, taken int) int {
+	unseen := max(0, taken-st.Preemptions)
+	return max(0, st.Restarts.Total()+st.Restarts.ControlPlane-unseen)
+}
+
+// busyCores starts n processes that each keep a core busy, and returns
+// what stops them.
+func busyCores(n int) (stop func(), err error) {
+	var procs []*exec.Cmd
+	stop = func() {
+		for _, p := range procs {
+			_ = p.Process.Kill()
+			_ = p.Wait()
+		}
+	}
+	for range n {
+		p := exec.Command("/bin/sh", "-c", "while :; do :; done")
+		if err := p.Start(); err != nil {
+			stop()
+			return nil, fmt.Errorf("--busy-cores: %w", err)
+		}
+		procs = append(procs, p)
+	}
+	return stop, nil
+}
+
 // tally reads every run's end: completed or not, preempted and when it
-// trained again.
-func (b *scaleBench) tally(ctx context.Context, c client.Client, ids []string, rep *ScaleReport) {
+// trained again, and attempts lost on healthy instances.
+func (b *scaleBench) tally(ctx context.Context, c client.Client, ids []string, taken map[string]int, rep *ScaleReport) {
 	var mu sync.Mutex
 	var recoveries []float64
 	var firstNotice, lastResume time.Time
@@ -341,6 +404,7 @@ func (b *scaleBench) tally(ctx context.Context, c client.Client, ids []string, r
 			return nil
 		}
 		rep.Completed++
+		rep.HealthyAttemptsLost += healthyLost(st, taken[ids[i]])
 		for _, f := range st.Failures {
 			classes[f.Class]++
 			if _, ok := example[f.Class]; !ok {

@@ -58,6 +58,9 @@ func serve(args []string) int {
 		instances  = fs.String("instances", envOr("REFUEL_INSTANCES", controlplane.InstancesProcess), "how the sim and local clouds host instances: process (a node-agent process each, as on a real cloud) or virtual (the same node agent inside this worker, the demo trainer in-process: a thousand instances cost little more than their runs) (env REFUEL_INSTANCES)")
 		planCache  = fs.String("plan-cache-mb", envOr("REFUEL_PLAN_CACHE_MB", "256"), "megabytes of plans this worker keeps for the deadline runs that choose their market, shared by all of them (env REFUEL_PLAN_CACHE_MB)")
 		deployment = fs.String("deployment", envOr("REFUEL_DEPLOYMENT", activities.DefaultDeployment), "this control plane's name, tagged refuel:deployment on every instance it launches; its janitor releases only those, so deployments can share a cloud account (env REFUEL_DEPLOYMENT)")
+		stopWait   = fs.Duration("stop-timeout", durationEnv("REFUEL_STOP_TIMEOUT", controlplane.DefaultStopTimeout), "on SIGTERM or SIGINT, how long the activities in flight (an Acquire mid-launch, a Release) get to finish before they are cancelled and left to another worker (env REFUEL_STOP_TIMEOUT)")
+		tolerance  = fs.Duration("control-plane-tolerance", wf.Run.ControlPlaneTolerance, "how long a run waits to hear again from the agent of an instance its cloud still runs (Temporal or its database away or slow) before it counts the instance lost; the agent trains on meanwhile")
+		memory     = fs.String("market-memory", os.Getenv("REFUEL_MARKET_MEMORY"), "bucket URL of the market memory (stock logs, checkpoint logs) every worker of the deployment shares and learns from as one, e.g. s3://BUCKET?prefix=refuel-memory/; default file://DATA_DIR/market-memory, this worker's alone (env REFUEL_MARKET_MEMORY)")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
 		logJSON    = fs.Bool("log-json", false, "log JSON lines instead of console text")
 		tlsCert    = fs.String("tls-cert", os.Getenv("REFUEL_TLS_CERT"), "serve the embedded frontend and Web UI over TLS with this certificate (PEM), with --tls-key; refuel's clients then need TEMPORAL_TLS_SERVER_CA_CERT_PATH (env REFUEL_TLS_CERT)")
@@ -82,6 +85,17 @@ func serve(args []string) int {
 		log.Error("--spot-retry and --changeover-overhead are durations of 0 or more, e.g. 10m")
 		return 2
 	}
+	if v := os.Getenv("REFUEL_STOP_TIMEOUT"); v != "" {
+		if _, err := time.ParseDuration(v); err != nil {
+			log.Error(fmt.Sprintf("REFUEL_STOP_TIMEOUT %q: give a duration such as 30s", v))
+			return 2
+		}
+	}
+	if *stopWait <= 0 || *tolerance <= 0 {
+		log.Error("--stop-timeout and --control-plane-tolerance are durations above 0, e.g. 30s and 5m")
+		return 2
+	}
+	wf.Run.ControlPlaneTolerance = *tolerance
 	planCacheMB, err := strconv.Atoi(*planCache)
 	if err != nil || planCacheMB <= 0 {
 		log.Error(fmt.Sprintf("--plan-cache-mb %q: give a whole number of megabytes above 0 (default 256)", *planCache))
@@ -140,9 +154,11 @@ func serve(args []string) int {
 			TLS:        devserver.TLS{CertFile: *tlsCert, KeyFile: *tlsKey, ClientCAFile: *tlsCA},
 			APIKeyFile: *apiKeyFile, CodecServer: *codecAddr, CodecTokenFile: *codecToken,
 		},
-		Deployment:  *deployment,
-		Instances:   *instances,
-		PlanCacheMB: planCacheMB,
+		Deployment:   *deployment,
+		Instances:    *instances,
+		PlanCacheMB:  planCacheMB,
+		StopTimeout:  *stopWait,
+		MarketMemory: *memory,
 	})
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))
@@ -162,8 +178,16 @@ func serve(args []string) int {
 		fmt.Fprintf(os.Stderr, "\n  Temporal Web UI: %s/namespaces/default/workflows\n  Submit a job:    bin/starter submit examples/job.yaml\n\n", ui)
 	}
 	<-ctx.Done()
-	log.Info("shutting down: releasing every instance")
+	log.Info("shutting down", zap.Duration("stop_timeout", *stopWait))
 	return 0
+}
+
+// durationEnv is the duration in the environment variable key, or def.
+func durationEnv(key string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(key)); err == nil {
+		return d
+	}
+	return def
 }
 
 // formatFloat is f as a flag's default shows it.
