@@ -31,17 +31,14 @@ are refuel-bench scale -h's.`,
 		DisableFlagParsing: true,
 	}
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		// Help is the bench's own, which has its flags; without the
+		// bench, this command's, which says where to get it.
 		bin, err := findBench()
 		if err != nil {
 			if wantsHelp(args) {
 				return cmd.Help()
 			}
 			return err
-		}
-		if wantsHelp(args) {
-			if err := cmd.Help(); err != nil {
-				return err
-			}
 		}
 		x := exec.Command(bin, append([]string{"scale"}, args...)...)
 		x.Stdin, x.Stdout, x.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
