@@ -26,7 +26,7 @@ import (
 )
 
 func serve(args []string) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	wf := workflows.New()
 	var (
 		address    = fs.String("temporal-address", "", "external Temporal frontend host:port; default TEMPORAL_ADDRESS or profile, else the embedded server")
