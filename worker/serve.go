@@ -15,6 +15,7 @@ import (
 	"refuel/activities"
 	"refuel/controlplane"
 	"refuel/internal/cluster"
+	"refuel/internal/secretfile"
 	"refuel/internal/codec"
 	"refuel/internal/telemetry"
 	awscloud "refuel/pkg/cloud/aws"
@@ -47,6 +48,7 @@ func serve(args []string) int {
 		egress     = fs.String("egress-usd-per-gb", envOr("REFUEL_EGRESS_USD_PER_GB", formatFloat(wf.Run.EgressUSDPerGB)), "USD per GB a deadline run counts for moving its checkpoint to another region when it weighs a cheaper zone there (env REFUEL_EGRESS_USD_PER_GB)")
 		ckptGB     = fs.Float64("checkpoint-gb", wf.Run.CheckpointGB, "size in GB a run counts for its checkpoint while its checkpoints do not report their own, and that runs keeping market time move between regions")
 		transfer   = fs.Float64("transfer-gbps", wf.Run.TransferGbps, "Gbit/s a run counts a checkpoint to move between regions at; the transfer adds to that start's overhead")
+		simToken   = fs.String("sim-control-token-file", os.Getenv("REFUEL_SIM_CONTROL_TOKEN_FILE"), "the token (in a file of mode 0600) of the sim's /sim/ controls: what --ec2-sim's controls ask for, and what this worker sends, with --provider aws and --aws-endpoint, to a `worker ec2-sim` started with the same --control-token-file, to serve a drill's notices (env REFUEL_SIM_CONTROL_TOKEN_FILE)")
 		ec2Sim     = fs.String("ec2-sim", "", "also serve the sim over EC2's API on this address (e.g. 127.0.0.1:4566); with --provider aws the AWS provider then talks to it")
 		awsURL     = fs.String("aws-endpoint", os.Getenv("AWS_ENDPOINT_URL_EC2"), "EC2 endpoint for --provider aws (default AWS's; the sim's with --ec2-sim)")
 		awsRegion  = fs.String("aws-region", os.Getenv("AWS_REGION"), "AWS region for --provider aws")
@@ -96,6 +98,13 @@ func serve(args []string) int {
 		return 2
 	}
 	wf.Run.ControlPlaneTolerance = *tolerance
+	var simControlToken string
+	if *simToken != "" {
+		if simControlToken, err = secretfile.Token(*simToken); err != nil {
+			log.Error("--sim-control-token-file: " + err.Error())
+			return 2
+		}
+	}
 	planCacheMB, err := strconv.Atoi(*planCache)
 	if err != nil || planCacheMB <= 0 {
 		log.Error(fmt.Sprintf("--plan-cache-mb %q: give a whole number of megabytes above 0 (default 256)", *planCache))
@@ -148,7 +157,7 @@ func serve(args []string) int {
 		CheckpointURL: *ckptURL, DemoStepTime: *stepTime, Logger: log,
 		Provider: *provider, Pools: pools, Workflows: wf,
 		Sim: controlplane.SimConfig{Traces: *simTraces, Speed: *simSpeed, Notice: *simNotice, ServeEC2: *ec2Sim,
-			MarketTime: *simMarket, RestartOverhead: *simRestart, Prices: prices},
+			MarketTime: *simMarket, RestartOverhead: *simRestart, Prices: prices, ControlToken: simControlToken},
 		AWS: awsConfig(*awsURL, *awsRegion, *awsLT, *ec2Sim != ""),
 		Security: controlplane.Security{
 			TLS:        devserver.TLS{CertFile: *tlsCert, KeyFile: *tlsKey, ClientCAFile: *tlsCA},
