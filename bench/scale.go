@@ -367,7 +367,8 @@ func healthyLost(st workflows.Status, taken int) int {
 }
 
 // busyCores starts n processes that each keep a core busy, and returns
-// what stops them.
+// what stops them. Each spins only while the bench lives, so a bench
+// killed outright leaves none behind.
 func busyCores(n int) (stop func(), err error) {
 	var procs []*exec.Cmd
 	stop = func() {
@@ -377,7 +378,7 @@ func busyCores(n int) (stop func(), err error) {
 		}
 	}
 	for range n {
-		p := exec.Command("/bin/sh", "-c", "while :; do :; done")
+		p := exec.Command("/bin/sh", "-c", "while kill -0 $PPID 2>/dev/null; do :; done")
 		if err := p.Start(); err != nil {
 			stop()
 			return nil, fmt.Errorf("--busy-cores: %w", err)
