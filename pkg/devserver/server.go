@@ -1,7 +1,9 @@
 // Package devserver runs a complete Temporal service (frontend, history,
 // matching, worker) and its Web UI inside the refuel process, persisted in
-// SQLite, so a laptop needs no separate cluster. It is the one package under
-// pkg/ that imports Temporal: it embeds the server rather than talking to it.
+// SQLite, so a laptop needs no separate cluster; or on PostgreSQL, the shape
+// of a production cluster (`worker temporal-server`). It is the one package
+// under pkg/ that imports Temporal: it embeds the server rather than
+// talking to it.
 package devserver
 
 import (
@@ -34,6 +36,13 @@ type Options struct {
 	// restart of the process. "" keeps everything in memory, for tests: each
 	// Start then gets a database of its own.
 	DataDir string
+	// Postgres, when set, keeps everything in PostgreSQL instead of SQLite:
+	// a URL postgres://USER[:PASSWORD]@HOST:PORT/DATABASE[?PARAM=VALUE…]
+	// (DATABASE default "temporal"; the parameters go to the driver, such as
+	// sslmode=disable). Executions go to DATABASE and visibility records to
+	// DATABASE_visibility; both are created, with their schema, when
+	// missing. DataDir then holds no database.
+	Postgres string
 	// FrontendAddr is where SDK clients and the CLI connect. Default
 	// "127.0.0.1:7233"; port 0 picks a free one (tests).
 	FrontendAddr string
@@ -155,7 +164,7 @@ func launchOn(ctx context.Context, o Options, level zapcore.Level, pick func(fro
 			return nil, err
 		}
 	}
-	db, err := openDatabase(o.DataDir, o.Namespace, o.SearchAttributes)
+	db, err := openDatabase(o)
 	if err != nil {
 		return nil, err
 	}
