@@ -129,7 +129,7 @@ func (pg *postgresServer) start() {
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=300")
 	deadline := time.Now().Add(time.Minute)
 	for {
-		ready := exec.Command(filepath.Join(pg.bin, "pg_isready"), "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(pg.port))
+		ready := exec.Command(filepath.Join(pg.bin, "pg_isready"), "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(pg.port), "-U", "refuel")
 		if ready.Run() == nil {
 			return
 		}
