@@ -129,11 +129,11 @@ func reserveAddr(role, addr string) (string, error) {
 		return "", fmt.Errorf("devserver: %s address %q: host must be an IP address", role, addr)
 	}
 	if port == "0" {
-		free, err := freePorts(host, 1)
+		free, err := FreePort(host)
 		if err != nil {
 			return "", err
 		}
-		return net.JoinHostPort(host, strconv.Itoa(free[0])), nil
+		return net.JoinHostPort(host, strconv.Itoa(free)), nil
 	}
 	addr = net.JoinHostPort(host, port)
 
@@ -147,6 +147,17 @@ func reserveAddr(role, addr string) (string, error) {
 	}
 	defer l.Close()
 	return addr, nil
+}
+
+// FreePort is a port free on host now and outside the kernel's ephemeral
+// range, so no outgoing connection is given it later: for a server that
+// must bind the same port again after it has been down a while.
+func FreePort(host string) (int, error) {
+	free, err := freePorts(host, 1)
+	if err != nil {
+		return 0, err
+	}
+	return free[0], nil
 }
 
 // freePorts returns n distinct free ports on host, outside the kernel's

@@ -102,6 +102,9 @@ func TestFreePortsOutsideTheEphemeralRange(t *testing.T) {
 		}
 		l.Close()
 	}
+	if p, err := FreePort(loopback); err != nil || p >= ephemeral.lo && p <= ephemeral.hi {
+		t.Errorf("FreePort = %d, %v; want a port outside %v", p, err, ephemeral)
+	}
 	addr, err := reserveAddr("frontend", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
