@@ -83,7 +83,7 @@ func TestClusterFaultsSpareHealthyAttempts(t *testing.T) {
 	ids := []string{"cluster-1", "cluster-2", "cluster-3", "cluster-4"}
 	for _, id := range ids {
 		js := quickJob(id, spec.TierFlexible)
-		js.Work, js.Checkpoint.URL, js.Checkpoint.Interval = spec.Duration(150*time.Second), store, "2s"
+		js.Work, js.Checkpoint.URL, js.Checkpoint.Interval = spec.Duration(120*time.Second), store, "2s"
 		if _, err := jobs.Submit(ctx, c, js); err != nil {
 			t.Fatal(err)
 		}
