@@ -4,7 +4,7 @@ BIN     := bin
 DATA    ?= .refuel
 TRACES  ?= ../shared/traces
 
-.PHONY: build run test lint unit fuzz e2e python3-torch bench bench-policy bench-autoscale bench-scale bench-pool clean
+.PHONY: build run test lint unit fuzz e2e python3-torch postgresql bench bench-policy bench-autoscale bench-scale bench-pool clean
 
 build:
 	@echo "building bin/worker, bin/starter and bin/refuel-bench (the first build compiles the Temporal server: a few minutes)"
@@ -47,7 +47,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzQuery$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./pkg/cloud/sim/ec2api
 
 # End-to-end tests on the embedded server, with real node-agent processes.
-e2e: python3-torch
+e2e: python3-torch postgresql
 	@echo "== end-to-end tests (the first build links the Temporal server: a few minutes)"
 	$(GO) test -count=1 -timeout 20m ./tests/
 
@@ -60,6 +60,17 @@ python3-torch:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y python3-torch || \
 		{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3-torch; } || \
 		echo "python3-torch could not be installed: TestPyTorchDrill will skip"; }
+
+# TestClusterFaultsSpareHealthyAttempts runs the Temporal server on
+# Debian's PostgreSQL (a cluster of its own in a temporary directory, as
+# the postgres user when run as root). Where it cannot be installed the
+# test says so and skips.
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+		echo "== installing postgresql for the cluster fault test (apt-get, as root)"; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql || \
+		{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql; } || \
+		echo "postgresql could not be installed: TestClusterFaultsSpareHealthyAttempts will skip"; }
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./pkg/...

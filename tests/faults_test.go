@@ -38,13 +38,20 @@ type process struct {
 // then SIGKILL) if it still runs.
 func startProcess(t *testing.T, name string, env []string, argv ...string) *process {
 	t.Helper()
+	return startProcessWith(t, name, env, nil, argv...)
+}
+
+// startProcessWith is startProcess with attributes for the process (whose
+// user it runs as, …); nil for none.
+func startProcessWith(t *testing.T, name string, env []string, attr *syscall.SysProcAttr, argv ...string) *process {
+	t.Helper()
 	p := &process{name: name, log: filepath.Join(t.TempDir(), name+".log"), exited: make(chan struct{})}
 	logFile, err := os.Create(p.log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.cmd = exec.Command(argv[0], argv[1:]...)
-	p.cmd.Env, p.cmd.Stdout, p.cmd.Stderr = env, logFile, logFile
+	p.cmd.Env, p.cmd.Stdout, p.cmd.Stderr, p.cmd.SysProcAttr = env, logFile, logFile, attr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

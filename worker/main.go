@@ -1,8 +1,9 @@
 // The worker binary: with no arguments it serves refuel's control plane
 // (on the embedded Temporal server and Web UI unless TEMPORAL_ADDRESS or
 // a profile names a cluster). Subcommands run the other roles of the same
-// binary: `agent` (a node agent on an instance) and `trainer` (the demo
-// trainer the node agent runs for specs without a command).
+// binary: `agent` (a node agent on an instance), `trainer` (the demo
+// trainer the node agent runs for specs without a command), `ec2-sim` and
+// `temporal-server` (a Temporal cluster of its own on PostgreSQL).
 package main
 
 import (
@@ -28,6 +29,8 @@ func main() {
 		os.Exit(trainer.Main(args, os.Stdout, os.Stderr))
 	case "ec2-sim":
 		os.Exit(ec2sim(args))
+	case "temporal-server":
+		os.Exit(temporalServer(args))
 	case "help":
 		usage()
 	default:
@@ -42,6 +45,7 @@ func usage() {
        worker agent [flags]     run a node agent (started by clouds, one per instance)
        worker trainer [flags]   run the demo trainer (started by node agents)
        worker ec2-sim --traces DIR [flags]   serve a trace-driven simulated cloud over EC2's API
+       worker temporal-server --postgres URL [flags]   serve a Temporal cluster on PostgreSQL
 Run a command with -h for its flags.
 `)
 }

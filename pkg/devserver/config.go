@@ -16,17 +16,20 @@ import (
 	"google.golang.org/grpc"
 )
 
-// storeName names the one SQLite store, used for both executions and
-// visibility.
-const storeName = "sqlite"
+// Store names in the server's configuration; one SQLite database is both.
+const (
+	executionsStore = "executions"
+	visibilityStore = "visibility"
+)
 
 // serverOptions assembles a single-process cluster: every service in this
 // process, found through static hosts instead of a gossip ring (so there is
-// no membership port), one history shard, SQLite for everything. With TLS
+// no membership port), one history shard, the stores openDatabase
+// prepared. With TLS
 // or API keys on the frontend, an internal frontend on loopback serves the
 // server's own system workers (schedules, batch operations), which have
 // neither a client certificate nor a key.
-func serverOptions(p ports, db *config.SQL, logger serverLogger, sec security) []temporal.ServerOption {
+func serverOptions(p ports, db stores, logger serverLogger, sec security) []temporal.ServerOption {
 	frontendHost, frontendPortText, _ := net.SplitHostPort(p.frontend)
 	frontendPort, _ := strconv.Atoi(frontendPortText)
 
@@ -37,10 +40,10 @@ func serverOptions(p ports, db *config.SQL, logger serverLogger, sec security) [
 
 	conf := &config.Config{
 		Persistence: config.Persistence{
-			DefaultStore:     storeName,
-			VisibilityStore:  storeName,
+			DefaultStore:     executionsStore,
+			VisibilityStore:  visibilityStore,
 			NumHistoryShards: 1,
-			DataStores:       map[string]config.DataStore{storeName: {SQL: db}},
+			DataStores:       map[string]config.DataStore{executionsStore: {SQL: db.executions}, visibilityStore: {SQL: db.visibility}},
 		},
 		ClusterMetadata: &cluster.Config{
 			FailoverVersionIncrement: 10,

@@ -31,11 +31,28 @@ const (
 // in-memory database within a process, so each Start needs its own name.
 var memoryDatabases atomic.Int64
 
-// openDatabase prepares the SQLite store: the schema when the file is new,
+// stores are the databases the server keeps workflow executions and
+// their visibility records in: one SQLite database for both, or two
+// PostgreSQL databases.
+type stores struct {
+	executions, visibility *config.SQL
+}
+
+// openDatabase prepares the stores Options name: PostgreSQL's when
+// Options.Postgres is set, else SQLite's.
+func openDatabase(o Options) (stores, error) {
+	if o.Postgres != "" {
+		return openPostgres(o.Postgres, o.Namespace, o.SearchAttributes)
+	}
+	db, err := openSQLite(o.DataDir, o.Namespace, o.SearchAttributes)
+	return stores{executions: db, visibility: db}, err
+}
+
+// openSQLite prepares the SQLite store: the schema when the file is new,
 // and the namespace (with its search attributes) when it is missing. Doing
 // the namespace here rather than through the API means it is usable the
 // moment the server starts, without waiting for a namespace cache refresh.
-func openDatabase(dataDir, namespace string, attrs map[string]enums.IndexedValueType) (*config.SQL, error) {
+func openSQLite(dataDir, namespace string, attrs map[string]enums.IndexedValueType) (*config.SQL, error) {
 	db := &config.SQL{PluginName: sqliteplugin.PluginName}
 	if dataDir == "" {
 		// The plugin creates the schema itself when it opens an in-memory
@@ -47,15 +64,25 @@ func openDatabase(dataDir, namespace string, attrs map[string]enums.IndexedValue
 		return nil, err
 	}
 
+	if err := createNamespace(db, namespace, attrs); err != nil {
+		return nil, err
+	}
+	return db, nil
+}
+
+// createNamespace writes the namespace into the executions database unless
+// it is there. The schema tools' function for it is SQLite's by name but
+// works on any SQL plugin.
+func createNamespace(db *config.SQL, namespace string, attrs map[string]enums.IndexedValueType) error {
 	ns, err := sqliteschema.NewNamespaceConfig(clusterName, namespace, false, attrs)
 	if err != nil {
-		return nil, fmt.Errorf("devserver: namespace %s: %w", namespace, err)
+		return fmt.Errorf("devserver: namespace %s: %w", namespace, err)
 	}
 	ns.Detail.Config.Retention = durationpb.New(retention)
 	if err := sqliteschema.CreateNamespaces(db, ns); err != nil {
-		return nil, fmt.Errorf("devserver: create namespace %s: %w", namespace, err)
+		return fmt.Errorf("devserver: create namespace %s: %w", namespace, err)
 	}
-	return db, nil
+	return nil
 }
 
 // openFile points db at DataDir/temporal.db and creates the schema when the

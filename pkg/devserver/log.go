@@ -58,7 +58,35 @@ func (l serverLogger) Panic(msg string, tags ...tag.Tag) {
 
 func (l serverLogger) Fatal(msg string, tags ...tag.Tag) {
 	l.log(zapcore.ErrorLevel, msg, tags)
-	panic("temporal server: " + msg)
+	panic(fatal{msg: msg, err: errorOf(tags)})
+}
+
+// fatal is what Fatal panics with: the message and the error it was
+// logged with, so that a start can tell a port taken from it (launch).
+type fatal struct {
+	msg string
+	err error
+}
+
+func (f fatal) Error() string {
+	if f.err == nil {
+		return "temporal server: " + f.msg
+	}
+	return "temporal server: " + f.msg + ": " + f.err.Error()
+}
+
+func (f fatal) Unwrap() error { return f.err }
+
+// errorOf is the first error among tags, or nil.
+func errorOf(tags []tag.Tag) error {
+	for _, t := range tags {
+		if z, ok := t.(tag.ZapTag); ok && z.Field().Type == zapcore.ErrorType {
+			if err, ok := z.Field().Interface.(error); ok {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // With lets the server attach its per-service tags once instead of on every

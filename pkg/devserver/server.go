@@ -1,7 +1,9 @@
 // Package devserver runs a complete Temporal service (frontend, history,
 // matching, worker) and its Web UI inside the refuel process, persisted in
-// SQLite, so a laptop needs no separate cluster. It is the one package under
-// pkg/ that imports Temporal: it embeds the server rather than talking to it.
+// SQLite, so a laptop needs no separate cluster; or on PostgreSQL, the shape
+// of a production cluster (`worker temporal-server`). It is the one package
+// under pkg/ that imports Temporal: it embeds the server rather than
+// talking to it.
 package devserver
 
 import (
@@ -11,6 +13,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"refuel/internal/cluster"
@@ -33,6 +36,13 @@ type Options struct {
 	// restart of the process. "" keeps everything in memory, for tests: each
 	// Start then gets a database of its own.
 	DataDir string
+	// Postgres, when set, keeps everything in PostgreSQL instead of SQLite:
+	// a URL postgres://USER[:PASSWORD]@HOST:PORT/DATABASE[?PARAM=VALUE…]
+	// (DATABASE default "temporal"; the parameters go to the driver, such as
+	// sslmode=disable). Executions go to DATABASE and visibility records to
+	// DATABASE_visibility; both are created, with their schema, when
+	// missing. DataDir then holds no database.
+	Postgres string
 	// FrontendAddr is where SDK clients and the CLI connect. Default
 	// "127.0.0.1:7233"; port 0 picks a free one (tests).
 	FrontendAddr string
@@ -110,7 +120,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := launch(ctx, o, level)
+	s, err := launch(ctx, o, level, pickPorts)
 	if err != nil {
 		return nil, err
 	}
@@ -121,14 +131,30 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	return s, nil
 }
 
-// launch prepares the database, binds every port and starts the services.
-// It holds startMu from choosing ports until they are bound, and checks the
+// bindAttempts is how many times launch picks ports and starts the server
+// when a port picked free is taken before the server binds it.
+const bindAttempts = 3
+
+// launch prepares the database, binds every port and starts the services,
+// on ports pick chooses, again on other ports when one was taken in
+// between (a server built halfway leaves a few listeners open then). It
+// holds startMu from choosing ports until they are bound, and checks the
 // addresses first so that a taken port fails fast.
-func launch(ctx context.Context, o Options, level zapcore.Level) (*Server, error) {
+func launch(ctx context.Context, o Options, level zapcore.Level, pick func(frontend string) (ports, error)) (*Server, error) {
 	startMu.Lock()
 	defer startMu.Unlock()
+	for attempt := 1; ; attempt++ {
+		s, err := launchOn(ctx, o, level, pick)
+		if attempt < bindAttempts && errors.Is(err, syscall.EADDRINUSE) {
+			o.Logger.Warn("a port picked for the server was taken before it bound it; picking others", zap.Error(err))
+			continue
+		}
+		return s, err
+	}
+}
 
-	p, err := pickPorts(o.FrontendAddr)
+func launchOn(ctx context.Context, o Options, level zapcore.Level, pick func(frontend string) (ports, error)) (*Server, error) {
+	p, err := pick(o.FrontendAddr)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +164,7 @@ func launch(ctx context.Context, o Options, level zapcore.Level) (*Server, error
 			return nil, err
 		}
 	}
-	db, err := openDatabase(o.DataDir, o.Namespace, o.SearchAttributes)
+	db, err := openDatabase(o)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +173,7 @@ func launch(ctx context.Context, o Options, level zapcore.Level) (*Server, error
 	settling.Store(true)
 	logger := newServerLogger(o.Logger, level, settling)
 	sec := security{tls: o.TLS, apiKeys: o.APIKeys}
-	ts, err := temporal.NewServer(append(serverOptions(p, db, logger, sec), counting(o.OnRequest)...)...)
+	ts, err := newTemporal(append(serverOptions(p, db, logger, sec), counting(o.OnRequest)...))
 	if err != nil {
 		return nil, fmt.Errorf("devserver: configure temporal: %w", err)
 	}
@@ -165,6 +191,25 @@ func launch(ctx context.Context, o Options, level zapcore.Level) (*Server, error
 		}
 	}
 	return s, nil
+}
+
+// newTemporal builds the server, which binds its ports as it is built. A
+// gRPC port it cannot bind it reports through the logger's Fatal, which
+// panics (serverLogger); that panic becomes the error here, so launch can
+// try other ports.
+func newTemporal(opts []temporal.ServerOption) (ts temporal.Server, err error) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		if f, ok := r.(fatal); ok && errors.Is(f, syscall.EADDRINUSE) {
+			err = f
+			return
+		}
+		panic(r)
+	}()
+	return temporal.NewServer(opts...)
 }
 
 // awaitReady waits for the frontend to serve the namespace, then makes sure
