@@ -107,6 +107,11 @@ func TestClusterFaultsSpareHealthyAttempts(t *testing.T) {
 		}
 	}
 	t.Logf("%.1fs: four runs train", at())
+	for _, id := range ids {
+		if tries := firstAcquireTries(ctx, t, c, id); tries != 1 {
+			t.Errorf("%s: its first Acquire took %d tries; want the SIGTERMed worker to finish it within its stop timeout", id, tries)
+		}
+	}
 
 	logHeartbeats(ctx, t, c, ids)
 	pg.stop()
@@ -159,6 +164,23 @@ func TestClusterFaultsSpareHealthyAttempts(t *testing.T) {
 	if err := waitUntil(10*time.Second, func() bool { return len(agentProcesses(worker, cloudDir)) == 0 }); err != nil {
 		t.Errorf("node agents left running after every run ended: %v", agentProcesses(worker, cloudDir))
 	}
+}
+
+// firstAcquireTries is how many tries the run's first Acquire took to
+// complete, from its history: 1 when the worker that began it finished it.
+func firstAcquireTries(ctx context.Context, t *testing.T, c client.Client, id string) int32 {
+	t.Helper()
+	var scheduled int64
+	for _, ev := range history(ctx, t, c, id) {
+		switch {
+		case scheduled == 0 && ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == activities.AcquireName:
+			scheduled = ev.GetEventId()
+		case scheduled != 0 && ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId() == scheduled:
+			return ev.GetActivityTaskStartedEventAttributes().GetAttempt()
+		}
+	}
+	t.Fatalf("%s: no Acquire started in its history", id)
+	return 0
 }
 
 // awaitStatus waits until every run answers its status query: the
