@@ -125,6 +125,10 @@ func printStatus(w io.Writer, st workflows.Status, live int64) {
 		fmt.Fprintf(w, "market     %s\n", m.Why)
 	}
 	fmt.Fprintf(w, "preempted  %d, recovered %d, lost work %.1fs\n", st.Preemptions, st.Recoveries, st.LostWorkSecs)
+	if r := st.Restarts; r.Total() > 0 || r.ControlPlane > 0 {
+		fmt.Fprintf(w, "restarts   trainer %d, agent %d, instance lost %d (max_restarts caps these); control plane %d\n",
+			r.Trainer, r.Agent, r.InstanceLost, r.ControlPlane)
+	}
 	if st.Changeovers > 0 {
 		fmt.Fprintf(w, "moved      %d times from on-demand back to spot\n", st.Changeovers)
 	}

@@ -51,3 +51,22 @@ func TestPrintStatusSaysWhyTheMarketWasChosen(t *testing.T) {
 		}
 	}
 }
+
+// Restarts show when there are any, the control plane's apart from the
+// faults max_restarts caps.
+func TestPrintStatusShowsRestartsWhenThereAreAny(t *testing.T) {
+	for name, tc := range map[string]struct {
+		r    workflows.Restarts
+		want string
+	}{
+		"none":          {workflows.Restarts{}, ""},
+		"a fault":       {workflows.Restarts{Agent: 1}, "restarts   trainer 0, agent 1, instance lost 0 (max_restarts caps these); control plane 0"},
+		"control plane": {workflows.Restarts{ControlPlane: 2}, "restarts   trainer 0, agent 0, instance lost 0 (max_restarts caps these); control plane 2"},
+	} {
+		var out bytes.Buffer
+		printStatus(&out, workflows.Status{ID: "job-1", State: workflows.StateRunning, Restarts: tc.r}, 0)
+		if got := strings.Contains(out.String(), "restarts   "); got != (tc.want != "") || !strings.Contains(out.String(), tc.want) {
+			t.Errorf("%s: output\n%s", name, out.String())
+		}
+	}
+}
