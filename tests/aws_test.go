@@ -316,12 +316,7 @@ func TestDrillOnTheAWSProvider(t *testing.T) {
 		"--data-dir", t.TempDir(), "--demo-step-time", demoStepTime.String(), "--report", "0", "--log-level", "warn")
 	// Its controls want the token: readiness is an EC2 call.
 	cloud.waitReady(t, cloudURL+"/?Action=DescribeAvailabilityZones&Version=2016-11-15", time.Minute)
-	env := append(cleanEnv(), "TEMPORAL_ADDRESS="+srv.FrontendAddr(), "AWS_REGION=us-west-2",
-		"AWS_ACCESS_KEY_ID=refuel-test", "AWS_SECRET_ACCESS_KEY=refuel-test", "AWS_EC2_METADATA_DISABLED=true")
-	metrics := freeAddr(t)
-	w := startProcess(t, "worker", env, worker, "--provider", "aws", "--aws-endpoint", cloudURL, "--sim-control-token-file", token,
-		"--data-dir", t.TempDir(), "--metrics", metrics, "--ui", "-", "--log-level", "warn")
-	w.waitReady(t, "http://"+metrics+"/readyz", time.Minute)
+	startAWSWorker(t, "worker", worker, srv.FrontendAddr(), cloudURL, "--sim-control-token-file", token)
 
 	res := runCLI(t, t.TempDir(), starter, "drill", "--json", "--temporal-address", srv.FrontendAddr(),
 		"--work", "6s", "--checkpoint-interval", "1s", "--notice", "10s", "--timeout", "3m")

@@ -292,3 +292,18 @@ func waitUntil(within time.Duration, cond func() bool) error {
 	}
 	return nil
 }
+
+// startAWSWorker starts a control-plane worker binary on the AWS provider
+// against the EC2 endpoint (a sim on loopback), on the cluster at
+// frontend, and waits until it is ready.
+func startAWSWorker(t *testing.T, name, bin, frontend, endpoint string, extra ...string) *process {
+	t.Helper()
+	env := append(cleanEnv(), "TEMPORAL_ADDRESS="+frontend, "AWS_REGION=us-west-2",
+		"AWS_ACCESS_KEY_ID=refuel-test", "AWS_SECRET_ACCESS_KEY=refuel-test", "AWS_EC2_METADATA_DISABLED=true")
+	metrics := freeAddr(t)
+	argv := append([]string{bin, "--provider", "aws", "--aws-endpoint", endpoint,
+		"--data-dir", t.TempDir(), "--metrics", metrics, "--ui", "-", "--log-level", "warn"}, extra...)
+	p := startProcess(t, name, env, argv...)
+	p.waitReady(t, "http://"+metrics+"/readyz", time.Minute)
+	return p
+}

@@ -355,14 +355,8 @@ func TestWorkerKilledMidAcquireAndMidRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	gated := httptestServer(t, gate)
-	env := append(cleanEnv(), "TEMPORAL_ADDRESS="+srv.FrontendAddr(), "AWS_REGION=us-west-2",
-		"AWS_ACCESS_KEY_ID=refuel-test", "AWS_SECRET_ACCESS_KEY=refuel-test", "AWS_EC2_METADATA_DISABLED=true")
 	startWorker := func(name, endpoint string) *process {
-		metrics := freeAddr(t)
-		p := startProcess(t, name, env, worker, "--provider", "aws", "--aws-endpoint", endpoint,
-			"--data-dir", t.TempDir(), "--metrics", metrics, "--ui", "-", "--log-level", "warn")
-		p.waitReady(t, "http://"+metrics+"/readyz", time.Minute)
-		return p
+		return startAWSWorker(t, name, worker, srv.FrontendAddr(), endpoint)
 	}
 	a := startWorker("worker-a", gated)
 	b := startWorker("worker-b", cloudURL)

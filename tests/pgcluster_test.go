@@ -59,14 +59,8 @@ func TestClusterFaultsSpareHealthyAttempts(t *testing.T) {
 		"--speed", "0", "--notice", "4s", "--temporal-address", server.frontend,
 		"--data-dir", cloudDir, "--demo-step-time", demoStepTime.String(), "--report", "0", "--log-level", "warn")
 	cloud.waitReady(t, cloudURL+"/sim/market", time.Minute)
-	env := append(cleanEnv(), "TEMPORAL_ADDRESS="+server.frontend, "AWS_REGION=us-west-2",
-		"AWS_ACCESS_KEY_ID=refuel-test", "AWS_SECRET_ACCESS_KEY=refuel-test", "AWS_EC2_METADATA_DISABLED=true")
 	startWorker := func(name, endpoint string) *process {
-		metrics := freeAddr(t)
-		p := startProcess(t, name, env, worker, "--provider", "aws", "--aws-endpoint", endpoint,
-			"--data-dir", t.TempDir(), "--metrics", metrics, "--ui", "-", "--log-level", "warn")
-		p.waitReady(t, "http://"+metrics+"/readyz", time.Minute)
-		return p
+		return startAWSWorker(t, name, worker, server.frontend, endpoint)
 	}
 	gate, err := newEC2Gate(cloudURL)
 	if err != nil {

@@ -49,17 +49,7 @@ func TestRollingUpgradeMidRun(t *testing.T) {
 		"--speed", "0", "--temporal-address", srv.FrontendAddr(),
 		"--data-dir", t.TempDir(), "--demo-step-time", demoStepTime.String(), "--report", "0", "--log-level", "warn")
 	cloud.waitReady(t, cloudURL+"/sim/market", time.Minute)
-	env := append(cleanEnv(), "TEMPORAL_ADDRESS="+srv.FrontendAddr(), "AWS_REGION=us-west-2",
-		"AWS_ACCESS_KEY_ID=refuel-test", "AWS_SECRET_ACCESS_KEY=refuel-test", "AWS_EC2_METADATA_DISABLED=true")
-	startWorker := func(name, bin string) *process {
-		metrics := freeAddr(t)
-		p := startProcess(t, name, env, bin, "--provider", "aws", "--aws-endpoint", cloudURL,
-			"--data-dir", t.TempDir(), "--metrics", metrics, "--ui", "-", "--log-level", "warn")
-		p.waitReady(t, "http://"+metrics+"/readyz", time.Minute)
-		return p
-	}
-
-	previous := startWorker("worker-previous", old)
+	previous := startAWSWorker(t, "worker-previous", old, srv.FrontendAddr(), cloudURL)
 	store := "file://" + t.TempDir()
 	ids := []string{"upgrade-1", "upgrade-2"}
 	for _, id := range ids {
@@ -76,7 +66,7 @@ func TestRollingUpgradeMidRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	next := startWorker("worker-next", worker)
+	next := startAWSWorker(t, "worker-next", worker, srv.FrontendAddr(), cloudURL)
 	previous.stop(t)
 	t.Log("runs train; the worker of the previous release stopped, this build's serves")
 
