@@ -7,8 +7,9 @@ TRACES  ?= ../shared/traces
 .PHONY: build run test lint unit fuzz e2e python3-torch postgresql bench bench-policy bench-autoscale bench-scale bench-pool clean
 
 build:
-	@echo "building bin/worker and bin/starter (the first build compiles the Temporal server: a few minutes)"
+	@echo "building bin/worker, bin/starter and bin/refuel-bench (the first build compiles the Temporal server: a few minutes)"
 	$(GO) build -o $(BIN)/ ./worker ./starter
+	$(GO) build -o $(BIN)/refuel-bench ./bench
 
 # Starts the control plane (embedded Temporal server, Web UI, local cloud,
 # metrics) in the background, logging to $(DATA)/worker.log, then drives
@@ -100,7 +101,7 @@ bench-autoscale:
 # once, recovery times, and nothing lost or leaked. RUNS=N to scale it.
 RUNS ?= 1000
 bench-scale:
-	$(GO) run ./starter scale-bench --runs $(RUNS) --storm 0.3 --json
+	$(GO) run ./bench scale --runs $(RUNS) --storm 0.3 --json
 
 # The capacity pool on the embedded server: request, priority and release
 # signals absorbed per second with 1,000 and 5,000 requests, the carry it

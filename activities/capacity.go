@@ -13,6 +13,7 @@ import (
 
 	"refuel/internal/telemetry"
 	"refuel/pkg/capacity"
+	"refuel/pkg/marketmem"
 	"refuel/pkg/policy"
 )
 
@@ -33,11 +34,10 @@ type Capacity struct {
 	// time (the simulated cloud when so configured); runs on any other
 	// provider keep wall time.
 	Clocks map[string]capacity.MarketClock
-	// Logs keep each pool's checkpoint log; nil keeps none.
-	Logs *CheckpointLogs
-	// Stock keeps what runs saw of each spot offering's stock; nil keeps
-	// none.
-	Stock *StockLogs
+	// Memory is the deployment's market memory: each pool's checkpoint
+	// log and what runs saw of each spot offering's stock, shared by every
+	// worker of the deployment; nil keeps none.
+	Memory *marketmem.Store
 	// InProcessInstances is set when the clouds run instances inside this
 	// worker's process, where a mem:// checkpoint store is shared.
 	InProcessInstances bool
@@ -105,7 +105,7 @@ func (a *Capacity) Acquire(ctx context.Context, req capacity.Request) (capacity.
 		if err == nil {
 			recordAcquisition(ctx, g.provider, string(inst.Offering.Market), "acquired")
 			if a.logsStock(inst.Offering) {
-				noteStock(ctx, a.Stock.Tried(inst.Offering.Key(), true))
+				noteMemory(ctx, "stock log not saved", a.Memory.Tried(ctx, inst.Offering.Key(), true))
 			}
 			return inst, nil
 		}
@@ -118,7 +118,7 @@ func (a *Capacity) Acquire(ctx context.Context, req capacity.Request) (capacity.
 			a.Unavailable.MarkUnavailable(f.Offering)
 		}
 		if f.Class == capacity.NoCapacity && a.logsStock(f.Offering) {
-			noteStock(ctx, a.Stock.Tried(f.Offering.Key(), false))
+			noteMemory(ctx, "stock log not saved", a.Memory.Tried(ctx, f.Offering.Key(), false))
 		}
 		recordAcquisition(ctx, f.Offering.Provider, string(f.Offering.Market), string(f.Class))
 		details = append(details, FailureDetail{Class: f.Class, Offering: f.Offering.Key(), Code: f.Code, Message: f.Message})
@@ -147,16 +147,7 @@ func (a *Capacity) Release(ctx context.Context, in ReleaseInput) error {
 	if err != nil && !capacity.IsNotFound(err) {
 		return err
 	}
-	if o := in.Instance.Offering; a.logsStock(o) && !in.Instance.LaunchedAt.IsZero() {
-		held := time.Since(in.Instance.LaunchedAt)
-		noteStock(ctx, a.Stock.Held(o.Key(), held, in.Reason == ReleasePreempted))
-	}
-	if in.Log != nil && a.Logs != nil {
-		// Losing a lesson costs only a less tuned interval later.
-		if err := a.Logs.Add(in.Instance.Offering.Key(), *in.Log); err != nil {
-			activity.GetLogger(ctx).Warn("checkpoint log not saved", "error", err)
-		}
-	}
+	a.learnRelease(ctx, in)
 	activity.GetMetricsHandler(ctx).WithTags(map[string]string{
 		telemetry.LabelReason: string(in.Reason), telemetry.LabelMarket: string(in.Instance.Offering.Market), telemetry.LabelProvider: in.Instance.Offering.Provider,
 	}).Counter(telemetry.ReleasesTotal).Inc(1)

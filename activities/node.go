@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -22,9 +23,13 @@ import (
 )
 
 // Signaler is the part of a Temporal client the node agent needs to tell
-// its run about progress.
+// its run about progress and to heartbeat its training activity. The
+// agent heartbeats through the client rather than the activity's own
+// RecordHeartbeat: the SDK cancels an activity whose heartbeat call
+// fails, and an agent must train on through an outage of the cluster.
 type Signaler interface {
 	SignalWorkflow(ctx context.Context, workflowID, runID, signalName string, arg any) error
+	RecordActivityHeartbeat(ctx context.Context, taskToken []byte, details ...any) error
 }
 
 var _ Signaler = client.Client(nil)
@@ -65,10 +70,13 @@ type Node struct {
 //
 // With push control (TrainingInput.Control) the trainer is the agent's,
 // not the activity's: StopTraining stops it, and a RunTraining the run
-// lets go of (it continued as new) leaves it training, for the next
-// RunTraining of the same attempt to attach to.
+// lets go of (it continued as new, or the cluster stopped waiting on it
+// during an outage) leaves it training, for the next RunTraining of the
+// same attempt to attach to. Nothing the cluster does or fails to do
+// stops the trainer but a stop request.
 func (n *Node) RunTraining(ctx context.Context, in TrainingInput) (TrainingResult, error) {
-	t, err := n.attach(ctx, in, activity.GetInfo(ctx).WorkflowExecution.ID)
+	info := activity.GetInfo(ctx)
+	t, err := n.attach(ctx, in, info.WorkflowExecution.ID)
 	if err != nil {
 		return TrainingResult{}, err
 	}
@@ -76,22 +84,40 @@ func (n *Node) RunTraining(ctx context.Context, in TrainingInput) (TrainingResul
 	// final checkpoint: the run waits for it and must not time it out.
 	hbCtx, stopHeartbeats := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHeartbeats()
-	go t.rep.heartbeat(hbCtx, ctx, heartbeatEvery(in))
-	select {
-	case <-t.done:
-		return t.result, t.err
-	case <-ctx.Done():
-		if in.Control != ControlPush {
-			// Runs recorded before push control stop an attempt by
-			// cancelling this activity.
-			t.stop()
-			<-t.done
+	answers := make(chan heartbeatAnswer, 1)
+	go t.rep.heartbeat(hbCtx, info.TaskToken, heartbeatEvery(in), answers)
+	for {
+		select {
+		case <-t.done:
 			return t.result, t.err
+		case a := <-answers:
+			if in.Control != ControlPush && a == cancelAsked {
+				// Runs recorded before push control stop an attempt by
+				// cancelling this activity.
+				t.stop()
+				<-t.done
+				return t.result, t.err
+			}
+			// The cluster no longer waits on this activity: the run
+			// continued as new, or timed it out while the cluster was
+			// away, and attaches again with a RunTraining of its own.
+			n.letGo(t, in)
+			return TrainingResult{}, errLetGo
+		case <-ctx.Done():
+			if in.Control != ControlPush {
+				t.stop()
+				<-t.done
+				return t.result, t.err
+			}
+			n.letGo(t, in)
+			return TrainingResult{}, ctx.Err()
 		}
-		n.letGo(t)
-		return TrainingResult{}, ctx.Err()
 	}
 }
+
+// errLetGo ends a RunTraining the cluster no longer waits on; nobody
+// reads it.
+var errLetGo = errors.New("the run let go of this attempt; its trainer trains on for the next RunTraining to attach")
 
 // StopTraining asks the trainer of an attempt to stop at a checkpoint;
 // the attempt's RunTraining then returns how it ended. An attempt that
@@ -122,31 +148,58 @@ type trainerRun struct {
 
 	mu     sync.Mutex
 	orphan *time.Timer // stops a trainer no run attaches to again
+	// orphaned is set when the agent stopped the trainer because no run
+	// attached within the tolerance: the next RunTraining of the attempt
+	// trains again from the checkpoint it saved.
+	orphaned bool
 }
 
-// lettingGoGrace is how long a trainer the run let go of trains on,
-// waiting for the run's next RunTraining to attach, before the agent
-// stops it at a checkpoint: a run that continued as new attaches within
-// moments; one that was terminated never will.
-const lettingGoGrace = 5 * time.Minute
+// DefaultControlPlaneTolerance is how long a trainer the run let go of
+// trains on, waiting for a RunTraining of its run to attach, before the
+// agent stops it at a checkpoint: a run that continued as new attaches
+// within moments, one whose cluster was away attaches when the cluster
+// is back; one that was terminated never will.
+const DefaultControlPlaneTolerance = 5 * time.Minute
+
+// tolerance is how long the agent waits for a run to attach again.
+func tolerance(in TrainingInput) time.Duration {
+	if in.ControlPlaneTolerance > 0 {
+		return in.ControlPlaneTolerance
+	}
+	return DefaultControlPlaneTolerance
+}
 
 // keepResult is how long the agent remembers how an attempt ended, for a
-// run that continued as new while it ended to attach and read it.
-const keepResult = 10 * time.Minute
+// run that continued as new, or whose cluster was away, while it ended to
+// attach and read it.
+func keepResult(in TrainingInput) time.Duration {
+	return max(10*time.Minute, 2*tolerance(in))
+}
 
 // attach returns the attempt's trainer, starting it the first time.
 func (n *Node) attach(ctx context.Context, in TrainingInput, workflowID string) (*trainerRun, error) {
 	key := attemptKey{in.Spec.ID, in.Attempt}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	var outage Outage
 	if t := n.attempts[key]; t != nil {
 		t.mu.Lock()
 		if t.orphan != nil {
 			t.orphan.Stop()
 			t.orphan = nil
 		}
+		orphaned := t.orphaned
 		t.mu.Unlock()
-		return t, nil
+		if !orphaned {
+			return t, nil
+		}
+		// Its run is back after the agent gave up waiting: train on from
+		// the checkpoint the trainer saved when it was stopped.
+		<-t.done
+		outage = t.rep.outageSeen()
+		outage.TrainerRestarts++
+		n.Logger.Info("a run attached again after its trainer was stopped for want of one: training on from its checkpoint",
+			zap.String("job", in.Spec.ID), zap.Int("attempt", in.Attempt))
 	}
 	store, err := checkpoint.Open(ctx, StoreURL(in.CheckpointURL, n.DefaultStoreURL), in.Spec.ID)
 	if err != nil {
@@ -158,6 +211,7 @@ func (n *Node) attach(ctx context.Context, in TrainingInput, workflowID string) 
 		rep: &reporter{
 			node: n, store: store, workflowID: workflowID, signalEvery: in.SignalEvery,
 			progress: Progress{Attempt: in.Attempt, InstanceID: n.InstanceID, TotalSteps: total},
+			outage:   outage,
 		},
 		stop: stop,
 		done: make(chan struct{}),
@@ -169,10 +223,13 @@ func (n *Node) attach(ctx context.Context, in TrainingInput, workflowID string) 
 	go func() {
 		defer store.Close()
 		t.result, t.err = n.train(trainCtx, in, store, t.rep)
+		if o := t.rep.outageSeen(); o != (Outage{}) {
+			t.result.Outage = &o
+		}
 		t.rep.flush()
 		stop()
 		close(t.done)
-		time.AfterFunc(keepResult, func() {
+		time.AfterFunc(keepResult(in), func() {
 			n.mu.Lock()
 			defer n.mu.Unlock()
 			if n.attempts[key] == t {
@@ -184,13 +241,18 @@ func (n *Node) attach(ctx context.Context, in TrainingInput, workflowID string) 
 }
 
 // letGo leaves a trainer training for its run's next RunTraining, and
-// stops it if none comes.
-func (n *Node) letGo(t *trainerRun) {
+// stops it at a checkpoint if none comes within the tolerance.
+func (n *Node) letGo(t *trainerRun, in TrainingInput) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.orphan == nil {
-		t.orphan = time.AfterFunc(lettingGoGrace, func() {
-			n.Logger.Warn("no run attached to the trainer again: stopping it at a checkpoint")
+		wait := tolerance(in)
+		t.orphan = time.AfterFunc(wait, func() {
+			t.mu.Lock()
+			t.orphaned = true
+			t.mu.Unlock()
+			n.Logger.Warn("no run attached to the trainer again: stopping it at a checkpoint",
+				zap.String("job", in.Spec.ID), zap.Int("attempt", in.Attempt), zap.Duration("waited", wait))
 			t.stop()
 		})
 	}
@@ -336,6 +398,15 @@ type reporter struct {
 	progress Progress
 	sentAt   time.Time // the last checkpoint signal
 	pending  *Progress // checkpoints not signalled yet
+	outage   Outage    // what the agent saw of the control plane
+	sending  sync.Mutex
+}
+
+// outageSeen is what the agent saw of the control plane so far.
+func (r *reporter) outageSeen() Outage {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.outage
 }
 
 func (r *reporter) onEvent(e agent.Event) {
@@ -396,32 +467,104 @@ func (r *reporter) flush() {
 	}
 }
 
+// send signals the run, one signal at a time, without holding the trainer up: a
+// signal the cluster does not take within a while is dropped, as the
+// attempt's result and its heartbeats carry the same facts.
 func (r *reporter) send(p Progress) {
 	if r.node.Machine.Lost() {
 		return // a machine that is gone tells nothing, checkpoints held back included
 	}
-	// A signal that cannot be sent is not fatal: the activity's result
-	// carries the same facts when it returns.
-	if err := r.node.Signaler.SignalWorkflow(context.Background(), r.workflowID, "", r.node.ProgressSignal, p); err != nil {
-		r.node.Logger.Warn("progress signal not delivered", zap.String("kind", string(p.Kind)), zap.Error(err))
-	}
+	go func() {
+		r.sending.Lock()
+		defer r.sending.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), signalTimeout)
+		defer cancel()
+		if err := r.node.Signaler.SignalWorkflow(ctx, r.workflowID, "", r.node.ProgressSignal, p); err != nil {
+			r.node.Logger.Warn("progress signal not delivered", zap.String("kind", string(p.Kind)), zap.Error(err))
+		}
+	}()
 }
+
+// signalTimeout bounds one progress signal, retries included.
+const signalTimeout = 30 * time.Second
+
+// heartbeatAnswer is what the cluster answered a heartbeat with, when it
+// was not a plain yes.
+type heartbeatAnswer int
+
+const (
+	// cancelAsked: the run cancelled the activity.
+	cancelAsked heartbeatAnswer = iota + 1
+	// notWaitedOn: the cluster no longer waits on the activity (its run
+	// timed it out, or continued as new, or ended).
+	notWaitedOn
+)
 
 // heartbeat reports progress every so often: liveness, and for runs
 // recorded before push control, the way a stop request reaches the
-// activity.
-func (r *reporter) heartbeat(ctx, actx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
+// activity. A heartbeat the cluster does not take is tried again within
+// seconds, and is never a reason to stop the trainer: the agent keeps
+// training, checkpointing and honouring notices without the cluster, and
+// the run attaches again when it is back. Answers other than a plain yes
+// go to answers, once.
+func (r *reporter) heartbeat(ctx context.Context, token []byte, every time.Duration, answers chan<- heartbeatAnswer) {
+	var failingSince time.Time
+	wait := every
 	for {
 		r.mu.Lock()
 		p := r.progress
+		if r.outage != (Outage{}) {
+			o := r.outage
+			p.Outage = &o
+		}
 		r.mu.Unlock()
-		activity.RecordHeartbeat(actx, p)
+		callCtx, cancel := context.WithTimeout(ctx, heartbeatCallTimeout(every))
+		err := r.node.Signaler.RecordActivityHeartbeat(callCtx, token, p)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		var canceled *temporal.CanceledError
+		var notFound *serviceerror.NotFound
+		switch {
+		case err == nil:
+			if !failingSince.IsZero() {
+				r.node.Logger.Info("the cluster takes heartbeats again", zap.String("run", r.workflowID),
+					zap.Duration("after", time.Since(failingSince).Round(time.Millisecond)))
+				failingSince = time.Time{}
+			}
+			wait = every
+		case errors.As(err, &canceled):
+			answers <- cancelAsked
+			return
+		case errors.As(err, &notFound):
+			answers <- notWaitedOn
+			return
+		default:
+			now := time.Now()
+			if failingSince.IsZero() {
+				failingSince = now
+				r.node.Logger.Warn("heartbeat not taken: the trainer trains on, and the heartbeat is tried again",
+					zap.String("run", r.workflowID), zap.Error(err))
+				wait = time.Second
+			} else {
+				wait = min(2*wait, every)
+			}
+			r.mu.Lock()
+			r.outage.FailedHeartbeats++
+			r.outage.LongestSeconds = max(r.outage.LongestSeconds, now.Sub(failingSince).Seconds())
+			r.mu.Unlock()
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-time.After(wait):
 		}
 	}
+}
+
+// heartbeatCallTimeout bounds one heartbeat call, its retries included: a
+// slow cluster gets time to answer, but a call never outlasts the next.
+func heartbeatCallTimeout(every time.Duration) time.Duration {
+	return min(max(every, 5*time.Second), 30*time.Second)
 }

@@ -16,11 +16,14 @@ import (
 	"refuel/pkg/trainer"
 )
 
-// signals records the progress a node agent signals.
+// signals records the progress a node agent signals, and takes its
+// heartbeats.
 type signals struct {
 	mu  sync.Mutex
 	got []Progress
 }
+
+func (s *signals) RecordActivityHeartbeat(context.Context, []byte, ...any) error { return nil }
 
 func (s *signals) SignalWorkflow(_ context.Context, _, _, _ string, arg any) error {
 	s.mu.Lock()

@@ -35,6 +35,9 @@ type OfferingsInput struct {
 }
 
 // ReleaseReason says why an instance is given back; it labels metrics.
+// An instance given back for a cause that teaches nothing of the market
+// (marketmem.CauseControlPlane, marketmem.CauseNodeLost, as the reason)
+// feeds neither the stock logs nor the checkpoint logs.
 type ReleaseReason string
 
 const (
@@ -125,6 +128,11 @@ type TrainingInput struct {
 	// Gang is the attempt's place in a gang of several nodes training
 	// together; zero for a run of one node.
 	Gang Gang `json:"gang,omitzero"`
+	// ControlPlaneTolerance is how long the trainer trains on while no
+	// run is attached to it (the cluster is away or slow, or the run
+	// continued as new and has not attached yet) before the agent stops
+	// it at a checkpoint; 0 is DefaultControlPlaneTolerance.
+	ControlPlaneTolerance time.Duration `json:"control_plane_tolerance,omitempty"`
 }
 
 // Gang is one node's place in a gang: its rank, how many nodes train
@@ -171,6 +179,21 @@ type TrainingResult struct {
 	// LogsURL is where the job's trainer output is kept, every attempt's
 	// (read it with `starter logs`).
 	LogsURL string `json:"logs_url,omitempty"`
+	// Outage is what the agent saw of the control plane during the
+	// attempt, if anything went wrong with it.
+	Outage *Outage `json:"outage,omitempty"`
+}
+
+// Outage is what a node agent saw of the control plane while an attempt
+// trained: heartbeats the cluster did not take, and trainers it stopped
+// because no run attached within the tolerance and started again, from
+// their checkpoint, when one did.
+type Outage struct {
+	FailedHeartbeats int `json:"failed_heartbeats"`
+	// LongestSeconds is the longest time the cluster took no heartbeat.
+	LongestSeconds float64 `json:"longest_seconds"`
+	// TrainerRestarts counts the trainers stopped so and started again.
+	TrainerRestarts int `json:"trainer_restarts,omitempty"`
 }
 
 // ProgressKind says what a progress report is about.
@@ -198,6 +221,9 @@ type Progress struct {
 	// total.
 	Checkpoints int       `json:"checkpoints,omitempty"`
 	Time        time.Time `json:"time"`
+	// Outage is carried by heartbeats: a run that finds its agent
+	// silent reads what the agent last saw of the control plane.
+	Outage *Outage `json:"outage,omitempty"`
 }
 
 // ManagedInstance is an instance refuel launched, as the janitor sees it.

@@ -52,7 +52,9 @@ type SimConfig struct {
 	// a run keeping market time (0: sim.DefaultRestartOverhead).
 	RestartOverhead time.Duration
 	// ControlToken, when set, must come with every call to the EC2
-	// endpoint's /sim/ controls, which can take any instance away.
+	// endpoint's /sim/ controls, which can take any instance away; with
+	// the AWS provider against a sim in another process, it is what this
+	// control plane sends to that sim's controls.
 	ControlToken string
 	// Prices, when set, price each pool they know by its zone and
 	// region (sim.Config.WithPrices); otherwise every pool charges its
@@ -117,6 +119,11 @@ func (s *Stack) startProviders(ctx context.Context, launcher local.LauncherConfi
 			if awsCfg.Endpoint == "" {
 				awsCfg.Endpoint = "http://" + s.EC2Endpoint
 			}
+		} else if awsCfg.Endpoint != "" {
+			// An endpoint of its own is a sim in another process (worker
+			// ec2-sim), whose controls serve the notices of drills; one
+			// that is no sim answers that it knows no such instance.
+			set.interrupters = append(set.interrupters, sim.Remote{Endpoint: awsCfg.Endpoint, Token: cfg.Sim.ControlToken})
 		}
 		if awsCfg.Logger == nil {
 			awsCfg.Logger = cfg.Logger.Named("aws")

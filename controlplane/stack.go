@@ -12,6 +12,7 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
@@ -25,6 +26,7 @@ import (
 	"refuel/pkg/cloud/local"
 	"refuel/pkg/cloud/sim"
 	"refuel/pkg/devserver"
+	"refuel/pkg/marketmem"
 	"refuel/pkg/policy"
 	"refuel/pkg/pool"
 	"refuel/workflows"
@@ -96,6 +98,13 @@ type Config struct {
 	// PlanCacheMB bounds the outlooks this worker keeps for the runs that
 	// choose their market (policy.Plans); default 256.
 	PlanCacheMB int
+	// StopTimeout is how long Stop lets the activities in flight finish
+	// before it cancels them; 0 means DefaultStopTimeout.
+	StopTimeout time.Duration
+	// MarketMemory is the bucket URL of the market memory every worker
+	// of the deployment shares (see marketmem); default
+	// file://<DataDir>/market-memory, or mem:// with InMemory.
+	MarketMemory string
 }
 
 // How instances are hosted (Config.Instances, worker --instances).
@@ -111,11 +120,11 @@ type Stack struct {
 	Provider capacity.Provider // the cloud runs acquire from
 	Cloud    *local.Cloud      // set with the local provider
 	Base     *local.Cloud      // the base group's machines, when a pools file is in force
-	// CheckpointLogs are the pools' checkpoint logs `interval: auto` reads.
-	CheckpointLogs *activities.CheckpointLogs
-	// StockLogs are what runs saw of each spot offering's stock, which
-	// deadline runs plan with on clouds without a market clock.
-	StockLogs *activities.StockLogs
+	// Memory is the deployment's market memory (Config.MarketMemory):
+	// the pools' checkpoint logs `interval: auto` reads, and what runs saw
+	// of each spot offering's stock, which deadline runs plan with on
+	// clouds without a market clock.
+	Memory *marketmem.Store
 	// Plans are the outlooks this worker keeps for runs that choose their
 	// market (Config.PlanCacheMB).
 	Plans *policy.Plans
@@ -133,6 +142,7 @@ type Stack struct {
 	worker      worker.Worker
 	metrics     *http.Server
 	codecServer *http.Server
+	inFlight    *inFlight
 	closers     []func()
 	log         *zap.Logger
 	// identity is the worker's, as pollers show it to /readyz.
@@ -193,30 +203,22 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		// the drill works on whichever layer its run was granted.
 		set.interrupters = append(set.interrupters, s.Base)
 	}
-	logs := &activities.CheckpointLogs{}
-	if !cfg.InMemory {
-		logs.Path = filepath.Join(cfg.DataDir, "checkpoint-logs.json")
-	}
-	if err := logs.Load(); err != nil {
+	if s.Memory, err = openMarketMemory(ctx, cfg); err != nil {
 		return nil, err
 	}
-	s.CheckpointLogs = logs
-	stock := &activities.StockLogs{}
-	if !cfg.InMemory {
-		stock.Path = filepath.Join(cfg.DataDir, "stock-logs.json")
-	}
-	if err := stock.Load(); err != nil {
-		return nil, err
-	}
-	s.StockLogs = stock
-	caps := &activities.Capacity{Providers: providers, Interrupters: set.interrupters, Unavailable: capacity.NewUnavailableCache(0, nil), Clocks: set.clocks, Logs: logs, Stock: stock}
+	s.closers = append(s.closers, func() { _ = s.Memory.Close() })
+	caps := &activities.Capacity{Providers: providers, Interrupters: set.interrupters, Unavailable: capacity.NewUnavailableCache(0, nil), Clocks: set.clocks, Memory: s.Memory}
 	caps.Deployment = cfg.Deployment
 	caps.Plans = policy.NewPlans(int64(cfg.PlanCacheMB) << 20)
 	s.Plans = caps.Plans
 	caps.InProcessInstances = s.Virtual != nil
 	jan := &activities.Janitor{Providers: providers, Client: s.Client, Deployment: cfg.Deployment}
 
-	s.worker = worker.New(s.Client, workflows.TaskQueue, worker.Options{})
+	s.inFlight = newInFlight()
+	s.worker = worker.New(s.Client, workflows.TaskQueue, worker.Options{
+		WorkerStopTimeout: cfg.StopTimeout,
+		Interceptors:      []interceptor.WorkerInterceptor{s.inFlight},
+	})
 	Register(s.worker, cfg.Workflows, caps, jan)
 	if err := s.worker.Start(); err != nil {
 		return nil, fmt.Errorf("control-plane worker: %w", err)
@@ -316,7 +318,12 @@ func (s *Stack) UIURL() string {
 func (s *Stack) Stop() {
 	s.stopping.Store(true)
 	if s.worker != nil {
-		s.worker.Stop()
+		s.drain()
+	}
+	if s.Cloud != nil || s.Sim != nil || s.Base != nil {
+		s.log.Info("ending the instances this worker hosts (the local and simulated clouds' node agents are its own); their runs recover once a worker is back")
+	} else {
+		s.log.Info("instances stay with their runs: the agents train on, and any worker of the deployment carries on")
 	}
 	for _, close := range s.closers {
 		close()
@@ -344,6 +351,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.DataDir == "" {
 		cfg.DataDir = ".refuel"
+	}
+	if cfg.StopTimeout == 0 {
+		cfg.StopTimeout = DefaultStopTimeout
 	}
 	if cfg.Workflows == nil {
 		cfg.Workflows = workflows.New()

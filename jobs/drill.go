@@ -112,28 +112,12 @@ func Drill(ctx context.Context, c client.Client, o DrillOptions) (DrillReport, e
 	if err != nil {
 		return rep, err
 	}
-	// On a real or simulated spot market the job may already have been
-	// preempted and recovered before the drill struck: wait for a recovery
-	// from this interruption, onto another instance.
-	// A recovery counts once it follows the preemption of the instance
-	// the drill interrupted: a move or a yield the pool asked for
-	// meanwhile is a recovery too, but not this one.
-	st, err = WaitFor(ctx, c, js.ID, func(s workflows.Status) bool {
-		p, r := s.LastPreemption, s.LastRecovery
-		return p != nil && p.InstanceID == rep.InterruptedInstance && r != nil && !r.ResumedAt.IsZero() &&
-			!r.ResumedAt.Before(p.Time) && r.InstanceID != rep.InterruptedInstance
-	})
+	rec, st, err := awaitRecovery(ctx, c, js.ID, rep.InterruptedInstance, notice)
 	if err != nil {
 		return rep, err
 	}
-	rep.ReplacementInstance = st.LastRecovery.InstanceID
-	rep.ReplacementSeconds = st.LastRecovery.ReplacementAt.Sub(notice).Seconds()
-	rep.RecoverySeconds = st.LastRecovery.ResumedAt.Sub(notice).Seconds()
-	rep.ResumedFromStep = st.LastRecovery.ResumedFromStep
-	if p := st.LastPreemption; p != nil {
-		rep.PreemptedAtStep = p.AtStep
-	}
-	rep.LostSteps = max(0, rep.PreemptedAtStep-rep.ResumedFromStep)
+	rep.ReplacementInstance, rep.ReplacementSeconds, rep.RecoverySeconds = rec.ReplacementInstance, rec.ReplacementSeconds, rec.RecoverySeconds
+	rep.PreemptedAtStep, rep.ResumedFromStep, rep.LostSteps = rec.PreemptedAtStep, rec.ResumedFromStep, rec.LostSteps
 	say("resumed on %s from step %d, %.1fs after the notice; waiting for the end", rep.ReplacementInstance, rep.ResumedFromStep, rep.RecoverySeconds)
 
 	var final workflows.Status

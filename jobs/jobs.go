@@ -160,20 +160,3 @@ func SetBudget(ctx context.Context, c client.Client, id string, usd float64) (fl
 	}
 	return got, nil
 }
-
-// Interrupt takes an instance away through the InjectInterruption
-// workflow, so drills work against any cluster the worker serves. It
-// returns when the notice was served.
-func Interrupt(ctx context.Context, c client.Client, instanceID string, grace time.Duration) (time.Time, error) {
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: "interrupt-" + instanceID, TaskQueue: workflows.TaskQueue,
-	}, workflows.InjectInterruptionName, activities.InterruptInput{InstanceID: instanceID, Grace: grace})
-	if err != nil {
-		return time.Time{}, err
-	}
-	var res activities.InterruptResult
-	if err := run.Get(ctx, &res); err != nil {
-		return time.Time{}, fmt.Errorf("interrupt %s: %w", instanceID, err)
-	}
-	return res.NoticeAt, nil
-}

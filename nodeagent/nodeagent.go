@@ -77,13 +77,12 @@ func Main(args []string, stderr io.Writer) int {
 // workerOptions are a node agent's: one job at a time (the instance is
 // the job's), though a second RunTraining may attach to its attempt and
 // StopTraining come in beside them; one poller, since tasks are few.
-// RunTraining heartbeats at the cadence its run asks for (every second
-// for runs that stop attempts by cancelling them), so the SDK's
-// throttle must not hold heartbeats back longer than that.
+// RunTraining heartbeats through the client, at the cadence its run asks
+// for, not through the SDK's throttled heartbeats, whose failure would
+// cancel it.
 func workerOptions() worker.Options {
 	return worker.Options{
 		MaxConcurrentActivityExecutionSize: 4, MaxConcurrentActivityTaskPollers: 1, DisableWorkflowWorker: true,
-		MaxHeartbeatThrottleInterval: time.Second, DefaultHeartbeatThrottleInterval: time.Second,
 	}
 }
 

@@ -97,9 +97,9 @@ type autoscaleRow struct {
 }
 
 // runAutoscaleBench is `starter autoscale-bench` (make bench-autoscale).
-func runAutoscaleBench(args []string, stdout io.Writer) error {
+func runAutoscaleBench(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("autoscale-bench", flag.ContinueOnError)
-	fs.SetOutput(os.Stderr)
+	fs.SetOutput(stderr)
 	dflt := os.Getenv("REFUEL_INFERENCE_TRACE")
 	if dflt == "" {
 		dflt = filepath.Join("..", "shared", "traces", "inference", "azure-llm-conv-2023-11-16.csv")
@@ -128,7 +128,7 @@ func runAutoscaleBench(args []string, stdout io.Writer) error {
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed for composed traffic and start-up times")
 	window := fs.Duration("demand-window", time.Minute, "demand is the work arriving over this trailing window")
 	asJSON := fs.Bool("json", false, "print one JSON object per scenario and policy")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlagSet(fs, args); err != nil {
 		return err
 	}
 	switch {
@@ -155,7 +155,7 @@ func runAutoscaleBench(args []string, stdout io.Writer) error {
 	var rows []autoscaleRow
 	for _, sc := range chosen {
 		tr := sc.build(hour, cfg.Seed)
-		fmt.Fprintf(os.Stderr, "autoscale-bench: %s (%s): %d requests over %s\n", sc.name, sc.about, len(tr.Requests), tr.Span.Round(time.Second))
+		fmt.Fprintf(stderr, "autoscale-bench: %s (%s): %d requests over %s\n", sc.name, sc.about, len(tr.Requests), tr.Span.Round(time.Second))
 		rows = append(rows, benchScenario(sc.name, tr, cfg, *window)...)
 	}
 	if *asJSON {

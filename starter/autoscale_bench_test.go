@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,7 +38,7 @@ func shortTrace(t *testing.T) string {
 
 func TestAutoscaleBenchJSON(t *testing.T) {
 	var out bytes.Buffer
-	if err := runAutoscaleBench([]string{"--trace", shortTrace(t), "--scenarios", "hour", "--json"}, &out); err != nil {
+	if err := runAutoscaleBench([]string{"--trace", shortTrace(t), "--scenarios", "hour", "--json"}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	var policies []string
@@ -64,7 +65,7 @@ func TestAutoscaleBenchJSON(t *testing.T) {
 
 func TestAutoscaleBenchTable(t *testing.T) {
 	var out bytes.Buffer
-	if err := runAutoscaleBench([]string{"--trace", shortTrace(t), "--scenarios", "hour"}, &out); err != nil {
+	if err := runAutoscaleBench([]string{"--trace", shortTrace(t), "--scenarios", "hour"}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"SLO attained", "reactive (SkyServe-like)", "targets for refuel", "hour:"} {
@@ -85,7 +86,7 @@ func TestAutoscaleBenchRejectsBadFlags(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			err := runAutoscaleBench(append([]string{"--trace", "unused.csv"}, tc.args...), &bytes.Buffer{})
+			err := runAutoscaleBench(append([]string{"--trace", "unused.csv"}, tc.args...), &bytes.Buffer{}, io.Discard)
 			var fe *FlagError
 			if !errors.As(err, &fe) || fe.Flag != tc.flag {
 				t.Errorf("error %v; want a *FlagError for --%s", err, tc.flag)

@@ -3,33 +3,41 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
 
 	"refuel/jobs"
 )
 
-func runCost(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("cost", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	conn := addConnFlags(fs)
+func costCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "cost [--query Q] [--json]",
+		Short:   "cost per job, and per team and pool",
+		Example: "  starter cost --query 'RefuelTeam=\"nlp\"' --json",
+		Args:    noArgs("starter cost takes no arguments; filter with --query 'RefuelTeam=\"nlp\"'"),
+	}
+	conn := addClientFlags(cmd)
+	fs := cmd.Flags()
 	filter := fs.String("query", "", `visibility filter, e.g. 'RefuelTeam="nlp"' or 'StartTime > "2026-11-01T00:00:00Z"'`)
 	asJSON := fs.Bool("json", false, "print jobs and rollup rows as JSON")
-	if _, err := parse(fs, args); err != nil {
-		return err
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx := context.Background()
+		return conn.withClient(ctx, func(c client.Client) error {
+			rep, err := jobs.Costs(ctx, c, *filter, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			return printCost(cmd.OutOrStdout(), rep, *asJSON)
+		})
 	}
-	ctx := context.Background()
-	c, err := conn.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	rep, err := jobs.Costs(ctx, c, *filter, stderr)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
+	return cmd
+}
+
+func printCost(stdout io.Writer, rep jobs.CostReport, asJSON bool) error {
+	if asJSON {
 		return json.NewEncoder(stdout).Encode(rep)
 	}
 	// Lost work and recovery are parts of the cost, not added to it.

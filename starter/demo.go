@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
 	"refuel/jobs"
@@ -18,26 +18,30 @@ import (
 	"refuel/workflows"
 )
 
-func runDemo(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	conn := addConnFlags(fs)
-	ui := fs.String("ui", "http://127.0.0.1:8233", "Web UI address to point people at")
-	if _, err := parse(fs, args); err != nil {
-		return err
+func demoCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "demo",
+		Short:   "drive the demo a person can watch in the Web UI",
+		Example: "  starter demo",
+		Args:    noArgs("starter demo takes no arguments"),
 	}
-	ctx := context.Background()
-	c, err := waitForCluster(ctx, conn, stderr)
-	if err != nil {
-		return err
+	conn := addClientFlags(cmd)
+	ui := cmd.Flags().String("ui", "http://127.0.0.1:8233", "Web UI address to point people at")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx := context.Background()
+		c, err := waitForCluster(ctx, conn, cmd.ErrOrStderr())
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return demo(ctx, c, *ui, cmd.OutOrStdout())
 	}
-	defer c.Close()
-	return demo(ctx, c, *ui, stdout)
+	return cmd
 }
 
 // waitForCluster dials until the stack answers: `make run` starts the
 // worker and the demo together.
-func waitForCluster(ctx context.Context, conn connFlags, stderr io.Writer) (client.Client, error) {
+func waitForCluster(ctx context.Context, conn *clientFlags, stderr io.Writer) (client.Client, error) {
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		c, err := conn.dial(ctx)
@@ -97,7 +101,7 @@ func demo(ctx context.Context, c client.Client, ui string, out io.Writer) error 
 	fmt.Fprintf(out, "\n  Watch it in the Temporal Web UI: %s/namespaces/default/workflows?query=%s\n", ui,
 		strings.ReplaceAll(fmt.Sprintf("WorkflowId STARTS_WITH \"demo-%s\"", stamp), " ", "+"))
 	fmt.Fprintf(out, "  the capacity pool: %s/namespaces/default/workflows/%s\n", ui, workflows.PoolWorkflowID)
-	fmt.Fprintf(out, "  or from a shell: go run ./starter status %s --watch\n\n", d.fleet[2].ID)
+	fmt.Fprintf(out, "  or from a shell: bin/starter status %s --watch\n\n", d.fleet[2].ID)
 
 	if err := d.until(ctx, "every run is admitted", func() bool { return d.admitted() == len(d.fleet) }); err != nil {
 		return err
@@ -155,7 +159,7 @@ func demo(ctx context.Context, c client.Client, ui string, out io.Writer) error 
 		return err
 	}
 	stopLoad()
-	if err := c.CancelWorkflow(ctx, svc.ID, ""); err != nil {
+	if err := jobs.StopService(ctx, c, svc.ID); err != nil {
 		return err
 	}
 	if d.pool {

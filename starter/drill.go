@@ -3,37 +3,52 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"io"
 	"slices"
 	"time"
 
+	"github.com/spf13/cobra"
 	"refuel/jobs"
 	"refuel/pkg/spec"
 )
 
-func runDrill(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("drill", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	conn := addConnFlags(fs)
+func drillCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "drill [--json] [--nodes N]",
+		Short: "run the interruption drill against the running stack (exit 1 if it fails)",
+		Long: `Run the field's acceptance test against the running stack: a training job
+saves a checkpoint, its instance is taken away with a real interruption
+notice, and refuel must get a replacement by itself, resume from the latest
+checkpoint and end with exactly the model an uninterrupted run makes. Exit 1
+if it does not. starter interrupt does the same to a run of yours.`,
+		Example: "  starter drill --json\n  starter drill --nodes 2",
+		Args:    noArgs("starter drill takes no arguments; shape it with --nodes, --tier, --work"),
+	}
+	conn := addClientFlags(cmd)
+	fs := cmd.Flags()
 	asJSON := fs.Bool("json", false, "print the drill report as one JSON object")
-	o := jobs.DrillOptions{Progress: stderr}
+	var o jobs.DrillOptions
 	fs.DurationVar(&o.Work, "work", 20*time.Second, "compute of the drill's training job")
 	fs.DurationVar(&o.Interval, "checkpoint-interval", 3*time.Second, "its checkpoint interval")
 	fs.DurationVar(&o.NoticeGrace, "notice", 30*time.Second, "interruption notice window before the instance is taken")
 	fs.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "give up after this long")
 	fs.IntVar(&o.Nodes, "nodes", 1, "run the drill's job as a gang of this many nodes (1..256) and interrupt its last rank")
 	tier := fs.String("tier", "", "the drill job's tier (default flexible for one node, critical for a gang: a gang's worth of spot is rarely in stock at once)")
-	if _, err := parse(fs, args); err != nil {
-		return err
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return drill(cmd, conn, o, *tier, *asJSON)
 	}
+	return cmd
+}
+
+func drill(cmd *cobra.Command, conn *clientFlags, o jobs.DrillOptions, tier string, asJSON bool) error {
+	stdout := cmd.OutOrStdout()
+	o.Progress = cmd.ErrOrStderr()
 	if o.Nodes < 1 || o.Nodes > spec.MaxNodes {
-		return usageError{fmt.Sprintf("--nodes %d: want 1..%d (how many instances the drill's job holds at once)", o.Nodes, spec.MaxNodes)}
+		return usagef("--nodes %d: want 1..%d (how many instances the drill's job holds at once)", o.Nodes, spec.MaxNodes)
 	}
-	if *tier != "" {
-		if o.Tier = spec.Tier(*tier); !slices.Contains(spec.Tiers, o.Tier) {
-			return usageError{fmt.Sprintf("--tier %q: want one of %v", *tier, spec.Tiers)}
+	if tier != "" {
+		if o.Tier = spec.Tier(tier); !slices.Contains(spec.Tiers, o.Tier) {
+			return usagef("--tier %q: want one of %v", tier, spec.Tiers)
 		}
 	}
 	ctx := context.Background()
@@ -46,7 +61,7 @@ func runDrill(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if asJSON {
 		if err := json.NewEncoder(stdout).Encode(rep); err != nil {
 			return err
 		}

@@ -2,97 +2,32 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
-	commonpb "go.temporal.io/api/common/v1"
-	"go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/workflow/v1"
-	"go.temporal.io/sdk/converter"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"refuel/workflows"
+	"refuel/jobs"
 )
 
-// encoded is a status query's answer as the SDK hands it over.
-type encoded struct{ v any }
-
-func (e encoded) HasValue() bool { return e.v != nil }
-func (e encoded) Get(ptr any) error {
-	b, err := json.Marshal(e.v)
-	if err != nil {
-		return err
+func TestPrintRowsShowsStepsOfRunsAndReplicasOfServices(t *testing.T) {
+	ready, desired := 2, 3
+	rows := []jobs.ListRow{
+		{ID: "llama", Type: "training", State: "running", Team: "nlp", Tier: "deadline", Priority: 80, Step: 120, TotalSteps: 300, CostUSD: 0.31},
+		{ID: "killed", Type: "training", State: "terminated", Team: "nlp", Tier: "deadline", Priority: 50, CostUSD: 0.25},
+		{ID: "chat", Type: "service", State: "running", Team: "web", Tier: "critical", Priority: 90, CostUSD: 1.5, ReadyReplicas: &ready, DesiredReplicas: &desired},
 	}
-	return json.Unmarshal(b, ptr)
-}
-
-func execution(t *testing.T, id, wfType string, status enums.WorkflowExecutionStatus, attrs map[string]any) *workflow.WorkflowExecutionInfo {
-	t.Helper()
-	fields := map[string]*commonpb.Payload{}
-	for k, v := range attrs {
-		p, err := converter.GetDefaultDataConverter().ToPayload(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fields[k] = p
-	}
-	return &workflow.WorkflowExecutionInfo{
-		Execution: &commonpb.WorkflowExecution{WorkflowId: id}, Type: &commonpb.WorkflowType{Name: wfType}, Status: status,
-		StartTime: timestamppb.New(time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)), SearchAttributes: &commonpb.SearchAttributes{IndexedFields: fields},
-	}
-}
-
-func TestListRowsComeFromTheAttributesAndTheStatusQuery(t *testing.T) {
-	attrs := map[string]any{"RefuelTeam": "nlp", "RefuelTier": "deadline", "RefuelPriority": 50, "RefuelState": "running", "RefuelMarket": "spot", "RefuelCostUSD": 0.25}
-	run := listRowOf(execution(t, "llama", workflows.TrainingRunName, enums.WORKFLOW_EXECUTION_STATUS_RUNNING, attrs))
-	addStatus(&run, encoded{workflows.Status{State: workflows.StateRunning, Step: 120, TotalSteps: 300, CostUSD: 0.31, Priority: 80}})
-
-	attrs["RefuelState"] = "running"
-	killed := listRowOf(execution(t, "killed", workflows.TrainingRunName, enums.WORKFLOW_EXECUTION_STATUS_TERMINATED, attrs))
-
-	svc := listRowOf(execution(t, "chat", workflows.InferenceServiceName, enums.WORKFLOW_EXECUTION_STATUS_RUNNING, map[string]any{"RefuelTeam": "web", "RefuelTier": "critical", "RefuelPriority": 90, "RefuelState": "running"}))
-	st := workflows.ServiceStatus{State: workflows.StateRunning, Ready: 2, Priority: 90, CostUSD: 1.5}
-	st.Desired.Replicas = 3
-	addStatus(&svc, encoded{st})
-
-	if run.Step != 120 || run.TotalSteps != 300 || run.CostUSD != 0.31 || run.Priority != 80 || run.Team != "nlp" || run.Tier != "deadline" || run.Market != "spot" {
-		t.Errorf("training row %+v", run)
-	}
-	if killed.State != resultTerminated || killed.Result != resultTerminated || killed.CostUSD != 0.25 {
-		t.Errorf("a terminated run's row %+v; want state terminated whatever its last RefuelState, cost from the attribute", killed)
-	}
-	if svc.Type != "service" || *svc.ReadyReplicas != 2 || *svc.DesiredReplicas != 3 || svc.CostUSD != 1.5 {
-		t.Errorf("service row %+v", svc)
-	}
-
 	var out bytes.Buffer
-	printRows(&out, []ListRow{run, killed, svc})
+	printRows(&out, rows)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	fields := func(i int) []string { return strings.Fields(lines[i]) }
 	if diff := cmp.Diff([]string{"llama", "training", "running", "nlp", "deadline", "80", "120/300", "(40%)", "0.3100"}, fields(1)); diff != "" {
 		t.Errorf("training line (-want +got):\n%s", diff)
 	}
+	if diff := cmp.Diff([]string{"killed", "training", "terminated", "nlp", "deadline", "50", "-", "0.2500"}, fields(2)); diff != "" {
+		t.Errorf("terminated line (-want +got):\n%s", diff)
+	}
 	if diff := cmp.Diff([]string{"chat", "service", "running", "web", "critical", "90", "2/3", "replicas", "1.5000"}, fields(3)); diff != "" {
 		t.Errorf("service line (-want +got):\n%s", diff)
-	}
-
-	b, _ := json.Marshal(run)
-	var obj map[string]any
-	_ = json.Unmarshal(b, &obj)
-	for _, k := range []string{"id", "type", "state", "team", "tier", "priority", "step", "total_steps", "cost_usd"} {
-		if _, ok := obj[k]; !ok {
-			t.Errorf("list --json lacks %q: %s", k, b)
-		}
-	}
-}
-
-func TestListQueryKeepsOneRowPerRunAndAppliesTheFilter(t *testing.T) {
-	got := listQuery(`RefuelTeam="nlp"`)
-	want := `WorkflowType IN ("TrainingRun", "InferenceService") AND ExecutionStatus != "ContinuedAsNew" AND (RefuelTeam="nlp")`
-	if got != want {
-		t.Errorf("listQuery:\n got %s\nwant %s", got, want)
 	}
 }

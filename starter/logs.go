@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,11 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/api/enums/v1"
+	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 
-	"refuel/internal/cluster"
 	"refuel/jobs"
 	"refuel/pkg/checkpoint"
 	"refuel/workflows"
@@ -27,36 +23,37 @@ import (
 // every few seconds.
 const logsPoll = time.Second
 
-func runLogs(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("logs", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	conn := addConnFlags(fs)
+func logsCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "logs ID [--follow] [--attempt N]",
+		Short:   "print a run's trainer output, every attempt's in order",
+		Example: "  starter logs llama-ft-0427 --follow\n  starter logs llama-ft-0427 --attempt 2",
+		Args:    exactArgs(1, "give one run id: starter logs ID [--follow] [--attempt N]"),
+	}
+	conn := addClientFlags(cmd)
+	fs := cmd.Flags()
 	follow := fs.Bool("follow", false, "keep printing new output until the run ends")
 	attempt := fs.Int("attempt", 0, "print only attempt N (status shows a run's attempt)")
 	storeURL := fs.String("checkpoint-url", defaultStoreURL(),
 		"checkpoint store of runs whose spec names none: the worker's --checkpoint-url (default REFUEL_CHECKPOINT_URL, else the worker's default file://<data-dir>/checkpoints)")
-	pos, err := parse(fs, args)
-	if err != nil {
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if *attempt < 0 {
+			return usagef("--attempt %d: attempts are numbered from 1; leave it out for every attempt", *attempt)
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		defer stop()
+		return conn.withClient(ctx, func(c client.Client) error {
+			return printLogs(ctx, c, conn, args[0], *attempt, *follow, *storeURL, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		})
+	}
+	return cmd
+}
+
+func printLogs(ctx context.Context, c client.Client, conn *clientFlags, id string, attempt int, follow bool, storeURL string, stdout, stderr io.Writer) error {
+	if _, err := jobs.RequireType(ctx, c, id, workflows.TrainingRunName, "services have no trainer; only training runs have logs"); err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usagef("give one run id: starter logs ID [--follow] [--attempt N]")
-	}
-	if *attempt < 0 {
-		return usagef("--attempt %d: attempts are numbered from 1; leave it out for every attempt", *attempt)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	c, err := conn.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	id := pos[0]
-	if _, err := requireType(ctx, c, id, workflows.TrainingRunName, "services have no trainer; only training runs have logs"); err != nil {
-		return err
-	}
-	url, err := runStoreURL(ctx, c, conn.dataConverter(), id, *storeURL)
+	url, err := jobs.StoreURL(ctx, c, conn.dataConverter(), id, storeURL)
 	if err != nil {
 		return err
 	}
@@ -67,11 +64,11 @@ func runLogs(args []string, stdout, stderr io.Writer) error {
 	defer store.Close()
 
 	var attempts []int
-	if *attempt > 0 {
-		attempts = []int{*attempt}
+	if attempt > 0 {
+		attempts = []int{attempt}
 	}
 	var running func(context.Context) (bool, error)
-	if *follow {
+	if follow {
 		running = func(ctx context.Context) (bool, error) {
 			w, err := jobs.Describe(ctx, c, id)
 			return w.Running, err
@@ -85,7 +82,7 @@ func runLogs(args []string, stdout, stderr io.Writer) error {
 	if err != nil || p.printed {
 		return err
 	}
-	return noOutput(ctx, store, id, *attempt, stderr)
+	return noOutput(ctx, store, id, attempt, stderr)
 }
 
 // noOutput explains an empty answer: nothing stored yet, or not for the
@@ -193,38 +190,6 @@ func (p *logPrinter) endLine() {
 	}
 }
 
-// runStoreURL is the bucket of a run's checkpoints and logs: its spec's
-// checkpoint.url, read from the start of its history, or fallback.
-func runStoreURL(ctx context.Context, c client.Client, dc converter.DataConverter, id, fallback string) (string, error) {
-	iter := c.GetWorkflowHistory(ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	if !iter.HasNext() {
-		return "", fmt.Errorf("%s has no history", id)
-	}
-	ev, err := iter.Next()
-	if err != nil {
-		return "", fmt.Errorf("read the history of %s: %w", id, err)
-	}
-	input := ev.GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()
-	if len(input) == 0 {
-		return "", fmt.Errorf("%s started with no JobSpec", id)
-	}
-	var js struct {
-		Checkpoint struct {
-			URL string `json:"url"`
-		} `json:"checkpoint"`
-	}
-	if err := dc.FromPayload(input[0], &js); err != nil {
-		return "", fmt.Errorf("read the JobSpec of %s: %w; are the same codec keys set as the worker's?", id, err)
-	}
-	if js.Checkpoint.URL != "" {
-		return js.Checkpoint.URL, nil
-	}
-	if fallback == "" {
-		return "", errors.New("the run's spec names no checkpoint.url: pass the worker's store as --checkpoint-url")
-	}
-	return fallback, nil
-}
-
 // defaultStoreURL is the worker's default store as this shell would
 // start it: REFUEL_CHECKPOINT_URL, else <data-dir>/checkpoints.
 func defaultStoreURL() string {
@@ -240,13 +205,4 @@ func defaultStoreURL() string {
 		return ""
 	}
 	return "file://" + filepath.Join(abs, "checkpoints")
-}
-
-// dataConverter decodes payloads as this binary's client does.
-func (f connFlags) dataConverter() converter.DataConverter {
-	opts, err := cluster.Options(cluster.Target{Address: *f.address, Namespace: *f.namespace})
-	if err != nil || opts.DataConverter == nil {
-		return converter.GetDefaultDataConverter()
-	}
-	return opts.DataConverter
 }

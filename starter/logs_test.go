@@ -5,16 +5,10 @@ import (
 	"context"
 	"net/url"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	commonpb "go.temporal.io/api/common/v1"
-	"go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 
 	"refuel/pkg/checkpoint"
 )
@@ -98,73 +92,6 @@ func TestFollowLogsUntilTheRunEnds(t *testing.T) {
 	}
 	if polls != 2 {
 		t.Errorf("asked whether the run runs %d times; want 2", polls)
-	}
-}
-
-// historyClient serves a run's first history event.
-type historyClient struct {
-	client.Client
-	input *commonpb.Payloads
-}
-
-func (h historyClient) GetWorkflowHistory(context.Context, string, string, bool, enums.HistoryEventFilterType) client.HistoryEventIterator {
-	return &oneEvent{ev: &historypb.HistoryEvent{
-		EventType: enums.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED,
-		Attributes: &historypb.HistoryEvent_WorkflowExecutionStartedEventAttributes{
-			WorkflowExecutionStartedEventAttributes: &historypb.WorkflowExecutionStartedEventAttributes{Input: h.input},
-		},
-	}}
-}
-
-type oneEvent struct{ ev *historypb.HistoryEvent }
-
-func (o *oneEvent) HasNext() bool { return o.ev != nil }
-func (o *oneEvent) Next() (*historypb.HistoryEvent, error) {
-	ev := o.ev
-	o.ev = nil
-	return ev, nil
-}
-
-func TestRunStoreURL(t *testing.T) {
-	dc := converter.GetDefaultDataConverter()
-	payloads := func(v ...any) *commonpb.Payloads {
-		p, err := dc.ToPayloads(v...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	cases := map[string]struct {
-		input    *commonpb.Payloads
-		fallback string
-		want     string
-		wantErr  string
-	}{
-		"the spec's store": {
-			input: payloads(map[string]any{"id": "j", "checkpoint": map[string]any{"url": "s3://bucket/ckpt"}}, nil), fallback: "file:///x",
-			want: "s3://bucket/ckpt",
-		},
-		"the worker's default": {input: payloads(map[string]any{"id": "j"}), fallback: "file:///data/checkpoints", want: "file:///data/checkpoints"},
-		"no default":           {input: payloads(map[string]any{"id": "j"}), wantErr: "pass the worker's store as --checkpoint-url"},
-		"no input":             {input: nil, wantErr: "started with no JobSpec"},
-		"undecodable (encrypted)": {
-			input:   &commonpb.Payloads{Payloads: []*commonpb.Payload{{Metadata: map[string][]byte{"encoding": []byte("binary/encrypted")}, Data: []byte{1, 2}}}},
-			wantErr: "are the same codec keys set as the worker's?",
-		},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			got, err := runStoreURL(context.Background(), historyClient{input: tc.input}, dc, "j", tc.fallback)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want it to contain %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil || got != tc.want {
-				t.Fatalf("got %q, %v; want %q", got, err, tc.want)
-			}
-		})
 	}
 }
 

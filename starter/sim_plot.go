@@ -40,10 +40,13 @@ var (
 
 // Layout, in pixels.
 const (
-	plotW, plotLeft, plotRight = 1000.0, 70.0, 20.0
-	plotTop, plotChartH        = 40.0, 320.0
-	plotStripH, plotStripGap   = 18.0, 26.0
-	plotStockH                 = 12.0
+	plotW, plotLeft, plotRight = 1060.0, 130.0, 20.0
+	// plotLabel is how many characters of a zone's name fit left of the
+	// chart: a whole trace name such as us-west-2a_v100_1.
+	plotLabel                = int((plotLeft - 4) / 7)
+	plotTop, plotChartH      = 40.0, 320.0
+	plotStripH, plotStripGap = 18.0, 26.0
+	plotStockH               = 12.0
 )
 
 // writePlot draws each policy's progress against the deadline, and below
@@ -109,7 +112,7 @@ func drawSim(c canvas, m *replay.Market, job replay.Job, names []policy.Name, re
 	}
 	for z, name := range m.Zones {
 		top := stockTop + float64(z)*(plotStockH+2)
-		c.text(2, top+plotStockH-1, name[:min(len(name), 9)], plotInk)
+		c.text(2, top+plotStockH-1, name[:min(len(name), plotLabel)], plotInk)
 		for t := 0; float64(t)*gap < span; t++ {
 			if m.Available(z, start+t, job.Nodes) {
 				c.rect(x(float64(t)*gap), top, max(x(float64(t+1)*gap)-x(float64(t)*gap), 1), plotStockH, plotSpot)

@@ -3,56 +3,52 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
-	"go.temporal.io/api/enums/v1"
+	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
 	"refuel/jobs"
 	"refuel/workflows"
 )
 
-func runStatus(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	conn := addConnFlags(fs)
-	asJSON := fs.Bool("json", false, "print the status query's answer as JSON")
-	watch := fs.Bool("watch", false, "follow live progress until the run ends; exit 1 if it failed, was cancelled or terminated")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
+func statusCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "status ID [--json] [--watch]",
+		Short: "show a run's status",
+		Example: "  starter status llama-ft-0427\n" +
+			"  starter status llama-ft-0427 --watch   # exit 1 if the run fails or is cancelled",
+		Args: exactArgs(1, "give one job id: starter status ID"),
 	}
-	if len(pos) != 1 {
-		return usagef("give one job id: starter status ID")
+	conn := addClientFlags(cmd)
+	asJSON := cmd.Flags().Bool("json", false, "print the status query's answer as JSON")
+	watch := cmd.Flags().Bool("watch", false, "follow live progress until the run ends; exit 1 if it failed, was cancelled or terminated")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx, id, stdout := context.Background(), args[0], cmd.OutOrStdout()
+		return conn.withClient(ctx, func(c client.Client) error {
+			if _, err := jobs.RequireType(ctx, c, id, workflows.TrainingRunName, "use starter service-status for a service, starter pool for the pool"); err != nil {
+				return err
+			}
+			if *watch {
+				return watchStatus(ctx, c, id, stdout, *asJSON)
+			}
+			st, err := jobs.Status(ctx, c, id)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			}
+			printStatus(stdout, st, jobs.LiveStep(ctx, c, id))
+			return nil
+		})
 	}
-	ctx := context.Background()
-	c, err := conn.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	id := pos[0]
-	if _, err := requireType(ctx, c, id, workflows.TrainingRunName, "use starter service-status for a service, starter pool for the pool"); err != nil {
-		return err
-	}
-	if !*watch {
-		st, err := jobs.Status(ctx, c, id)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(st)
-		}
-		printStatus(stdout, st, jobs.LiveStep(ctx, c, id))
-		return nil
-	}
-	return watchStatus(ctx, c, id, stdout, *asJSON)
+	return cmd
 }
 
 func watchStatus(ctx context.Context, c client.Client, id string, stdout io.Writer, asJSON bool) error {
@@ -67,16 +63,15 @@ func watchStatus(ctx context.Context, c client.Client, id string, stdout io.Writ
 		} else {
 			fmt.Fprintln(stdout, statusLine(st, jobs.LiveStep(ctx, c, id)))
 		}
-		desc, err := c.DescribeWorkflowExecution(ctx, id, "")
-		if err == nil && desc.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		if w, err := jobs.Describe(ctx, c, id); err == nil && !w.Running {
 			// A run that failed, was cancelled or terminated is a failure
 			// to whoever watched it (exit 1).
-			e, err := describeEnding(ctx, c, id, c.GetWorkflow(ctx, id, "").Get(ctx, nil))
+			e, err := jobs.WaitEnding(ctx, c, id, 0)
 			if err != nil {
 				return err
 			}
 			if !e.Completed() {
-				return &EndedError{Ending: e}
+				return &jobs.EndedError{Ending: e}
 			}
 			return nil
 		}

@@ -2,53 +2,67 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
 
 	"refuel/jobs"
 	"refuel/pkg/spec"
 )
 
-func runSubmit(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("submit", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	conn := addConnFlags(fs)
-	wait := fs.Bool("wait", false, "wait for the run to end: exit 0 when it completed, 1 when it failed, was cancelled or terminated")
-	asJSON := fs.Bool("json", false, "with --wait, print how it ended as starter wait --json does")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
+func submitCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "submit FILE [--wait [--json]]",
+		Short: "start a TrainingRun from a YAML or JSON JobSpec",
+		Example: "  starter submit examples/job.yaml\n" +
+			"  starter submit examples/job.yaml --wait   # exit 0 only when the run completes",
+		Args: exactArgs(1, "give one JobSpec file: starter submit job.yaml"),
 	}
-	if len(pos) != 1 {
-		return usagef("give one JobSpec file: starter submit job.yaml")
+	conn := addClientFlags(cmd)
+	wait := cmd.Flags().Bool("wait", false, "wait for the run to end: exit 0 when it completed, 1 when it failed, was cancelled or terminated")
+	asJSON := cmd.Flags().Bool("json", false, "with --wait, print how it ended as starter wait --json does")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if *asJSON && !*wait {
+			return usagef("--json describes how the run ended: use it with --wait")
+		}
+		js, err := readJobSpec(args[0])
+		if err != nil {
+			return err
+		}
+		stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+		ctx := context.Background()
+		return conn.withClient(ctx, func(c client.Client) error {
+			run, err := jobs.Submit(ctx, c, js)
+			if err != nil {
+				return err
+			}
+			if !*wait {
+				fmt.Fprintf(stdout, "submitted %s (run %s)\n  watch: starter status %s --watch\n", js.ID, run.GetRunID(), js.ID)
+				return nil
+			}
+			fmt.Fprintf(stderr, "submitted %s (run %s); waiting for it to end\n", js.ID, run.GetRunID())
+			e, err := jobs.WaitEnding(ctx, c, js.ID, 0)
+			if err != nil {
+				return err
+			}
+			return reportEnding(stdout, e, *asJSON)
+		})
 	}
-	if *asJSON && !*wait {
-		return usagef("--json describes how the run ended: use it with --wait")
+	return cmd
+}
+
+// readJobSpec reads a JobSpec with its field-level errors, before
+// anything starts. A ServiceSpec given by mistake is named as one, rather
+// than as a JobSpec with a dozen unknown fields.
+func readJobSpec(path string) (spec.JobSpec, error) {
+	js, err := spec.ReadJobSpec(path, time.Now())
+	if err == nil {
+		return js, nil
 	}
-	js, err := spec.ReadJobSpec(pos[0], time.Now())
-	if err != nil {
-		return err // field-level errors, before anything starts
+	if _, serr := spec.ReadServiceSpec(path); serr == nil {
+		return js, usagef("%s is a ServiceSpec (an inference service), not a JobSpec: start it with starter serve %s", path, path)
 	}
-	ctx := context.Background()
-	c, err := conn.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	run, err := jobs.Submit(ctx, c, js)
-	if err != nil {
-		return err
-	}
-	if !*wait {
-		fmt.Fprintf(stdout, "submitted %s (run %s)\n  watch: starter status %s --watch\n", js.ID, run.GetRunID(), js.ID)
-		return nil
-	}
-	fmt.Fprintf(stderr, "submitted %s (run %s); waiting for it to end\n", js.ID, run.GetRunID())
-	e, err := waitEnding(ctx, c, js.ID, 0)
-	if err != nil {
-		return err
-	}
-	return reportEnding(stdout, e, *asJSON)
+	return js, err
 }

@@ -109,8 +109,8 @@ func TestWorkerBinaryRunsFromAnEmptyDirectory(t *testing.T) {
 	if res.code != 0 || !rep.Passed || !rep.FinalIdentical || rep.ResumedFromStep < rep.CheckpointStep {
 		t.Errorf("drill: exit %d, report %+v\nstderr:\n%s", res.code, rep, res.stderr)
 	}
-	if _, err := os.Stat(filepath.Join(dir, ".refuel", "checkpoint-logs.json")); err != nil {
-		t.Errorf("the drill's lessons are not in the data dir: %v", err)
+	if shards, err := os.ReadDir(filepath.Join(dir, ".refuel", "market-memory", "default")); err != nil || len(shards) == 0 {
+		t.Errorf("the drill's lessons are not in the data dir's market memory: %v", err)
 	}
 
 	if err := stop(); err != nil {

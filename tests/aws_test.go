@@ -22,6 +22,7 @@ import (
 	"refuel/pkg/capacity"
 	awscloud "refuel/pkg/cloud/aws"
 	"refuel/pkg/cloud/sim"
+	"refuel/pkg/devserver"
 	"refuel/pkg/spec"
 	"refuel/pkg/trainer"
 	"refuel/workflows"
@@ -288,5 +289,47 @@ func TestAWSPathIdempotentAcquireUnderThrottling(t *testing.T) {
 	}
 	if _, state, _ := s.Provider.Describe(ctx, got[0].ID); state != capacity.StateTerminated {
 		t.Errorf("leaked instance is %s after the janitor; want terminated", state)
+	}
+}
+
+// TestDrillOnTheAWSProvider runs `starter drill` against a worker on the
+// AWS provider whose EC2 endpoint is a sim in another process (`worker
+// ec2-sim`, its controls guarded by a token): the worker serves the
+// drill's notice through the sim's controls with the token it was given,
+// the agent saves the final checkpoint, and the run resumes on a
+// replacement with the uninterrupted model.
+func TestDrillOnTheAWSProvider(t *testing.T) {
+	t.Parallel()
+	worker, starter := refuelBinaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	srv := startDevserver(ctx, t, devserver.Options{FrontendAddr: "127.0.0.1:0", SearchAttributes: workflows.SearchAttributeTypes})
+	token := filepath.Join(t.TempDir(), "sim-token")
+	if err := os.WriteFile(token, []byte("drill-on-the-aws-provider-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cloudAddr := freeAddr(t)
+	cloudURL := "http://" + cloudAddr
+	cloud := startProcess(t, "ec2-sim", cleanEnv(), worker, "ec2-sim", "--listen", cloudAddr,
+		"--traces", market(t, map[string][]int{"us-west-2a": {4, 4}, "us-west-2b": {4, 4}}),
+		"--speed", "0", "--temporal-address", srv.FrontendAddr(), "--control-token-file", token,
+		"--data-dir", t.TempDir(), "--demo-step-time", demoStepTime.String(), "--report", "0", "--log-level", "warn")
+	// Its controls want the token: readiness is an EC2 call.
+	cloud.waitReady(t, cloudURL+"/?Action=DescribeAvailabilityZones&Version=2016-11-15", time.Minute)
+	env := append(cleanEnv(), "TEMPORAL_ADDRESS="+srv.FrontendAddr(), "AWS_REGION=us-west-2",
+		"AWS_ACCESS_KEY_ID=refuel-test", "AWS_SECRET_ACCESS_KEY=refuel-test", "AWS_EC2_METADATA_DISABLED=true")
+	metrics := freeAddr(t)
+	w := startProcess(t, "worker", env, worker, "--provider", "aws", "--aws-endpoint", cloudURL, "--sim-control-token-file", token,
+		"--data-dir", t.TempDir(), "--metrics", metrics, "--ui", "-", "--log-level", "warn")
+	w.waitReady(t, "http://"+metrics+"/readyz", time.Minute)
+
+	res := runCLI(t, t.TempDir(), starter, "drill", "--json", "--temporal-address", srv.FrontendAddr(),
+		"--work", "6s", "--checkpoint-interval", "1s", "--notice", "10s", "--timeout", "3m")
+	var rep jobs.DrillReport
+	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
+		t.Fatalf("starter drill --json printed %q (exit %d): %v\nstderr:\n%s", res.stdout, res.code, err, res.stderr)
+	}
+	if res.code != 0 || !rep.Passed || !rep.FinalIdentical || rep.ResumedFromStep < rep.CheckpointStep {
+		t.Errorf("drill on the AWS provider: exit %d, report %+v\nstderr:\n%s", res.code, rep, res.stderr)
 	}
 }

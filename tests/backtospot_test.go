@@ -155,7 +155,11 @@ func goBackToSpot(t *testing.T, s *controlplane.Stack, id string, zones []string
 	}
 	// The stock logs saw the outage end when spot was found, and the
 	// time spot was held, for the runs after this one to plan with.
-	if h := s.StockLogs.History([]string{segs[1].Offering})[0]; h.Out.Count != 1 || h.In.Time[0] <= 0 {
+	history, err := s.Memory.History(ctx, []string{segs[1].Offering})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := history[0]; h.Out.Count != 1 || h.In.Time[0] <= 0 {
 		t.Errorf("stock log of %s: %d outages seen to their end, %s in stock at risk; want 1, and the time held", segs[1].Offering, h.Out.Count, h.In.Time[0])
 	}
 	if m := scrape(t, s.MetricsURL()); !strings.Contains(m, `reason="changeover"`) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"os"
 	"os/exec"
@@ -23,11 +24,16 @@ var (
 )
 
 // refuelBinaries builds bin/worker and bin/starter once per test binary,
-// into a directory of this user's that later runs build over again.
+// into a directory of this user's and this checkout's that later runs
+// build over again: two checkouts tested at once on one machine must not
+// run each other's binaries.
 func refuelBinaries(t *testing.T) (worker, starter string) {
 	t.Helper()
 	buildOnce.Do(func() {
-		binDir = filepath.Join(os.TempDir(), fmt.Sprintf("refuel-e2e-bin-%d", os.Getuid()))
+		repo, _ := filepath.Abs("..")
+		h := fnv.New32a()
+		h.Write([]byte(repo))
+		binDir = filepath.Join(os.TempDir(), fmt.Sprintf("refuel-e2e-bin-%d-%08x", os.Getuid(), h.Sum32()))
 		cmd := exec.Command("go", "build", "-o", binDir+string(filepath.Separator), "./worker", "./starter")
 		cmd.Dir = ".."
 		cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")

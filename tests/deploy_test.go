@@ -21,7 +21,9 @@ func TestDeployFilesPassOnlyFlagsAndVariablesTheBinariesHave(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	flagLine := regexp.MustCompile(`(?m)^\s+-([a-z0-9-]+)`)
+	// A flag line of the flag package's help (  -name) or cobra's
+	// (  -h, --name or       --name).
+	flagLine := regexp.MustCompile(`(?m)^\s+(?:-[a-z], )?--?([a-z0-9-]+)`)
 	help := map[string]string{}
 	helpOf := func(bin string, args ...string) string {
 		key := bin + " " + strings.Join(args, " ")

@@ -32,6 +32,7 @@ import (
 	"refuel/pkg/capacity"
 	"refuel/pkg/cloud/sim"
 	"refuel/pkg/devserver"
+	"refuel/pkg/marketmem"
 	"refuel/pkg/policy"
 	"refuel/pkg/spec"
 	"refuel/pkg/trainer"
@@ -296,15 +297,23 @@ func TestEmbeddedStackKilledWithRunsInFlight(t *testing.T) {
 
 func readCheckpointLogs(t *testing.T, dataDir string) map[string]policy.CheckpointLog {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dataDir, "checkpoint-logs.json"))
+	return readMarketMemory(t, dataDir).Pools
+}
+
+// readMarketMemory is the market memory a stack on dataDir keeps there
+// by default, as a new worker of its deployment would read it.
+func readMarketMemory(t *testing.T, dataDir string) marketmem.View {
+	t.Helper()
+	m, err := marketmem.Open(context.Background(), "file://"+filepath.Join(dataDir, "market-memory"), activities.DefaultDeployment, marketmem.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs map[string]policy.CheckpointLog
-	if err := json.Unmarshal(b, &logs); err != nil {
-		t.Fatalf("checkpoint-logs.json: %v", err)
+	defer m.Close()
+	v, err := m.View(context.Background())
+	if err != nil {
+		t.Fatal(err)
 	}
-	return logs
+	return v
 }
 
 // TestWorkerKilledMidAcquireAndMidRelease runs two control-plane workers
@@ -559,17 +568,9 @@ func quietSDKLogger() sdklog.Logger {
 	return sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
 }
 
-func readStockLogs(t *testing.T, dataDir string) map[string]activities.StockLog {
+func readStockLogs(t *testing.T, dataDir string) map[string]marketmem.StockLog {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dataDir, "stock-logs.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs map[string]activities.StockLog
-	if err := json.Unmarshal(b, &logs); err != nil {
-		t.Fatalf("stock-logs.json: %v", err)
-	}
-	return logs
+	return readMarketMemory(t, dataDir).Stock
 }
 
 // TestCheckpointStoreFaults: the store a run's checkpoints are in fails it.

@@ -435,7 +435,7 @@ func TestCodecKeyRotation(t *testing.T) {
 	}
 
 	// What the stack keeps on disk is its user's alone.
-	for name, want := range map[string]os.FileMode{"": 0o700, "temporal.db": 0o600, "checkpoint-logs.json": 0o600, "checkpoints": 0o700} {
+	for name, want := range map[string]os.FileMode{"": 0o700, "temporal.db": 0o600, "market-memory": 0o700, "checkpoints": 0o700} {
 		info, err := os.Stat(filepath.Join(data, name))
 		if err != nil {
 			t.Error(err)

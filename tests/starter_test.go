@@ -160,10 +160,61 @@ func TestStarterListCancelWait(t *testing.T) {
 	if r := cli("setup"); r.code != 0 || !strings.Contains(r.stdout, "search attributes registered in namespace default") || strings.Contains(r.stdout, "created") {
 		t.Errorf("setup on the embedded server: exit %d, %q, %q", r.code, r.stdout, r.stderr)
 	}
-	if r := cli("setup", "--namespace", "team-b", "--wait", "1m"); r.code != 0 || !strings.Contains(r.stdout, "namespace team-b created") || !strings.Contains(r.stdout, "registered in namespace team-b") {
+	// The first call succeeds: setup waits for the namespace it created to
+	// be known before adding the search attributes.
+	if r := cli("setup", "--namespace", "team-b"); r.code != 0 || !strings.Contains(r.stdout, "namespace team-b created") || !strings.Contains(r.stdout, "registered in namespace team-b") {
 		t.Errorf("setup of a new namespace: exit %d, %q, %q", r.code, r.stdout, r.stderr)
 	}
 	if r := cli("list", "--namespace", "team-b", "--json"); r.code != 0 || strings.TrimSpace(r.stdout) != "" {
 		t.Errorf("list in the new namespace: exit %d, %q, %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestStarterInterrupt is `starter interrupt`: a real notice to the
+// instance a running run holds, and the recovery reported as the drill
+// reports it.
+func TestStarterInterrupt(t *testing.T) {
+	t.Parallel()
+	_, starter := refuelBinaries(t)
+	s := startStack(t, nil)
+	ctx := context.Background()
+	cli := func(args ...string) cliResult {
+		t.Helper()
+		return runCLI(t, t.TempDir(), starter, append(args, "--temporal-address", s.Address)...)
+	}
+	js := quickJob("interrupted", spec.TierFlexible)
+	js.Work = spec.Duration(20 * time.Second)
+	if _, err := jobs.Submit(ctx, s.Client, js); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if _, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st workflows.Status) bool {
+		return st.State == workflows.StateRunning && st.LastCheckpoint != nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if r := cli("interrupt", js.ID, "--node", "1"); r.code != 1 || !strings.Contains(r.stderr, "one-node run") {
+		t.Errorf("interrupt --node 1 of a one-node run: exit %d, %q; want 1 naming its only rank", r.code, r.stderr)
+	}
+	r := cli("interrupt", js.ID, "--grace", "5s", "--json")
+	var rep jobs.InterruptReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 0 {
+		t.Fatalf("interrupt --json: exit %d, %q (%v)\n%s", r.code, r.stdout, err, r.stderr)
+	}
+	t.Logf("interrupt report: %s", strings.TrimSpace(r.stdout))
+	if !rep.Passed || rep.ReplacementInstance == "" || rep.ReplacementInstance == rep.InterruptedInstance ||
+		rep.ResumedFromStep < rep.CheckpointStep || rep.RecoverySeconds < rep.ReplacementSeconds {
+		t.Errorf("interrupt report %+v; want a recovery onto another instance from the checkpoint seen at the notice", rep)
+	}
+	if r := cli("wait", js.ID); r.code != 0 {
+		t.Errorf("wait after the interruption: exit %d, %q, %q", r.code, r.stdout, r.stderr)
+	}
+	st, err := jobs.Status(ctx, s.Client, js.ID)
+	if err != nil || st.Preemptions != 1 || st.Recoveries != 1 {
+		t.Errorf("status after the interruption: preemptions %d, recoveries %d (%v); want one of each", st.Preemptions, st.Recoveries, err)
+	}
+	if r := cli("interrupt", js.ID); r.code != 1 || !strings.Contains(r.stderr, "has ended") {
+		t.Errorf("interrupt of an ended run: exit %d, %q", r.code, r.stderr)
 	}
 }

@@ -83,7 +83,11 @@ func TestDrill(t *testing.T) {
 	// `interval: auto` of the runs after it.
 	var learned policy.CheckpointLog
 	for _, o := range local.DefaultOfferings() {
-		learned = learned.Add(s.CheckpointLogs.Get(o.Key()))
+		l, err := s.Memory.CheckpointLog(ctx, o.Key())
+		if err != nil {
+			t.Fatal(err)
+		}
+		learned = learned.Add(l)
 	}
 	if learned.Preemptions != 1 || learned.Held <= 0 || learned.Writes == 0 || learned.MeanWrite() <= 0 {
 		t.Errorf("checkpoint logs after the drill: %+v; want the preemption, the time held and the measured writes", learned)

@@ -16,6 +16,7 @@ import (
 	"refuel/controlplane"
 	"refuel/internal/cluster"
 	"refuel/internal/codec"
+	"refuel/internal/secretfile"
 	"refuel/internal/telemetry"
 	awscloud "refuel/pkg/cloud/aws"
 	"refuel/pkg/cloud/sim"
@@ -26,7 +27,7 @@ import (
 )
 
 func serve(args []string) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	wf := workflows.New()
 	var (
 		address    = fs.String("temporal-address", "", "external Temporal frontend host:port; default TEMPORAL_ADDRESS or profile, else the embedded server")
@@ -47,6 +48,7 @@ func serve(args []string) int {
 		egress     = fs.String("egress-usd-per-gb", envOr("REFUEL_EGRESS_USD_PER_GB", formatFloat(wf.Run.EgressUSDPerGB)), "USD per GB a deadline run counts for moving its checkpoint to another region when it weighs a cheaper zone there (env REFUEL_EGRESS_USD_PER_GB)")
 		ckptGB     = fs.Float64("checkpoint-gb", wf.Run.CheckpointGB, "size in GB a run counts for its checkpoint while its checkpoints do not report their own, and that runs keeping market time move between regions")
 		transfer   = fs.Float64("transfer-gbps", wf.Run.TransferGbps, "Gbit/s a run counts a checkpoint to move between regions at; the transfer adds to that start's overhead")
+		simToken   = fs.String("sim-control-token-file", os.Getenv("REFUEL_SIM_CONTROL_TOKEN_FILE"), "the token (in a file of mode 0600) of the sim's /sim/ controls: what --ec2-sim's controls ask for, and what this worker sends, with --provider aws and --aws-endpoint, to a `worker ec2-sim` started with the same --control-token-file, to serve a drill's notices (env REFUEL_SIM_CONTROL_TOKEN_FILE)")
 		ec2Sim     = fs.String("ec2-sim", "", "also serve the sim over EC2's API on this address (e.g. 127.0.0.1:4566); with --provider aws the AWS provider then talks to it")
 		awsURL     = fs.String("aws-endpoint", os.Getenv("AWS_ENDPOINT_URL_EC2"), "EC2 endpoint for --provider aws (default AWS's; the sim's with --ec2-sim)")
 		awsRegion  = fs.String("aws-region", os.Getenv("AWS_REGION"), "AWS region for --provider aws")
@@ -58,6 +60,9 @@ func serve(args []string) int {
 		instances  = fs.String("instances", envOr("REFUEL_INSTANCES", controlplane.InstancesProcess), "how the sim and local clouds host instances: process (a node-agent process each, as on a real cloud) or virtual (the same node agent inside this worker, the demo trainer in-process: a thousand instances cost little more than their runs) (env REFUEL_INSTANCES)")
 		planCache  = fs.String("plan-cache-mb", envOr("REFUEL_PLAN_CACHE_MB", "256"), "megabytes of plans this worker keeps for the deadline runs that choose their market, shared by all of them (env REFUEL_PLAN_CACHE_MB)")
 		deployment = fs.String("deployment", envOr("REFUEL_DEPLOYMENT", activities.DefaultDeployment), "this control plane's name, tagged refuel:deployment on every instance it launches; its janitor releases only those, so deployments can share a cloud account (env REFUEL_DEPLOYMENT)")
+		stopWait   = fs.Duration("stop-timeout", durationEnv("REFUEL_STOP_TIMEOUT", controlplane.DefaultStopTimeout), "on SIGTERM or SIGINT, how long the activities in flight (an Acquire mid-launch, a Release) get to finish before they are cancelled and left to another worker (env REFUEL_STOP_TIMEOUT)")
+		tolerance  = fs.Duration("control-plane-tolerance", wf.Run.ControlPlaneTolerance, "how long a run waits to hear again from the agent of an instance its cloud still runs (Temporal or its database away or slow) before it counts the instance lost; the agent trains on meanwhile")
+		memory     = fs.String("market-memory", os.Getenv("REFUEL_MARKET_MEMORY"), "bucket URL of the market memory (stock logs, checkpoint logs) every worker of the deployment shares and learns from as one, e.g. s3://BUCKET?prefix=refuel-memory/; default file://DATA_DIR/market-memory, this worker's alone (env REFUEL_MARKET_MEMORY)")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
 		logJSON    = fs.Bool("log-json", false, "log JSON lines instead of console text")
 		tlsCert    = fs.String("tls-cert", os.Getenv("REFUEL_TLS_CERT"), "serve the embedded frontend and Web UI over TLS with this certificate (PEM), with --tls-key; refuel's clients then need TEMPORAL_TLS_SERVER_CA_CERT_PATH (env REFUEL_TLS_CERT)")
@@ -81,6 +86,24 @@ func serve(args []string) int {
 	if *spotRetry < 0 || *changeover < 0 {
 		log.Error("--spot-retry and --changeover-overhead are durations of 0 or more, e.g. 10m")
 		return 2
+	}
+	if v := os.Getenv("REFUEL_STOP_TIMEOUT"); v != "" {
+		if _, err := time.ParseDuration(v); err != nil {
+			log.Error(fmt.Sprintf("REFUEL_STOP_TIMEOUT %q: give a duration such as 30s", v))
+			return 2
+		}
+	}
+	if *stopWait <= 0 || *tolerance <= 0 {
+		log.Error("--stop-timeout and --control-plane-tolerance are durations above 0, e.g. 30s and 5m")
+		return 2
+	}
+	wf.Run.ControlPlaneTolerance = *tolerance
+	var simControlToken string
+	if *simToken != "" {
+		if simControlToken, err = secretfile.Token(*simToken); err != nil {
+			log.Error("--sim-control-token-file: " + err.Error())
+			return 2
+		}
 	}
 	planCacheMB, err := strconv.Atoi(*planCache)
 	if err != nil || planCacheMB <= 0 {
@@ -134,15 +157,17 @@ func serve(args []string) int {
 		CheckpointURL: *ckptURL, DemoStepTime: *stepTime, Logger: log,
 		Provider: *provider, Pools: pools, Workflows: wf,
 		Sim: controlplane.SimConfig{Traces: *simTraces, Speed: *simSpeed, Notice: *simNotice, ServeEC2: *ec2Sim,
-			MarketTime: *simMarket, RestartOverhead: *simRestart, Prices: prices},
+			MarketTime: *simMarket, RestartOverhead: *simRestart, Prices: prices, ControlToken: simControlToken},
 		AWS: awsConfig(*awsURL, *awsRegion, *awsLT, *ec2Sim != ""),
 		Security: controlplane.Security{
 			TLS:        devserver.TLS{CertFile: *tlsCert, KeyFile: *tlsKey, ClientCAFile: *tlsCA},
 			APIKeyFile: *apiKeyFile, CodecServer: *codecAddr, CodecTokenFile: *codecToken,
 		},
-		Deployment:  *deployment,
-		Instances:   *instances,
-		PlanCacheMB: planCacheMB,
+		Deployment:   *deployment,
+		Instances:    *instances,
+		PlanCacheMB:  planCacheMB,
+		StopTimeout:  *stopWait,
+		MarketMemory: *memory,
 	})
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))
@@ -159,11 +184,19 @@ func serve(args []string) int {
 		zap.String("ec2_endpoint", stack.EC2Endpoint),
 		zap.String("codec_server", stack.CodecURL))
 	if ui := stack.UIURL(); ui != "" {
-		fmt.Fprintf(os.Stderr, "\n  Temporal Web UI: %s/namespaces/default/workflows\n  Submit a job:    go run ./starter submit examples/job.yaml\n\n", ui)
+		fmt.Fprintf(os.Stderr, "\n  Temporal Web UI: %s/namespaces/default/workflows\n  Submit a job:    bin/starter submit examples/job.yaml\n\n", ui)
 	}
 	<-ctx.Done()
-	log.Info("shutting down: releasing every instance")
+	log.Info("shutting down", zap.Duration("stop_timeout", *stopWait))
 	return 0
+}
+
+// durationEnv is the duration in the environment variable key, or def.
+func durationEnv(key string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(key)); err == nil {
+		return d
+	}
+	return def
 }
 
 // formatFloat is f as a flag's default shows it.

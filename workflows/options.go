@@ -14,8 +14,13 @@ import (
 type RunOptions struct {
 	CapacityBackoff    time.Duration // first wait after no capacity anywhere
 	MaxCapacityBackoff time.Duration
-	HeartbeatTimeout   time.Duration // how long an instance may be silent before it counts as lost
-	StopGrace          time.Duration // how long a pause or cancel waits for the final checkpoint
+	HeartbeatTimeout   time.Duration // how long an instance may be silent before the run asks its cloud about it
+	// ControlPlaneTolerance is how long a run waits for the agent of an
+	// instance its cloud still runs to be heard again (the cluster was
+	// away or slow) before it counts the instance lost; the agent's
+	// trainer trains on for as long.
+	ControlPlaneTolerance time.Duration
+	StopGrace             time.Duration // how long a pause or cancel waits for the final checkpoint
 	// RestartBackoff is the wait before acquiring again after a fault
 	// (trainer, agent, an instance gone silent), doubling with each
 	// restart up to MaxRestartBackoff; the spec's max_restarts caps them.
@@ -59,11 +64,13 @@ func DefaultRunOptions() RunOptions {
 		MaxCapacityBackoff: 2 * time.Minute,
 		// The agent heartbeats every third of it: rare, and a dead agent
 		// is found within a minute.
-		HeartbeatTimeout:  time.Minute,
-		StopGrace:         2 * time.Minute,
-		RestartBackoff:    10 * time.Second,
-		MaxRestartBackoff: 5 * time.Minute,
-		MaxUnknownWaits:   20,
+		HeartbeatTimeout: time.Minute,
+		// A PostgreSQL failover or a server restart takes well under it.
+		ControlPlaneTolerance: 5 * time.Minute,
+		StopGrace:             2 * time.Minute,
+		RestartBackoff:        10 * time.Second,
+		MaxRestartBackoff:     5 * time.Minute,
+		MaxUnknownWaits:       20,
 		// A wait adds about eight events: a thousand stays far inside the
 		// history limits.
 		MaxWaits:             1000,
@@ -95,6 +102,9 @@ func (o RunOptions) filled() RunOptions {
 	}
 	if o.MaxHistory == 0 {
 		o.MaxHistory = d.MaxHistory
+	}
+	if o.ControlPlaneTolerance == 0 {
+		o.ControlPlaneTolerance = d.ControlPlaneTolerance
 	}
 	return o
 }

@@ -142,6 +142,11 @@ func (r *run) launchOn(ctx workflow.Context, l *Lease, in activities.TrainingInp
 		actx, _ = workflow.NewDisconnectedContext(actx)
 		_, isClocked := r.market.(*clockedMarket)
 		a.mayContinue = !isClocked && workflow.GetVersion(ctx, continueWhileTrainingVersion, workflow.DefaultVersion, 1) >= 1
+		if workflow.GetVersion(ctx, rideOutVersion, workflow.DefaultVersion, 1) >= 1 {
+			a.in.ControlPlaneTolerance = r.opts.ControlPlaneTolerance
+			a.result = r.followAttempt(actx, a)
+			return a
+		}
 	} else {
 		actx, a.cancel = workflow.WithCancel(actx)
 	}

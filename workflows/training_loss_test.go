@@ -67,3 +67,103 @@ func TestAgentThatNeverPollsIsARestart(t *testing.T) {
 		t.Errorf("%d instances acquired, %d released; want the silent one given back and a second", len(f.acquired), len(f.released))
 	}
 }
+
+// The cluster stops hearing an attempt's agent (its heartbeats time out)
+// while the cloud still runs the instance: the cluster was away, not the
+// instance. The run attaches to the same attempt on the same instance
+// again, which trains on: no restart, no preemption, no new instance,
+// and a failure of class control-plane that says so.
+func TestUnheardAttemptOnAHealthyInstanceIsAttachedAgain(t *testing.T) {
+	t.Parallel()
+	f := &fakeCloud{offerings: []capacity.Offering{spotA, spotB}, trainings: []activities.TrainingOutcome{"unheard"}}
+	env := newEnv(t, f)
+	env.ExecuteWorkflow(TrainingRunName, job(spec.TierFlexible))
+	st, err := result(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StateCompleted || st.Restarts != (Restarts{}) || st.Preemptions != 0 || st.LostWorkSecs != 0 {
+		t.Errorf("ended %s with restarts %+v, %d preemptions, %.0fs lost; want completed with none", st.State, st.Restarts, st.Preemptions, st.LostWorkSecs)
+	}
+	if len(f.acquired) != 1 || len(f.trained) != 2 || f.trained[1].Attempt != f.trained[0].Attempt || f.trained[1].InstanceID != f.trained[0].InstanceID {
+		t.Errorf("%d acquired, trainings %+v; want one instance and its attempt attached to again", len(f.acquired), f.trained)
+	}
+	if len(st.Failures) != 1 || st.Failures[0].Class != causeControlPlane {
+		t.Errorf("failures %+v; want one of class %s", st.Failures, causeControlPlane)
+	}
+	if f.trained[0].ControlPlaneTolerance != DefaultRunOptions().ControlPlaneTolerance {
+		t.Errorf("the agent was told a tolerance of %v; want the run's %v", f.trained[0].ControlPlaneTolerance, DefaultRunOptions().ControlPlaneTolerance)
+	}
+}
+
+// An agent unheard for longer than the run's control-plane tolerance,
+// though its cloud runs the instance, is taken for lost: the run
+// restarts on another instance (cause instance-lost, as any silent
+// instance). An instance its cloud says is gone is lost at the first
+// heartbeat timeout, as fast as before.
+func TestUnheardPastTheToleranceIsLost(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		healthy bool
+		unheard int // heartbeat timeouts, a minute each
+		want    int // control-plane failures before the loss
+	}{
+		"the cloud runs it: lost after the tolerance": {healthy: true, unheard: 5, want: 4},
+		"the cloud says it is gone: lost at once":     {healthy: false, unheard: 1, want: 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := &fakeCloud{offerings: []capacity.Offering{spotA, spotB}}
+			env := newEnv(t, f)
+			env.OnActivity(activities.RunTrainingName, mock.Anything, mock.Anything).Return(
+				func(_ context.Context, in activities.TrainingInput) (activities.TrainingResult, error) {
+					if tc.healthy {
+						f.mu.Lock()
+						f.healthy = map[string]bool{in.InstanceID: true}
+						f.mu.Unlock()
+					}
+					return activities.TrainingResult{}, temporal.NewTimeoutError(enums.TIMEOUT_TYPE_HEARTBEAT, nil)
+				}).After(time.Minute).Times(tc.unheard)
+			env.OnActivity(activities.RunTrainingName, mock.Anything, mock.Anything).Return(f.RunTraining)
+			env.ExecuteWorkflow(TrainingRunName, job(spec.TierFlexible))
+			st, err := result(t, env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			planes := 0
+			for _, fl := range st.Failures {
+				if fl.Class == causeControlPlane {
+					planes++
+				}
+			}
+			if st.State != StateCompleted || st.Restarts != (Restarts{InstanceLost: 1}) || planes != tc.want || len(f.acquired) != 2 {
+				t.Errorf("ended %s with restarts %+v, %d control-plane failures, %d acquired; want completed after one instance lost, %d control-plane failures, 2 acquired",
+					st.State, st.Restarts, planes, len(f.acquired), tc.want)
+			}
+		})
+	}
+}
+
+// A trainer its agent stopped because no run attached within the
+// tolerance, and trained again from its checkpoint when one did, is a
+// restart of cause control-plane: told in status, capped by nothing (the
+// run allows no restart at all here and still completes).
+func TestTrainerRestartedForWantOfARunIsAControlPlaneRestart(t *testing.T) {
+	t.Parallel()
+	f := &fakeCloud{offerings: []capacity.Offering{spotA}}
+	env := newEnv(t, f)
+	env.OnActivity(activities.RunTrainingName, mock.Anything, mock.Anything).Return(
+		activities.TrainingResult{Outcome: activities.OutcomeCompleted, LastStep: 200, TotalSteps: 200,
+			LastCheckpoint: &activities.CheckpointRef{Step: 200}, Outage: &activities.Outage{FailedHeartbeats: 30, LongestSeconds: 400, TrainerRestarts: 1}}, nil)
+	js := job(spec.TierFlexible)
+	none := 0
+	js.MaxRestarts = &none
+	env.ExecuteWorkflow(TrainingRunName, js)
+	st, err := result(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StateCompleted || st.Restarts != (Restarts{ControlPlane: 1}) || st.Restarts.Total() != 0 {
+		t.Errorf("ended %s with restarts %+v; want completed with one control-plane restart, none counted against max_restarts", st.State, st.Restarts)
+	}
+}

@@ -14,15 +14,20 @@ import (
 
 // Restarts counts, by cause, the times a run started training again
 // after a fault: its trainer failed, its agent failed, or its instance
-// went silent. Preemptions the market announces are not faults and are
-// not counted here. Together they are capped by the spec's max_restarts.
+// went silent. Together they are capped by the spec's max_restarts.
+// Preemptions the market announces are not faults and are not counted
+// here; nor are losses refuel's own control plane caused (ControlPlane:
+// a trainer its agent stopped because the cluster was away past the
+// run's tolerance, trained again on the same instance), which are
+// counted apart and capped by nothing.
 type Restarts struct {
 	Trainer      int `json:"trainer"`
 	Agent        int `json:"agent"`
 	InstanceLost int `json:"instance_lost"`
+	ControlPlane int `json:"control-plane"`
 }
 
-// Total is every restart, whatever its cause.
+// Total is every restart a fault caused, the ones max_restarts caps.
 func (c Restarts) Total() int { return c.Trainer + c.Agent + c.InstanceLost }
 
 // A restart's cause, as status.failures and a failed run's type name it.
@@ -30,6 +35,9 @@ const (
 	causeTrainer      = "trainer"
 	causeAgent        = "agent"
 	causeInstanceLost = "instance-lost"
+	// causeControlPlane: the cluster was away or slow, never the
+	// instance. It feeds no stock log, checkpoint log or policy.
+	causeControlPlane = "control-plane"
 )
 
 // restartBackoffVersion marks runs that wait, with jitter, before

@@ -58,7 +58,9 @@ type fakeCloud struct {
 	// the end, training completes. "block" waits for cancellation and
 	// stops; "slow" completes after slowTraining of wall time; "silent"
 	// times out on heartbeats; "agent-failed" is the agent's own error;
-	// "bad-checkpoints" finds no checkpoint that verifies.
+	// "bad-checkpoints" finds no checkpoint that verifies; "unheard"
+	// times out on heartbeats while the cloud still runs the instance
+	// (the cluster lost touch with a healthy agent).
 	trainings []activities.TrainingOutcome
 	// ranks, when set, are the outcomes of a gang's successive attempts
 	// by rank, in place of trainings.
@@ -66,6 +68,11 @@ type fakeCloud struct {
 	// outage makes the acquisitions numbered past outage[0] up to
 	// outage[1] find no stock.
 	outage [2]int
+
+	// healthy are the instances the cloud still runs though their
+	// agent went unheard; LostInstances reports every other it is asked
+	// about as gone.
+	healthy map[string]bool
 
 	stops     map[int]bool // attempts StopTraining asked to stop
 	byRank    map[int]int  // RunTraining calls by rank
@@ -207,6 +214,14 @@ func (f *fakeCloud) RunTraining(ctx context.Context, in activities.TrainingInput
 		return activities.TrainingResult{Outcome: outcome, RestoredStep: restored, ExitCode: 3, Message: "boom"}, nil
 	case "silent": // the instance stopped heartbeating
 		return activities.TrainingResult{}, temporal.NewTimeoutError(enums.TIMEOUT_TYPE_HEARTBEAT, nil)
+	case "unheard":
+		f.mu.Lock()
+		if f.healthy == nil {
+			f.healthy = map[string]bool{}
+		}
+		f.healthy[in.InstanceID] = true
+		f.mu.Unlock()
+		return activities.TrainingResult{}, temporal.NewTimeoutError(enums.TIMEOUT_TYPE_HEARTBEAT, nil, activities.Progress{Step: restored + 10})
 	case "agent-failed":
 		return activities.TrainingResult{}, temporal.NewApplicationError("checkpoint store unreachable", "StoreUnreachable")
 	case "bad-checkpoints":
@@ -214,6 +229,20 @@ func (f *fakeCloud) RunTraining(ctx context.Context, in activities.TrainingInput
 	}
 	return activities.TrainingResult{Outcome: outcome, RestoredStep: restored, LastStep: 200, TotalSteps: 200,
 		LastCheckpoint: &activities.CheckpointRef{Step: 200}, ModelDigest: "abc"}, nil
+}
+
+// LostInstances reports the instances asked about as gone, but for the
+// healthy ones.
+func (f *fakeCloud) LostInstances(_ context.Context, insts []capacity.Instance) ([]activities.LostInstance, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []activities.LostInstance
+	for _, inst := range insts {
+		if !f.healthy[inst.ID] {
+			out = append(out, activities.LostInstance{ID: inst.ID, State: capacity.StateTerminated})
+		}
+	}
+	return out, nil
 }
 
 // slowTraining is how long a "slow" training takes, in wall time: the
@@ -260,6 +289,7 @@ func newEnvWithoutPool(t *testing.T, f *fakeCloud, opts ...option) *testsuite.Te
 		activities.ReleaseName:     f.Release,
 		activities.RunTrainingName: f.RunTraining, activities.StockHistoryName: f.StockHistory,
 		activities.StopTrainingName: f.StopTraining, activities.DecideMarketName: f.DecideMarket,
+		activities.LostInstancesName: f.LostInstances,
 	} {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

@@ -27,6 +27,13 @@ const (
 	CheckpointsTotal      = "refuel_checkpoints_total"
 	LostWorkSeconds       = "refuel_lost_work_seconds_total"
 	CostUSDTotal          = "refuel_cost_usd_total"
+	// ControlPlaneOutagesTotal counts the times a run lost touch with
+	// the agent of an instance its cloud still ran (the cluster was away
+	// or slow) and attached to its attempt again; ControlPlaneRestarts
+	// the trainers stopped meanwhile, past the run's tolerance, and
+	// trained again from their checkpoint on the same instance.
+	ControlPlaneOutagesTotal  = "refuel_control_plane_outages_total"
+	ControlPlaneRestartsTotal = "refuel_control_plane_restarts_total"
 
 	// Histograms (Timers through the SDK's handler), in seconds.
 	AcquisitionSeconds      = "refuel_acquisition_seconds"
@@ -113,6 +120,8 @@ var catalogue = []definition{
 	{name: RecoveriesTotal, kind: counterKind, help: "Runs resumed from a checkpoint on a replacement instance."},
 	{name: NodeReplacementsTotal, kind: counterKind, help: "Nodes of a gang replaced, the other nodes kept, after the market took them."},
 	{name: CheckpointsTotal, kind: counterKind, help: "Checkpoints uploaded and verified."},
+	{name: ControlPlaneOutagesTotal, kind: counterKind, help: "Training attempts the cluster lost touch with while their instance ran, attached to again (cause control-plane)."},
+	{name: ControlPlaneRestartsTotal, kind: counterKind, help: "Trainers stopped at a checkpoint because no run attached within the control-plane tolerance, trained again on the same instance."},
 	{name: LostWorkSeconds, kind: counterKind, help: "Training work lost to preemptions, to be computed again, in seconds.", labels: capacityLabels},
 	{name: CostUSDTotal, kind: counterKind, help: "Instance time paid for, in US dollars, counted when a ledger segment closes.",
 		labels: []string{LabelTeam, LabelProvider, LabelMarket, LabelLayer, LabelPool}, scale: 1e-6},

@@ -48,6 +48,19 @@ func (st *Stretches) add(d time.Duration) {
 	st.Total += d
 }
 
+// Plus is the two summaries combined, as if one watcher had seen the
+// stretches of both: every field is a sum, so the order in which
+// summaries are combined does not matter.
+func (st Stretches) Plus(o Stretches) Stretches {
+	for b := range ageBuckets {
+		st.Time[b] += o.Time[b]
+		st.Ended[b] += o.Ended[b]
+	}
+	st.Count += o.Count
+	st.Total += o.Total
+	return st
+}
+
 // expose records d of a stretch's first time at each age: time at risk
 // of ending, whether or not it then ended.
 func (st *Stretches) expose(d time.Duration) {

@@ -1,0 +1,180 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"refuel/activities"
+	"refuel/workflows"
+)
+
+// Interrupt takes an instance away through the InjectInterruption
+// workflow, so drills work against any cluster the worker serves. It
+// returns when the notice was served.
+func Interrupt(ctx context.Context, c client.Client, instanceID string, grace time.Duration) (time.Time, error) {
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: "interrupt-" + instanceID, TaskQueue: workflows.TaskQueue,
+	}, workflows.InjectInterruptionName, activities.InterruptInput{InstanceID: instanceID, Grace: grace})
+	if err != nil {
+		return time.Time{}, err
+	}
+	var res activities.InterruptResult
+	if err := run.Get(ctx, &res); err != nil {
+		return time.Time{}, fmt.Errorf("interrupt %s: %w", instanceID, err)
+	}
+	return res.NoticeAt, nil
+}
+
+// Recovery is how a run came back from the loss of one instance, timed
+// from the interruption notice.
+type Recovery struct {
+	ReplacementInstance string
+	ReplacementSeconds  float64
+	RecoverySeconds     float64
+	PreemptedAtStep     int64
+	ResumedFromStep     int64
+	LostSteps           int64
+}
+
+// awaitRecovery waits until run id resumes on another instance after the
+// preemption of instance, whose notice was served at notice. On a real or
+// simulated spot market the run may already have been preempted and
+// recovered before: only a recovery that follows the preemption of this
+// instance counts; a move or a yield the pool asked for meanwhile is a
+// recovery too, but not this one.
+func awaitRecovery(ctx context.Context, c client.Client, id, instance string, notice time.Time) (Recovery, workflows.Status, error) {
+	st, err := WaitFor(ctx, c, id, func(s workflows.Status) bool {
+		p, r := s.LastPreemption, s.LastRecovery
+		return p != nil && p.InstanceID == instance && r != nil && !r.ResumedAt.IsZero() &&
+			!r.ResumedAt.Before(p.Time) && r.InstanceID != instance
+	})
+	if err != nil {
+		return Recovery{}, st, err
+	}
+	rec := Recovery{
+		ReplacementInstance: st.LastRecovery.InstanceID,
+		ReplacementSeconds:  st.LastRecovery.ReplacementAt.Sub(notice).Seconds(),
+		RecoverySeconds:     st.LastRecovery.ResumedAt.Sub(notice).Seconds(),
+		ResumedFromStep:     st.LastRecovery.ResumedFromStep,
+		PreemptedAtStep:     st.LastPreemption.AtStep,
+	}
+	rec.LostSteps = max(0, rec.PreemptedAtStep-rec.ResumedFromStep)
+	return rec, st, nil
+}
+
+// InterruptReport is what `starter interrupt --json` prints: the drill's
+// report of one interruption, of a run that was already running.
+type InterruptReport struct {
+	Passed              bool    `json:"passed"`
+	WorkflowID          string  `json:"workflow_id"`
+	Node                int     `json:"node"` // the rank interrupted; 0 for a one-node run
+	CheckpointStep      int64   `json:"checkpoint_step"`
+	PreemptedAtStep     int64   `json:"preempted_at_step"`
+	ResumedFromStep     int64   `json:"resumed_from_step"`
+	LostSteps           int64   `json:"lost_steps"`
+	ReplacementSeconds  float64 `json:"replacement_seconds"`
+	RecoverySeconds     float64 `json:"recovery_seconds"`
+	InterruptedInstance string  `json:"interrupted_instance"`
+	ReplacementInstance string  `json:"replacement_instance"`
+	Reason              string  `json:"reason,omitempty"`
+}
+
+// InterruptOptions shape one interruption.
+type InterruptOptions struct {
+	Node     int           // the gang rank whose instance is taken; 0 for a one-node run
+	Grace    time.Duration // how long the instance lives after the notice
+	Timeout  time.Duration // how long to wait for the recovery
+	Progress io.Writer     // one line per stage, for people watching
+}
+
+// NotHoldingError says a run holds no instance to interrupt.
+type NotHoldingError struct {
+	ID, State string
+	Node      int
+}
+
+func (e *NotHoldingError) Error() string {
+	return fmt.Sprintf("%s holds no instance for rank %d now (state %s): interrupt it while it runs", e.ID, e.Node, e.State)
+}
+
+// InterruptRun serves a real interruption notice to the instance a
+// running training run holds (a gang's rank opts.Node), then waits for
+// the run to get a replacement by itself and resume from its latest
+// checkpoint, and reports it as the drill does.
+func InterruptRun(ctx context.Context, c client.Client, id string, o InterruptOptions) (InterruptReport, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	say := func(format string, args ...any) {
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, "interrupt: "+format+"\n", args...)
+		}
+	}
+	rep := InterruptReport{WorkflowID: id, Node: o.Node}
+	w, err := RequireType(ctx, c, id, workflows.TrainingRunName, "only a training run's instance is interrupted this way")
+	if err != nil {
+		return rep, err
+	}
+	if !w.Running {
+		return rep, fmt.Errorf("%s has ended: there is no instance to interrupt", id)
+	}
+	st, err := Status(ctx, c, id)
+	if err != nil {
+		return rep, err
+	}
+	instance, err := instanceOf(st, o.Node)
+	if err != nil {
+		return rep, err
+	}
+	rep.InterruptedInstance = instance
+	if ck := st.LastCheckpoint; ck != nil {
+		rep.CheckpointStep = ck.Step
+	}
+	say("%s rank %d is on %s, last checkpoint at step %d; serving the notice (grace %s)", id, o.Node, instance, rep.CheckpointStep, o.Grace)
+	notice, err := Interrupt(ctx, c, instance, o.Grace)
+	if err != nil {
+		return rep, err
+	}
+	rec, _, err := awaitRecovery(ctx, c, id, instance, notice)
+	if err != nil {
+		return rep, err
+	}
+	rep.ReplacementInstance, rep.ReplacementSeconds, rep.RecoverySeconds = rec.ReplacementInstance, rec.ReplacementSeconds, rec.RecoverySeconds
+	rep.PreemptedAtStep, rep.ResumedFromStep, rep.LostSteps = rec.PreemptedAtStep, rec.ResumedFromStep, rec.LostSteps
+	say("resumed on %s from step %d, %.1fs after the notice", rep.ReplacementInstance, rep.ResumedFromStep, rep.RecoverySeconds)
+	switch {
+	case rep.ResumedFromStep < rep.CheckpointStep:
+		rep.Reason = "resumed from before the checkpoint seen at the notice"
+	default:
+		rep.Passed = true
+	}
+	return rep, nil
+}
+
+// instanceOf is the instance rank node of a run holds.
+func instanceOf(st workflows.Status, node int) (string, error) {
+	if st.State != workflows.StateRunning {
+		return "", &NotHoldingError{ID: st.ID, State: string(st.State), Node: node}
+	}
+	if len(st.Nodes) == 0 {
+		if node != 0 {
+			return "", fmt.Errorf("--node %d: %s is a one-node run; its only rank is 0", node, st.ID)
+		}
+		if st.Instance == nil {
+			return "", &NotHoldingError{ID: st.ID, State: string(st.State), Node: node}
+		}
+		return st.Instance.ID, nil
+	}
+	for _, n := range st.Nodes {
+		if n.Rank == node {
+			if n.Instance == nil {
+				return "", &NotHoldingError{ID: st.ID, State: string(st.State), Node: node}
+			}
+			return n.Instance.ID, nil
+		}
+	}
+	return "", fmt.Errorf("--node %d: %s is a gang of %d nodes, ranks 0..%d", node, st.ID, len(st.Nodes), len(st.Nodes)-1)
+}

@@ -1,0 +1,45 @@
+package jobs
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"refuel/workflows"
+)
+
+func TestInstanceOfPicksTheRankAskedFor(t *testing.T) {
+	one := workflows.Status{ID: "solo", State: workflows.StateRunning, Instance: &workflows.InstanceRef{ID: "i-1"}}
+	gang := workflows.Status{ID: "gang", State: workflows.StateRunning, Instance: &workflows.InstanceRef{ID: "i-a"}, Nodes: []workflows.NodeStatus{
+		{Rank: 0, Instance: &workflows.InstanceRef{ID: "i-a"}}, {Rank: 1, Instance: &workflows.InstanceRef{ID: "i-b"}},
+	}}
+	for name, tc := range map[string]struct {
+		st      workflows.Status
+		node    int
+		want    string
+		wantErr string
+	}{
+		"one node":             {st: one, want: "i-1"},
+		"one node, rank 1":     {st: one, node: 1, wantErr: "its only rank is 0"},
+		"gang rank 1":          {st: gang, node: 1, want: "i-b"},
+		"gang rank 2":          {st: gang, node: 2, wantErr: "ranks 0..1"},
+		"waiting for capacity": {st: workflows.Status{ID: "w", State: workflows.StateAcquiring}, wantErr: "holds no instance"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := instanceOf(tc.st, tc.node)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v; want it to say %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+	var nh *NotHoldingError
+	if _, err := instanceOf(workflows.Status{ID: "w", State: workflows.StatePaused}, 0); !errors.As(err, &nh) {
+		t.Errorf("a paused run: %v; want a *NotHoldingError", err)
+	}
+}
