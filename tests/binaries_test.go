@@ -9,9 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"refuel/pkg/devserver"
 )
 
 var (
@@ -81,13 +84,15 @@ func cleanEnv() []string {
 	return env
 }
 
-// freeAddr is a loopback address no one listens on now.
+// freeAddr is a loopback address no one listens on now, for a process the
+// test starts to bind. Its port is outside the ephemeral range, so no
+// connection made meanwhile is given it: not before the process binds it,
+// nor while a process the test stops is down before it binds it again.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := devserver.FreePort("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }

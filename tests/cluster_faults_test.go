@@ -16,8 +16,6 @@ import (
 
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-
-	"refuel/pkg/devserver"
 )
 
 // The fault injectors of a production-shaped cluster: a PostgreSQL server
@@ -110,7 +108,8 @@ func startPostgres(t *testing.T) *postgresServer {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		t.Skipf("PostgreSQL cannot run here: initdb: %v\n%s", err, tail(string(out), 20))
 	}
-	pg.port = restartablePort(t)
+	_, port, _ := net.SplitHostPort(freeAddr(t))
+	pg.port, _ = strconv.Atoi(port)
 	pg.start()
 	return pg
 }
@@ -157,18 +156,6 @@ func (pg *postgresServer) stop() {
 	}
 }
 
-// restartablePort is a loopback port for a server the test stops and
-// starts again: outside the ephemeral range, so that no connection made
-// while the server is down is given it.
-func restartablePort(t *testing.T) int {
-	t.Helper()
-	port, err := devserver.FreePort("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return port
-}
-
 // startProcessAs is startProcess run as cred's user (nil: the test's).
 func startProcessAs(t *testing.T, name string, cred *syscall.Credential, env []string, argv ...string) *process {
 	t.Helper()
@@ -191,7 +178,7 @@ type temporalServerProcess struct {
 // serves the default namespace.
 func startTemporalServer(t *testing.T, worker, postgresURL string) *temporalServerProcess {
 	t.Helper()
-	s := &temporalServerProcess{t: t, worker: worker, postgres: postgresURL, frontend: net.JoinHostPort("127.0.0.1", strconv.Itoa(restartablePort(t)))}
+	s := &temporalServerProcess{t: t, worker: worker, postgres: postgresURL, frontend: freeAddr(t)}
 	s.start()
 	return s
 }

@@ -24,11 +24,10 @@ const (
 
 // serverOptions assembles a single-process cluster: every service in this
 // process, found through static hosts instead of a gossip ring (so there is
-// no membership port), one history shard, the stores openDatabase
-// prepared. With TLS
-// or API keys on the frontend, an internal frontend on loopback serves the
-// server's own system workers (schedules, batch operations), which have
-// neither a client certificate nor a key.
+// no membership port), one history shard, the stores openDatabase prepared.
+// With TLS or API keys on the frontend, an internal frontend on loopback
+// serves the server's own system workers (schedules, batch operations),
+// which have neither a client certificate nor a key.
 func serverOptions(p ports, db stores, logger serverLogger, sec security) []temporal.ServerOption {
 	frontendHost, frontendPortText, _ := net.SplitHostPort(p.frontend)
 	frontendPort, _ := strconv.Atoi(frontendPortText)

@@ -153,6 +153,7 @@ func launch(ctx context.Context, o Options, level zapcore.Level, pick func(front
 	}
 }
 
+// launchOn is one start of launch's, on the ports pick chooses now.
 func launchOn(ctx context.Context, o Options, level zapcore.Level, pick func(frontend string) (ports, error)) (*Server, error) {
 	p, err := pick(o.FrontendAddr)
 	if err != nil {
@@ -178,7 +179,8 @@ func launchOn(ctx context.Context, o Options, level zapcore.Level, pick func(fro
 		return nil, fmt.Errorf("devserver: configure temporal: %w", err)
 	}
 	if err := ts.Start(); err != nil {
-		return nil, fmt.Errorf("devserver: start temporal: %w", err)
+		// Stopped, so that a start tried again does not leave it running.
+		return nil, errors.Join(fmt.Errorf("devserver: start temporal: %w", err), ts.Stop())
 	}
 	s := &Server{temporal: ts, frontendAddr: p.frontend, namespace: o.Namespace, settling: settling, adminAddr: dialable(p.frontend)}
 	if sec.enabled() {
