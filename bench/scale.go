@@ -81,7 +81,7 @@ func scaleCommand() *cobra.Command {
 	runs := fs.Int("runs", 100, "training runs to submit, of mixed tiers and teams")
 	storm := fs.Float64("storm", 0.3, "fraction of the runs whose spot instances one zone's stock drop takes at once")
 	asJSON := fs.Bool("json", false, "end with one JSON object of the figures")
-	work := fs.Duration("work", 4*time.Minute, "each run's work; long enough for every run to train at once")
+	work := fs.Duration("work", 8*time.Minute, "each run's work: long enough for every run to train at once, through the steady state and the storm, on a machine busy with other work")
 	steady := fs.Duration("steady", 60*time.Second, "how long to count the server's requests once every run trains")
 	raw := fs.Int("raw", 300, "empty workflows to start and complete first, for the server's raw rate")
 	dataDir := fs.String("data-dir", "", "a fresh data dir for the bench's own stack (default a temporary one, removed after)")
@@ -205,7 +205,13 @@ func (b *scaleBench) run(dataDir string, raw int) (ScaleReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	if err := b.until(ctx, s.Client, "training", func(c counts) bool { return c.running == b.runs }); err != nil {
+	if err := b.until(ctx, s.Client, "training", func(c counts) (bool, error) {
+		if c.closed > 0 {
+			// The storm must find every run training.
+			return false, usagef("%d runs ended before every run trained at once: give them more --work than %s", c.closed, b.work)
+		}
+		return c.running == b.runs, nil
+	}); err != nil {
 		return rep, err
 	}
 	b.mu.Lock()
@@ -221,7 +227,7 @@ func (b *scaleBench) run(dataDir string, raw int) (ScaleReport, error) {
 
 	b.say("storm: %s's spot stock drops by %d", scaleZones[0], b.storm)
 	s.Sim.Advance(1)
-	if err := b.until(ctx, s.Client, "completed", func(c counts) bool { return c.closed == b.runs }); err != nil {
+	if err := b.until(ctx, s.Client, "completed", func(c counts) (bool, error) { return c.closed == b.runs, nil }); err != nil {
 		return rep, err
 	}
 	b.tally(ctx, s.Client, ids, stormed(s.Sim.Instances()), &rep)
@@ -311,7 +317,7 @@ func (b *scaleBench) submit(ctx context.Context, c client.Client) ([]string, err
 type counts struct{ running, closed int }
 
 // until reports progress every few seconds until done holds.
-func (b *scaleBench) until(ctx context.Context, c client.Client, what string, done func(counts) bool) error {
+func (b *scaleBench) until(ctx context.Context, c client.Client, what string, done func(counts) (bool, error)) error {
 	deadline := time.Now().Add(15 * time.Minute)
 	for {
 		var n counts
@@ -323,8 +329,8 @@ func (b *scaleBench) until(ctx context.Context, c client.Client, what string, do
 			return err
 		}
 		b.say("%d of %d runs training, %d ended", n.running, b.runs, n.closed)
-		if done(n) {
-			return nil
+		if ok, err := done(n); ok || err != nil {
+			return err
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("not every run %s within 15 minutes: %d training, %d ended", what, n.running, n.closed)
@@ -397,11 +403,18 @@ func (b *scaleBench) tally(ctx context.Context, c client.Client, ids []string, t
 	classes := map[string]int{}
 	example := map[string]string{} // one message per class, for the log
 	_ = inParallel(len(ids), 32, func(i int) error {
-		st, err := jobs.Status(ctx, c, ids[i])
+		st, err := jobs.FinalStatus(ctx, c, ids[i])
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil || st.State != workflows.StateCompleted {
 			rep.Lost++
+			why := fmt.Sprint(err)
+			if err == nil {
+				why = "ended " + string(st.State)
+			}
+			if _, ok := example["lost"]; !ok {
+				example["lost"] = ids[i] + ": " + why
+			}
 			return nil
 		}
 		rep.Completed++

@@ -69,6 +69,18 @@ func Status(ctx context.Context, c client.Client, id string) (workflows.Status, 
 	return st, v.Get(&st)
 }
 
+// FinalStatus waits for a run to end and returns the status it ended
+// with, read from its result (a completed run's) rather than a query, so
+// no worker replays the run to answer; a run that failed or was
+// cancelled answers the status query instead.
+func FinalStatus(ctx context.Context, c client.Client, id string) (workflows.Status, error) {
+	var st workflows.Status
+	if err := c.GetWorkflow(ctx, id, "").Get(ctx, &st); err == nil {
+		return st, nil
+	}
+	return Status(ctx, c, id)
+}
+
 // Ended reports whether a status is final.
 func Ended(st workflows.Status) bool {
 	switch st.State {
