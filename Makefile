@@ -49,7 +49,7 @@ fuzz:
 # End-to-end tests on the embedded server, with real node-agent processes.
 e2e: python3-torch postgresql
 	@echo "== end-to-end tests (the first build links the Temporal server: a few minutes)"
-	$(GO) test -count=1 -timeout 20m ./tests/
+	$(GO) test -count=1 -timeout 20m -parallel 4 ./tests/
 
 # The PyTorch drill's trainer runs on Debian's torch (/usr/bin/python3; a
 # pyenv python3 on PATH does not see it). Where it cannot be installed the
