@@ -182,7 +182,7 @@ func (n *Node) attach(ctx context.Context, in TrainingInput, workflowID string) 
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	var outage Outage
-	if t := n.attempts[key]; t != nil {
+	for t := n.attempts[key]; t != nil; t = n.attempts[key] {
 		t.mu.Lock()
 		if t.orphan != nil {
 			t.orphan.Stop()
@@ -193,13 +193,20 @@ func (n *Node) attach(ctx context.Context, in TrainingInput, workflowID string) 
 		if !orphaned {
 			return t, nil
 		}
-		// Its run is back after the agent gave up waiting: train on from
-		// the checkpoint the trainer saved when it was stopped.
+		// Its run is back after the agent gave up waiting: once the
+		// trainer has saved its checkpoint, train on from it. The agent
+		// serves its other calls meanwhile.
+		n.mu.Unlock()
 		<-t.done
+		n.mu.Lock()
+		if n.attempts[key] != t {
+			continue // another RunTraining of the attempt got there first
+		}
 		outage = t.rep.outageSeen()
 		outage.TrainerRestarts++
 		n.Logger.Info("a run attached again after its trainer was stopped for want of one: training on from its checkpoint",
 			zap.String("job", in.Spec.ID), zap.Int("attempt", in.Attempt))
+		break
 	}
 	store, err := checkpoint.Open(ctx, StoreURL(in.CheckpointURL, n.DefaultStoreURL), in.Spec.ID)
 	if err != nil {
@@ -467,9 +474,10 @@ func (r *reporter) flush() {
 	}
 }
 
-// send signals the run, one signal at a time, without holding the trainer up: a
-// signal the cluster does not take within a while is dropped, as the
-// attempt's result and its heartbeats carry the same facts.
+// send signals the run, one signal at a time, without holding the
+// trainer up: a signal the cluster does not take within a while is
+// dropped, as the attempt's result and its heartbeats carry the same
+// facts.
 func (r *reporter) send(p Progress) {
 	if r.node.Machine.Lost() {
 		return // a machine that is gone tells nothing, checkpoints held back included
