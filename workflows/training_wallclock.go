@@ -26,7 +26,7 @@ const (
 	waitForSpotVersion = "wait-for-spot"
 	backToSpotVersion  = "back-to-spot"
 	// stockHistoryVersion marks runs that plan both with what all runs
-	// saw of the spot offerings' stock (activities.StockLogs).
+	// saw of the spot offerings' stock (the market memory, activities/market_memory.go).
 	stockHistoryVersion = "stock-history"
 )
 
