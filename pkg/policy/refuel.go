@@ -47,12 +47,13 @@ func planKey(s State, m Market, z Zone, model stockModel) outlookKey {
 // the fitted stock model (see outlook), then checks it with safe. With
 // one zone, or nothing known of the stock across zones, each zone's own
 // model prices it (costZones). With several, refuel holds spot wherever
-// it is in stock and safe, staying in its zone while that lasts, and the
-// model of a run roaming between the zones (costRoaming) weighs only
-// waiting against on-demand while no zone has spot: on the traces,
-// letting the model also weigh spot against on-demand and zones against
-// each other moved runs, or held on-demand beside spot, far more often
-// than a move repays.
+// it is in stock, safe and worth its move, staying in its zone while
+// that lasts (see roamingSpotZone, repaysMove); the model of a run
+// roaming between the zones (costRoaming) weighs only waiting against
+// on-demand while no zone has spot, and when to leave on-demand for
+// spot. On the traces, letting the model also weigh zones against each
+// other, each in its own region, left runs idle or on on-demand beside
+// spot and moved them more often than a move repays.
 // Spot is held while the slack can absorb the preemptions the zone's
 // stretches promise; out of stock the run waits while the outage is
 // young and the slack ample, and holds on-demand once the outage has
@@ -96,10 +97,11 @@ func (d *Decider) refuelAmong(s State, m Market, mayWait bool) Choice {
 	}
 	p := planPoint{r: r, slack: slack, step: step}
 	if roams(m) {
-		// Across zones spot in stock is taken when safe; the model is
-		// asked only where it is not.
+		// Across zones spot in stock is taken when safe and worth its
+		// move; the model weighs only waiting against on-demand, and a
+		// return from on-demand to spot.
 		if i := roamingSpotZone(s, m); i >= 0 {
-			if safe(s, m, m.spot(i)) {
+			if s.Current.Market != capacity.OnDemand && safe(s, m, m.spot(i)) && m.repaysMove(s, m.Zones[i]) {
 				return m.spot(i)
 			}
 			options = append(options, option{c: m.spot(i), cost: inf32})
@@ -161,11 +163,9 @@ func (d *Decider) costRoaming(s State, m Market, p planPoint, options []option) 
 	// expected to cost; every option is planned alike, so that none
 	// carries a price or a move the others' futures leave out.
 	price := roamingPrice(m.Zones)
-	stranded := false // spot is to be had only by moving the checkpoint
 	for _, o := range options {
 		if o.c.Market == capacity.Spot {
-			z := m.Zones[m.zone(o.c.Zone)]
-			price, stranded = z.SpotPrice, m.moves(z) && o.c != s.Current
+			price = m.Zones[m.zone(o.c.Zone)].SpotPrice
 		}
 	}
 	in, b := 0, 0
@@ -198,14 +198,7 @@ func (d *Decider) costRoaming(s State, m Market, p planPoint, options []option) 
 				h = k.odHeld(owed)
 			}
 		}
-		q := func(slack int) float32 { return o.q(p.r, slack, h, in, b, act) }
-		options[j].cost = m.withMove(c, s, p, cost, q)
-		if stranded && c.Market != capacity.Spot && !m.moves(z) {
-			// Waiting, or on-demand beside the checkpoint, puts the move
-			// off to the next spot start rather than saving it.
-			steps := int((m.Move.Time + p.step - 1) / p.step)
-			options[j].cost = float32(m.Move.USD) + float32(float64(steps)*price*p.step.Hours()) + q(p.slack-steps)
-		}
+		options[j].cost = m.withMove(c, s, p, cost, func(slack int) float32 { return o.q(p.r, slack, h, in, b, act) })
 	}
 }
 
@@ -355,4 +348,17 @@ func roamingSpotZone(s State, m Market) int {
 		return firstSpotZone(s, m)
 	}
 	return refuelSpotZone(s, m)
+}
+
+// repaysMove reports whether a spot start in z is worth its move of the
+// checkpoint, if it moves it: whether spot there saves more than the
+// move costs over on-demand for as long as its stock is expected to
+// last (at most the work left).
+func (m Market) repaysMove(s State, z Zone) bool {
+	if !m.moves(z) || s.Current.Zone == z.Name {
+		return true
+	}
+	held := min(s.Remaining, expectedLeft(z, true))
+	move := m.Move.USD + z.SpotPrice*m.Move.Time.Hours()
+	return move < (m.onDemandPrice(z)-z.SpotPrice)*held.Hours()
 }
