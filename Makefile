@@ -79,11 +79,17 @@ bench:
 # Market policies over every availability trace: 48h of work, 52h and 70h
 # deadlines, 10 start offsets per trace (issue 4's table), with refuel's
 # bound when each window's statistics are known in advance, and the
-# zones of aws-02-15-2023 at their own prices across three regions; then
-# the same over the preemption traces, which refuel was not tuned on.
+# zones of each day at their own prices across regions; then the same
+# over the preemption traces, refuel's hold-out (never tuned on), their
+# zones replayed together but not priced apart (the optimum across priced
+# regions at their 30 s ticks takes tens of minutes); then both again for
+# a gang of 4 nodes, over fewer windows.
 bench-policy:
-	$(GO) run ./starter sim-bench --traces $(TRACES)/availability --known-statistics
-	$(GO) run ./starter sim-bench --traces $(TRACES)/preemption --known-statistics --priced-regions=false
+	$(GO) build -o $(BIN)/sim-bench-starter ./starter
+	$(BIN)/sim-bench-starter sim-bench --traces $(TRACES)/availability --known-statistics
+	$(BIN)/sim-bench-starter sim-bench --traces $(TRACES)/preemption --known-statistics --priced-regions=false
+	$(BIN)/sim-bench-starter sim-bench --traces $(TRACES)/availability --nodes 4 --starts 4
+	$(BIN)/sim-bench-starter sim-bench --traces $(TRACES)/preemption --nodes 4 --starts 4 --priced-regions=false
 
 # Inference autoscaling on a real hour of LLM traffic, a day composed
 # from it and a family of seeded shapes (diurnal, flash crowd, heavy-tailed

@@ -72,3 +72,53 @@ func TestOnDemandChoicesOnePerRegion(t *testing.T) {
 		t.Errorf("got %v; want west's on-demand where it is cheapest, c", got)
 	}
 }
+
+// TestRefuelAcrossRegions checks refuel's choices with the stock across
+// the zones known: it stays on spot in its zone while that lasts, moves
+// to spot in another region when its own has none and the move repays,
+// and does not when the move costs more than the spot saves.
+func TestRefuelAcrossRegions(t *testing.T) {
+	var roam Roaming
+	for range 30 {
+		roam.Availability.Observe(true, 3*time.Hour)
+		roam.Availability.Observe(false, 20*time.Minute)
+	}
+	roam.Availability.Observe(true, time.Hour)
+	with := func(m Market) Market {
+		m.Roaming = roam
+		for i := range m.Zones {
+			m.Zones[i].History = roam.Availability
+		}
+		return m
+	}
+	cheap, dear := Move{USD: 0.5, Time: 5 * time.Minute}, Move{USD: 200, Time: 5 * time.Minute}
+	spotC := Choice{Market: capacity.Spot, Zone: "c"}
+	cases := map[string]struct {
+		s    State
+		m    Market
+		want Choice
+		// wantRegion, when set, is all that is asked: the run stays there.
+		wantRegion string
+	}{
+		"spot held stays though a cheaper zone has stock": {s: state(10, 41, spotA), m: with(regions(true, true, true, cheap)), want: spotA},
+		"its region out, a cheap move to the far spot":    {s: state(10, 41, None), m: with(regions(false, false, true, cheap)), want: spotC},
+		"its region out, a move dearer than spot saves":   {s: state(10, 41, None), m: with(regions(false, false, true, dear)), wantRegion: "east"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := Decide(spec.TierDeadline, Refuel, tc.s, tc.m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantRegion != "" {
+				if got.Holds() && tc.m.Zones[tc.m.zone(got.Zone)].Region != tc.wantRegion {
+					t.Errorf("got %s, want nothing or an instance in %s", got, tc.wantRegion)
+				}
+				return
+			}
+			if got != tc.want {
+				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}

@@ -46,9 +46,14 @@ func planKey(s State, m Market, z Zone, model stockModel) outlookKey {
 // on-demand, the action whose expected cost to finish is lowest under
 // the fitted stock model (see outlook), then checks it with safe. With
 // one zone, or nothing known of the stock across zones, each zone's own
-// model prices it (costZones); with several, the model of a run roaming
-// between them does (costRoaming), so that a preemption in one zone is
-// not priced as if the run had to wait for that zone to come back.
+// model prices it (costZones). With several, refuel holds spot wherever
+// it is in stock, safe and worth its move, staying in its zone while
+// that lasts (see roamingSpotZone, repaysMove); the model of a run
+// roaming between the zones (costRoaming) weighs only waiting against
+// on-demand while no zone has spot, and when to leave on-demand for
+// spot. On the traces, letting the model also weigh zones against each
+// other, each in its own region, left runs idle or on on-demand beside
+// spot and moved them more often than a move repays.
 // Spot is held while the slack can absorb the preemptions the zone's
 // stretches promise; out of stock the run waits while the outage is
 // young and the slack ample, and holds on-demand once the outage has
@@ -90,18 +95,28 @@ func (d *Decider) refuelAmong(s State, m Market, mayWait bool) Choice {
 	if mayWait {
 		options = append(options, option{c: None, cost: inf32})
 	}
-	for i, z := range m.Zones {
-		if z.SpotAvailable {
-			options = append(options, option{m.spot(i), inf32, z.stockAge()})
-		}
-	}
-	for _, c := range m.onDemandChoices(s) {
-		options = append(options, option{c: c, cost: inf32})
-	}
 	p := planPoint{r: r, slack: slack, step: step}
 	if roams(m) {
+		// Across zones spot in stock is taken when safe and worth its
+		// move; the model weighs only waiting against on-demand, and a
+		// return from on-demand to spot.
+		if i := roamingSpotZone(s, m); i >= 0 {
+			if s.Current.Market != capacity.OnDemand && safe(s, m, m.spot(i)) && m.repaysMove(s, m.Zones[i]) {
+				return m.spot(i)
+			}
+			options = append(options, option{c: m.spot(i), cost: inf32})
+		}
+		options = append(options, option{c: od, cost: inf32})
 		d.costRoaming(s, m, p, options)
 	} else {
+		for i, z := range m.Zones {
+			if z.SpotAvailable {
+				options = append(options, option{m.spot(i), inf32, z.stockAge()})
+			}
+		}
+		for _, c := range m.onDemandChoices(s) {
+			options = append(options, option{c: c, cost: inf32})
+		}
 		d.costZones(s, m, p, options)
 	}
 	best := od
@@ -134,84 +149,57 @@ type planPoint struct {
 // costRoaming costs every option with the outlook for the stock across
 // the zones (see Roaming): while any zone is in stock spot can be had,
 // and once the zone held runs out the run restarts in another without
-// waiting if one is in stock. Every spot option costs the same but for
-// the restart the current zone saves; ties go to the zone in stock the
-// longest. Where the zones lie in regions with prices of their own, each
-// option is planned within its region (holding nothing, within the
-// checkpoint's), with the stock across that region's zones (see
-// Market.Regions) at the cheapest spot price in stock there; a dearer
-// zone adds what it costs over that while its stock is expected to last,
-// and a start in another region than the checkpoint's adds the move (see
-// withMove).
+// waiting if one is in stock. Every option is planned with that one
+// model at one spot price, that of the zone spot would be taken in now
+// (with none in stock, what the stock across the zones can be expected
+// to cost), so that no option carries a price or a move that the others'
+// futures leave out: planning each option within its own region, as
+// refuel did, priced waiting beside the checkpoint at a cheap region's
+// spot without the move that spot needs, and left runs idle or on
+// on-demand while the far region had spot.
 func (d *Decider) costRoaming(s State, m Market, p planPoint, options []option) {
-	single := alike(m)
+	// Spot is planned at the price of the zone it would be taken in now,
+	// or, with none in stock, at what the stock across the zones can be
+	// expected to cost; every option is planned alike, so that none
+	// carries a price or a move the others' futures leave out.
+	price := roamingPrice(m.Zones)
+	for _, o := range options {
+		if o.c.Market == capacity.Spot {
+			price = m.Zones[m.zone(o.c.Zone)].SpotPrice
+		}
+	}
+	in, b := 0, 0
+	if anyInStock(m) {
+		in = 1
+	}
+	if m.Roaming.Last == (in == 1) {
+		b = bucketOf(m.Roaming.Since)
+	}
 	for j := range options {
 		c := options[j].c
 		z := m.Zones[max(0, m.zone(c.Zone))]
-		stock, zones := m.Roaming, m.Zones
-		if !single {
-			// Plan within the option's region; holding nothing, within
-			// the checkpoint's.
-			r := z.Region
-			if !c.Holds() && m.Move.Region != "" {
-				r = m.Move.Region
-			}
-			stock, zones = m.regionStock(r), regionZones(m, r)
-		}
-		in, b := 0, 0
-		cheapest := math.Inf(1)
-		for _, z := range zones {
-			if z.SpotAvailable {
-				in, cheapest = 1, min(cheapest, z.SpotPrice)
-			}
-		}
-		if stock.Last == (in == 1) {
-			b = bucketOf(stock.Since)
-		}
-		// Spot is priced at the cheapest in stock, or, with none in stock,
-		// at what the stock across the zones can be expected to cost.
-		if math.IsInf(cheapest, 1) {
-			cheapest = roamingPrice(zones)
-		}
-		priced := Zone{SpotPrice: cheapest, OnDemandPrice: m.onDemandPrice(z)}
+		priced := Zone{SpotPrice: price, OnDemandPrice: m.onDemandPrice(z)}
 		if !c.Holds() {
 			priced.OnDemandPrice = m.OnDemandPrice
 		}
-		o := d.outlook(planKey(s, m, priced, fitStock(stock.Availability)))
+		o := d.outlook(planKey(s, m, priced, fitStock(m.Roaming.Availability)))
 		k := o.key
 		owed := min(k.overhead, int((s.OverheadLeft+p.step-1)/p.step))
-		h, act, price := 0, actNone, float32(0)
+		h, act, cost := 0, actNone, float32(0)
 		switch c.Market {
 		case capacity.Spot:
-			act, price = actSpot, k.spotCost
+			act, cost = actSpot, k.spotCost
 			if c == s.Current {
 				h = k.spotHeld(owed)
 			}
 		case capacity.OnDemand:
-			act, price = actOnDemand, k.odCost
+			act, cost = actOnDemand, k.odCost
 			if c == s.Current {
 				h = k.odHeld(owed)
 			}
 		}
-		cost := m.withMove(c, s, p, price, func(slack int) float32 { return o.q(p.r, slack, h, in, b, act) })
-		if c.Market == capacity.Spot && m.OnDemandPrice > 0 && m.priced() {
-			// What this zone adds over the cheapest, while it lasts.
-			held := min(s.Remaining, expectedLeft(z, true))
-			cost += float32((z.SpotPrice - cheapest) * held.Hours())
-		}
-		options[j].cost = cost
+		options[j].cost = m.withMove(c, s, p, cost, func(slack int) float32 { return o.q(p.r, slack, h, in, b, act) })
 	}
-}
-
-// regionZones are m's zones in region r.
-func regionZones(m Market, r string) []Zone {
-	var out []Zone
-	for _, z := range m.Zones {
-		if z.Region == r {
-			out = append(out, z)
-		}
-	}
-	return out
 }
 
 // withMove is q at the plan's slack, or, for a start of c in another
@@ -320,21 +308,6 @@ func roams(m Market) bool {
 	return len(m.Zones) > 1 && m.Roaming.Since > 0
 }
 
-// alike reports whether every zone of m charges the same in the same
-// region, so that the stock across them is one market.
-func alike(m Market) bool {
-	if !m.priced() {
-		return true
-	}
-	for _, z := range m.Zones {
-		a := m.Zones[0]
-		if z.SpotPrice != a.SpotPrice || m.onDemandPrice(z) != m.onDemandPrice(a) || z.Region != a.Region {
-			return false
-		}
-	}
-	return true
-}
-
 // onDemandChoices are the on-demand choices refuel weighs: one per
 // region, in the zone the run holds an instance in there, or else where
 // on-demand is cheapest (the first such zone on ties).
@@ -364,4 +337,28 @@ func refuelSpotZone(s State, m Market) int {
 		return i
 	}
 	return longestInStock(m.Zones)
+}
+
+// roamingSpotZone is where a run across zones takes spot: the zone it
+// holds spot in while in stock; else, on a priced market, the zone in
+// stock cheapest for the rest of the work, the move counted; else the
+// zone in stock longest (see longestInStock); -1 when none is in stock.
+func roamingSpotZone(s State, m Market) int {
+	if m.priced() {
+		return firstSpotZone(s, m)
+	}
+	return refuelSpotZone(s, m)
+}
+
+// repaysMove reports whether a spot start in z is worth its move of the
+// checkpoint, if it moves it: whether spot there saves more than the
+// move costs over on-demand for as long as its stock is expected to
+// last (at most the work left).
+func (m Market) repaysMove(s State, z Zone) bool {
+	if !m.moves(z) || s.Current.Zone == z.Name {
+		return true
+	}
+	held := min(s.Remaining, expectedLeft(z, true))
+	move := m.Move.USD + z.SpotPrice*m.Move.Time.Hours()
+	return move < (m.onDemandPrice(z)-z.SpotPrice)*held.Hours()
 }

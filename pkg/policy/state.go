@@ -81,9 +81,8 @@ type Market struct {
 	Move Move
 	// Regions are, where zones lie in several regions, what has been
 	// seen of the stock across each region's zones, as Roaming is across
-	// all of them: refuel plans a region's options with its own, since a
-	// run preempted there restarts there without moving its checkpoint
-	// if it can. Regions missing are planned with refuel's priors.
+	// all of them. refuel no longer plans with them (see costRoaming);
+	// they are kept because runs carry them in their recorded state.
 	Regions []RegionStock
 }
 
@@ -91,16 +90,6 @@ type Market struct {
 type RegionStock struct {
 	Region  string  `json:"region"`
 	Roaming Roaming `json:"roaming"`
-}
-
-// regionStock is what has been seen across region r's zones.
-func (m Market) regionStock(r string) Roaming {
-	for _, rs := range m.Regions {
-		if rs.Region == r {
-			return rs.Roaming
-		}
-	}
-	return Roaming{}
 }
 
 // Move is what moving a run's checkpoint to another region costs.
