@@ -554,7 +554,7 @@ func (r *reporter) heartbeat(ctx context.Context, token []byte, every time.Durat
 				failingSince = now
 				r.node.Logger.Warn("heartbeat not taken: the trainer trains on, and the heartbeat is tried again",
 					zap.String("run", r.workflowID), zap.Error(err))
-				wait = time.Second
+				wait = min(time.Second, every)
 			} else {
 				wait = min(2*wait, every)
 			}
