@@ -129,7 +129,8 @@ func (r *run) startGang(ctx workflow.Context, in activities.TrainingInput, start
 
 // masterPort is where rank 0 listens for the other ranks: a port of its
 // own for each run and attempt, as gangs on one machine's loopback (the
-// local and simulated clouds) must not meet.
+// local and simulated clouds) must not meet. The embedded server never
+// picks a port of this range for itself (devserver's gangPorts).
 func masterPort(identity string, attempt int) int {
 	h := fnv.New32a()
 	h.Write([]byte(identity + "/" + strconv.Itoa(attempt)))

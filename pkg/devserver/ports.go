@@ -42,6 +42,12 @@ const (
 	picksPerPort = 100
 )
 
+// gangPorts are never picked: a gang's rank 0 listens for the other ranks
+// on a port of this range derived from its run (workflows.masterPort), on
+// the loopback of the local and simulated clouds, where a server port
+// picked there could take it, or be dialled by a rank looking for it.
+var gangPorts = portRange{20000, 29999}
+
 // ephemeralRangeFile is where Linux keeps the range it hands out.
 const ephemeralRangeFile = "/proc/sys/net/ipv4/ip_local_port_range"
 
@@ -82,15 +88,23 @@ func parsePortRange(s string) (portRange, error) {
 }
 
 // pickable are the ranges ports are picked from: from lowestPicked to the
-// top, without the ephemeral range. Empty when the ephemeral range covers it
+// top, without the ephemeral range and gangPorts. Empty when those cover it
 // all.
 func pickable(ephemeral portRange) []portRange {
 	var out []portRange
-	if below := (portRange{lowestPicked, ephemeral.lo - 1}); below.size() > 0 {
-		out = append(out, below)
+	for _, r := range []portRange{{lowestPicked, ephemeral.lo - 1}, {max(ephemeral.hi+1, lowestPicked), highestPort}} {
+		out = append(out, without(r, gangPorts)...)
 	}
-	if above := (portRange{max(ephemeral.hi+1, lowestPicked), highestPort}); above.size() > 0 {
-		out = append(out, above)
+	return out
+}
+
+// without is what is left of r once the ports of hole are taken out.
+func without(r, hole portRange) []portRange {
+	var out []portRange
+	for _, part := range []portRange{{r.lo, min(r.hi, hole.lo-1)}, {max(r.lo, hole.hi+1), r.hi}} {
+		if part.size() > 0 {
+			out = append(out, part)
+		}
 	}
 	return out
 }

@@ -48,12 +48,13 @@ func TestPickable(t *testing.T) {
 		ephemeral portRange
 		want      []portRange
 	}{
-		"linux default":            {ephemeral: portRange{32768, 60999}, want: []portRange{{10000, 32767}, {61000, 65535}}},
-		"IANA's":                   {ephemeral: portRange{49152, 65535}, want: []portRange{{10000, 49151}}},
-		"low, under lowestPicked":  {ephemeral: portRange{1024, 5000}, want: []portRange{{10000, 65535}}},
-		"straddling lowestPicked":  {ephemeral: portRange{8000, 40000}, want: []portRange{{40001, 65535}}},
-		"everything is ephemeral":  {ephemeral: portRange{1024, 65535}, want: nil},
-		"from just above the pick": {ephemeral: portRange{10001, 65534}, want: []portRange{{10000, 10000}, {65535, 65535}}},
+		"linux default":             {ephemeral: portRange{32768, 60999}, want: []portRange{{10000, 19999}, {30000, 32767}, {61000, 65535}}},
+		"IANA's":                    {ephemeral: portRange{49152, 65535}, want: []portRange{{10000, 19999}, {30000, 49151}}},
+		"low, under lowestPicked":   {ephemeral: portRange{1024, 5000}, want: []portRange{{10000, 19999}, {30000, 65535}}},
+		"straddling lowestPicked":   {ephemeral: portRange{8000, 40000}, want: []portRange{{40001, 65535}}},
+		"covering the gangs' ports": {ephemeral: portRange{15000, 35000}, want: []portRange{{10000, 14999}, {35001, 65535}}},
+		"everything is ephemeral":   {ephemeral: portRange{1024, 65535}, want: nil},
+		"from just above the pick":  {ephemeral: portRange{10001, 65534}, want: []portRange{{10000, 10000}, {65535, 65535}}},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -88,7 +89,7 @@ func TestFreePortsOutsideTheEphemeralRange(t *testing.T) {
 	}
 	seen := map[int]bool{}
 	for _, p := range got {
-		if p >= ephemeral.lo && p <= ephemeral.hi || p < lowestPicked {
+		if p >= ephemeral.lo && p <= ephemeral.hi || p < lowestPicked || p >= gangPorts.lo && p <= gangPorts.hi {
 			t.Errorf("port %d picked; want one in %v", p, pickable(ephemeral))
 		}
 		if seen[p] {
