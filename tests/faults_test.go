@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"refuel/pkg/capacity"
 )
 
 // The fault injectors of the kill tests: processes the tests start and
@@ -306,4 +308,25 @@ func startAWSWorker(t *testing.T, name, bin, frontend, endpoint string, extra ..
 	p := startProcess(t, name, env, argv...)
 	p.waitReady(t, "http://"+metrics+"/readyz", time.Minute)
 	return p
+}
+
+// launchedOnce checks that the sim at cloudURL launched exactly one
+// instance for each run identity and attempt, ever, and returns how many
+// acquisitions launched one and the instances still running.
+func launchedOnce(t *testing.T, cloudURL string) (acquisitions int, running []string) {
+	t.Helper()
+	launched := map[string][]string{}
+	for _, inst := range simInstances(t, cloudURL) {
+		key := inst.Tags[capacity.TagIdentity] + " attempt " + inst.Tags[capacity.TagAttempt]
+		launched[key] = append(launched[key], inst.ID)
+		if inst.State != capacity.StateTerminated {
+			running = append(running, inst.ID)
+		}
+	}
+	for key, insts := range launched {
+		if len(insts) != 1 {
+			t.Errorf("%s: %d instances launched (%v); want exactly one", key, len(insts), insts)
+		}
+	}
+	return len(launched), running
 }

@@ -12,7 +12,6 @@ import (
 
 	"refuel/activities"
 	"refuel/jobs"
-	"refuel/pkg/capacity"
 	"refuel/pkg/cost"
 	"refuel/pkg/spec"
 	"refuel/pkg/trainer"
@@ -138,20 +137,7 @@ func TestClusterFaultsSpareHealthyAttempts(t *testing.T) {
 	}
 	t.Logf("%.1fs: every run ended", at())
 
-	launched := map[string][]string{}
-	var running []string
-	for _, inst := range simInstances(t, cloudURL) {
-		key := inst.Tags[capacity.TagIdentity] + " attempt " + inst.Tags[capacity.TagAttempt]
-		launched[key] = append(launched[key], inst.ID)
-		if inst.State != capacity.StateTerminated {
-			running = append(running, inst.ID)
-		}
-	}
-	for key, insts := range launched {
-		if len(insts) != 1 {
-			t.Errorf("%s: %d instances launched (%v); want exactly one", key, len(insts), insts)
-		}
-	}
+	_, running := launchedOnce(t, cloudURL)
 	if len(running) != 0 {
 		t.Errorf("instances left running after every run ended: %v", running)
 	}
