@@ -521,10 +521,6 @@ func (r *reporter) heartbeat(ctx context.Context, token []byte, every time.Durat
 	for {
 		r.mu.Lock()
 		p := r.progress
-		if r.outage != (Outage{}) {
-			o := r.outage
-			p.Outage = &o
-		}
 		r.mu.Unlock()
 		callCtx, cancel := context.WithTimeout(ctx, heartbeatCallTimeout(every))
 		err := r.node.Signaler.RecordActivityHeartbeat(callCtx, token, p)

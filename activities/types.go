@@ -221,9 +221,6 @@ type Progress struct {
 	// total.
 	Checkpoints int       `json:"checkpoints,omitempty"`
 	Time        time.Time `json:"time"`
-	// Outage is carried by heartbeats: a run that finds its agent
-	// silent reads what the agent last saw of the control plane.
-	Outage *Outage `json:"outage,omitempty"`
 }
 
 // ManagedInstance is an instance refuel launched, as the janitor sees it.
