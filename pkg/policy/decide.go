@@ -81,14 +81,19 @@ func Decide(tier spec.Tier, name Name, s State, m Market) (Choice, error) {
 
 // Decide is the package's Decide, reusing what d remembers.
 func (d *Decider) Decide(tier spec.Tier, name Name, s State, m Market) (Choice, error) {
+	return d.decide(tier, name, s, m, Gang{})
+}
+
+// decide is Decide for gang g, rigid when g is the zero Gang.
+func (d *Decider) decide(tier spec.Tier, name Name, s State, m Market, g Gang) (Choice, error) {
 	switch tier {
 	case spec.TierCritical:
 		return m.onDemand(s), nil
 	case spec.TierFlexible:
 		if name == Refuel {
-			return flexible(s, m, refuelSpotZone(s, m)), nil
+			return flexible(s, m, g, refuelSpotZone(s, m)), nil
 		}
-		return flexible(s, m, firstSpotZone(s, m)), nil
+		return flexible(s, m, g, firstSpotZone(s, m)), nil
 	case spec.TierDeadline:
 	default:
 		return None, fmt.Errorf("tier %q has no market policy; use one of critical, deadline, flexible", tier)
@@ -97,23 +102,22 @@ func (d *Decider) Decide(tier spec.Tier, name Name, s State, m Market) (Choice, 
 	case OnDemandOnly:
 		return m.onDemand(s), nil
 	case Greedy:
-		return greedy(s, m), nil
+		return greedy(s, m, g), nil
 	case UniformProgress:
-		return uniformProgress(s, m), nil
+		return uniformProgress(s, m, g), nil
 	case Refuel:
-		return d.refuel(s, m), nil
+		return d.refuelGang(s, m, g), nil
 	case Optimal:
 		return None, &OfflineError{Name: name}
 	}
 	return None, &UnknownPolicyError{Name: string(name)}
 }
 
-// flexible holds spot in zone i, or nothing when i is -1.
-func flexible(s State, m Market, i int) Choice {
-	if i < 0 {
-		return None
-	}
-	return m.spot(i)
+// flexible holds spot in zone i, or nothing when i is -1; an elastic
+// gang holds the nodes in stock elsewhere rather than nothing.
+func flexible(s State, m Market, g Gang, i int) Choice {
+	c, _ := g.spot(s, m, i)
+	return c
 }
 
 // firstSpotZone is the zone the run is on spot in if still in stock, else

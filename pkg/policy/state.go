@@ -19,6 +19,9 @@ type Choice struct {
 	// (paused, spending nothing). Base capacity is granted elsewhere.
 	Market capacity.Market `json:"market,omitempty"`
 	Zone   string          `json:"zone,omitempty"`
+	// Nodes is, for an elastic gang on spot, how many of its nodes it
+	// holds when fewer than all (see Gang); 0 holds the whole gang.
+	Nodes int `json:"nodes,omitempty"`
 }
 
 // None holds no instance.
@@ -33,6 +36,9 @@ func (c Choice) String() string {
 	}
 	if c.Zone == "" {
 		return string(c.Market)
+	}
+	if c.Nodes > 0 {
+		return fmt.Sprintf("%s/%s×%d", c.Market, c.Zone, c.Nodes)
 	}
 	return fmt.Sprintf("%s/%s", c.Market, c.Zone)
 }

@@ -16,8 +16,9 @@ import (
 //     and nothing while ahead.
 //
 // Each choice is also checked with safe, which covers what the 2d net
-// does not when decisions are far apart.
-func uniformProgress(s State, m Market) Choice {
+// does not when decisions are far apart. An elastic gang takes spot on
+// the nodes in stock (see Gang.spot).
+func uniformProgress(s State, m Market, g Gang) Choice {
 	d := s.RestartOverhead
 	od := m.onDemand(s)
 	if s.slack() < 2*d {
@@ -33,8 +34,8 @@ func uniformProgress(s State, m Market) Choice {
 	if s.Current.Market == capacity.OnDemand && s.Done < expected(s.Elapsed+2*d) {
 		return od
 	}
-	if i := firstSpotZone(s, m); i >= 0 && safe(s, m, m.spot(i)) {
-		return m.spot(i)
+	if c, ok := g.spot(s, m, firstSpotZone(s, m)); ok && g.safe(s, m, c) {
+		return c
 	}
 	if s.Done >= expected(s.Elapsed) && safe(s, m, None) {
 		return None

@@ -79,7 +79,7 @@ func TestAGangFindsStockOnlyWhereTheCountHoldsEveryNode(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			n := 0
 			for i := range m.Ticks() {
-				if m.StockAt(i, tc.nodes)[0] {
+				if m.Available(0, i, tc.nodes) {
 					n++
 				}
 			}

@@ -33,6 +33,13 @@ type Job struct {
 	// tick's point holds them all, losing one loses the gang, and each is
 	// billed. The checkpoint is the gang's, moved once.
 	Nodes int `json:"nodes,omitempty"`
+	// MinNodes makes the gang elastic (0 means Nodes: rigid): on spot it
+	// may hold any width from MinNodes to Nodes nodes that a tick's point
+	// has in stock, and its work then progresses at width/Nodes of the
+	// gang's rate; every change of width is a start, paying the restart
+	// overhead. On-demand always holds the whole gang. See
+	// docs/simulation.md.
+	MinNodes int `json:"min_nodes,omitempty"`
 }
 
 // ZonePrice is one zone's prices and region.
@@ -68,6 +75,8 @@ func (j Job) Validate() error {
 		return &JobError{"transfer time", "is negative", "give 0 or more, e.g. 5m"}
 	case j.Nodes < 0 || j.Nodes > spec.MaxNodes:
 		return &JobError{"nodes", fmt.Sprintf("%d is outside 1..%d", j.Nodes, spec.MaxNodes), fmt.Sprintf("give the instances the job needs at once, 1 to %d", spec.MaxNodes)}
+	case j.MinNodes < 0 || j.MinNodes > j.nodes():
+		return &JobError{"min nodes", fmt.Sprintf("%d is outside 1..%d (the gang's nodes)", j.MinNodes, j.nodes()), "give the fewest nodes the gang may train on, at most its nodes"}
 	}
 	for i, z := range j.Zones {
 		if z.Spot < 0 || z.OnDemand < 0 {
@@ -112,6 +121,17 @@ func (j Job) moveUSD() float64 { return j.CheckpointGB * j.EgressUSDPerGB }
 
 // nodes is the size of the gang, at least 1.
 func (j Job) nodes() int { return max(1, j.Nodes) }
+
+// minNodes is the fewest nodes the gang trains on: its nodes when rigid.
+func (j Job) minNodes() int {
+	if j.MinNodes == 0 {
+		return j.nodes()
+	}
+	return j.MinNodes
+}
+
+// elastic reports whether the gang may train on fewer than its nodes.
+func (j Job) elastic() bool { return j.minNodes() < j.nodes() }
 
 // nodeMoveUSD is a node's share of a move. Policies and the optimum plan
 // a gang in one node's prices, every cost but the move being the gang's

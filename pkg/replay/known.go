@@ -39,11 +39,11 @@ func NewKnownStatistics(m *Market, start int, span time.Duration, nodes int, d D
 }
 
 // Decide implements Decider.
-func (k *KnownStatistics) Decide(t int, s policy.State, m policy.Market) (policy.Choice, error) {
+func (k *KnownStatistics) Decide(t int, s policy.State, m policy.Market, g policy.Gang) (policy.Choice, error) {
 	zones := append([]policy.Zone(nil), m.Zones...)
 	for i := range zones {
 		zones[i].History.FitIn, zones[i].History.FitOut = k.fit[i].In, k.fit[i].Out
 	}
 	m.Zones = zones
-	return k.D.Decide(t, s, m)
+	return k.D.Decide(t, s, m, g)
 }

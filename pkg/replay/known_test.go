@@ -12,7 +12,7 @@ import (
 // (the meter reuses its view's zones).
 type recorder struct{ seen []policy.Market }
 
-func (r *recorder) Decide(_ int, _ policy.State, m policy.Market) (policy.Choice, error) {
+func (r *recorder) Decide(_ int, _ policy.State, m policy.Market, _ policy.Gang) (policy.Choice, error) {
 	m.Zones = append([]policy.Zone(nil), m.Zones...)
 	r.seen = append(r.seen, m)
 	return policy.None, nil

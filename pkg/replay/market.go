@@ -11,6 +11,8 @@
 // instances at once in one zone and market, so spot is in stock for it only
 // when the point holds them all (trace.GangInStock), a drop below that
 // while it holds spot preempts the whole gang, and every node is billed.
+// An elastic gang (Job.MinNodes) may hold spot on fewer of its nodes, at
+// that share of its rate of work: see docs/simulation.md.
 package replay
 
 import (
@@ -74,6 +76,20 @@ func (m *Market) Ticks() int { return m.ticks }
 // is known.
 func (m *Market) Available(z, i, nodes int) bool {
 	return i >= 0 && i < m.ticks && trace.GangInStock(m.points[z][i], nodes, m.oneNode[z])
+}
+
+// Count is how many of a gang of nodes spot has in stock in zone z during
+// tick i, at most nodes: a one-node trace's point stands for every node
+// alike. Past the end of the market it is 0.
+func (m *Market) Count(z, i, nodes int) int {
+	if i < 0 || i >= m.ticks {
+		return 0
+	}
+	p := m.points[z][i]
+	if m.oneNode[z] && p > 0 {
+		return nodes
+	}
+	return max(0, min(p, nodes))
 }
 
 // ticksIn is the number of ticks needed to cover d.

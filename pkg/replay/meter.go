@@ -15,9 +15,12 @@ import (
 // TrainingRun on the simulated cloud's clock keeps one too, so both reach
 // the same decisions and the same bill from the same stock. A Meter is fed
 // each tick's stock, one entry per zone in the order of its zones: for a
-// job of several nodes, the gang's (see Market.StockAt). The policy sees
-// the market in one node's prices (see Job.nodeMoveUSD); the bill counts
-// every node.
+// job of several nodes, whether the whole gang is in stock (see
+// Market.Available); or, with WitnessCounts and BeginCounts, how many of
+// its nodes are (see Market.CountsAt), which an elastic gang trains on
+// (see Job.MinNodes). The
+// policy sees the market in one node's prices (see Job.nodeMoveUSD), and
+// an elastic gang's counts in Gang; the bill counts every node held.
 type Meter struct {
 	job   Job
 	gap   time.Duration
@@ -30,13 +33,20 @@ type Meter struct {
 	inRegion [][]int
 	scratch  []policy.Zone
 
-	t            int // ticks of the run so far
-	stock        []bool
-	lostAtStart  bool // the open tick began with a preemption
-	cur          policy.Choice
-	curZone      int
-	done         time.Duration
+	t           int   // ticks of the run so far
+	counts      []int // of the gang's nodes in stock, per zone
+	lostAtStart bool  // the open tick began with a preemption
+	cur         policy.Choice
+	curZone     int
+	// nodeWork is the work done in node-time: a tick's work on w nodes
+	// adds w times its time, so a shrunk gang's work stays exact; the
+	// gang's work done is nodeWork over its nodes.
+	nodeWork     int64
 	overheadLeft time.Duration
+	// partial is, per zone, what has been seen of stock for a shrunk
+	// elastic gang, and gang its view of the open tick (see policy.Gang).
+	partial []policy.Availability
+	gang    policy.Gang
 	// checkpoint is the region the run's checkpoint is in: that of the
 	// last instance it held.
 	checkpoint string
@@ -74,13 +84,31 @@ func NewMeter(job Job, zones []string, gap time.Duration) (*Meter, error) {
 	if len(m.view.Regions) == 1 {
 		m.view.Regions, m.inRegion = nil, nil
 	}
+	if job.elastic() {
+		m.partial = make([]policy.Availability, len(zones))
+		m.gang = policy.Gang{Nodes: job.nodes(), MinNodes: job.minNodes(), InStock: make([]int, len(zones)), Partial: m.partial}
+	}
 	return m, nil
+}
+
+// countsOf reads a tick's stock as whole gangs in stock or none.
+func (m *Meter) countsOf(stock []bool) []int {
+	counts := make([]int, len(stock))
+	for z, in := range stock {
+		if in {
+			counts[z] = m.job.nodes()
+		}
+	}
+	return counts
 }
 
 // Witness records a tick of the market before the run starts: the run
 // knows the market's past as a scheduler watching the pools saw it.
-func (m *Meter) Witness(stock []bool) error {
-	if err := m.see(stock); err != nil {
+func (m *Meter) Witness(stock []bool) error { return m.WitnessCounts(m.countsOf(stock)) }
+
+// WitnessCounts is Witness with the nodes of the gang in stock per zone.
+func (m *Meter) WitnessCounts(counts []int) error {
+	if err := m.see(counts); err != nil {
 		return err
 	}
 	m.observe()
@@ -91,28 +119,51 @@ func (m *Meter) Witness(stock []bool) error {
 // out of stock is lost at its start; Begin reports that, and returns what
 // the policy decides the tick on.
 func (m *Meter) Begin(stock []bool) (s policy.State, market policy.Market, preempted bool, err error) {
-	if err := m.see(stock); err != nil {
+	return m.BeginCounts(m.countsOf(stock))
+}
+
+// BeginCounts is Begin with the nodes of the gang in stock per zone: spot
+// held on more nodes than are in stock is lost at the tick's start, a
+// shrunk gang's as a whole gang's.
+func (m *Meter) BeginCounts(counts []int) (s policy.State, market policy.Market, preempted bool, err error) {
+	if err := m.see(counts); err != nil {
 		return policy.State{}, policy.Market{}, false, err
 	}
-	if m.cur.Market == capacity.Spot && !stock[m.curZone] {
+	if m.cur.Market == capacity.Spot && m.counts[m.curZone] < m.width(m.cur) {
 		m.res.Preemptions++
 		preempted = true
 		m.lostAtStart = true
 		m.cur, m.curZone, m.overheadLeft = policy.None, -1, 0
 	}
 	m.view.Move.Region = ""
-	if m.done > 0 {
+	if m.nodeWork > 0 {
 		m.view.Move.Region = m.checkpoint
 	}
 	elapsed := m.Elapsed()
+	done := m.done()
 	s = policy.State{
 		Elapsed: elapsed, TimeLeft: m.job.Deadline - elapsed,
-		Done: m.done, Remaining: m.job.Work - m.done,
+		Done: done, Remaining: m.job.Work - done,
 		RestartOverhead: m.job.RestartOverhead, OverheadLeft: m.overheadLeft,
 		Current: m.cur,
 	}
 	return s, m.view, preempted, nil
 }
+
+// Gang is the open tick's stock as an elastic gang decides on it; the
+// zero Gang for a rigid one.
+func (m *Meter) Gang() policy.Gang { return m.gang }
+
+// width is the nodes c holds.
+func (m *Meter) width(c policy.Choice) int {
+	if c.Nodes > 0 {
+		return c.Nodes
+	}
+	return m.job.nodes()
+}
+
+// done is the gang's work done.
+func (m *Meter) done() time.Duration { return time.Duration(m.nodeWork / int64(m.job.nodes())) }
 
 // Hold spends the opened tick holding c, and returns the tick as the
 // account shows it (its choice with the zone resolved). A choice the model
@@ -125,6 +176,9 @@ func (m *Meter) Hold(c policy.Choice) (Step, error) {
 	if zone >= 0 {
 		c.Zone = m.zones[zone]
 	}
+	if c.Nodes >= m.job.nodes() {
+		c.Nodes = 0
+	}
 	m.observe()
 	step := Step{Choice: c, Preempted: m.lostAtStart}
 	m.lostAtStart = false
@@ -132,7 +186,7 @@ func (m *Meter) Hold(c policy.Choice) (Step, error) {
 	m.t++
 	if !c.Holds() {
 		m.cur, m.curZone, m.overheadLeft = policy.None, -1, 0
-		step.Done, step.Cost = m.done, m.cost()
+		step.Done, step.Cost = m.done(), m.cost()
 		m.res.Steps = append(m.res.Steps, step)
 		m.res.Finish = elapsed + m.gap
 		return step, nil
@@ -143,7 +197,7 @@ func (m *Meter) Hold(c policy.Choice) (Step, error) {
 		}
 		m.res.Starts++
 		m.overheadLeft = m.job.RestartOverhead
-		if r := m.job.region(zone); m.done > 0 && r != m.checkpoint {
+		if r := m.job.region(zone); m.nodeWork > 0 && r != m.checkpoint {
 			m.res.Transfers++
 			m.res.EgressUSD += m.job.moveUSD()
 			m.overheadLeft += m.job.moveTime(m.gap)
@@ -152,28 +206,32 @@ func (m *Meter) Hold(c policy.Choice) (Step, error) {
 	}
 	m.cur, m.curZone = c, zone
 	held := m.gap
+	w := int64(m.width(c))
 	if m.overheadLeft >= m.gap {
 		m.overheadLeft -= m.gap
 	} else {
-		work := m.gap - m.overheadLeft
-		if m.done+work >= m.job.Work {
-			held = m.overheadLeft + m.job.Work - m.done
-			m.done = m.job.Work
+		work := int64(m.gap-m.overheadLeft) * w
+		if left := int64(m.job.Work)*int64(m.job.nodes()) - m.nodeWork; work >= left {
+			held = m.overheadLeft + time.Duration((left+w-1)/w)
+			m.nodeWork += left
 			m.res.Finished = true
 		} else {
-			m.done += work
+			m.nodeWork += work
 		}
 		m.overheadLeft = 0
 	}
-	nodes := float64(m.job.nodes())
+	nodes := float64(w)
 	if c.Market == capacity.Spot {
 		m.res.Spot += held
+		if c.Nodes > 0 {
+			m.res.Shrunk += held
+		}
 		m.held += held.Hours() * m.job.spotPrice(zone) * nodes
 	} else {
 		m.res.OnDemand += held
 		m.held += held.Hours() * m.job.onDemandPrice(zone) * nodes
 	}
-	step.Done, step.Cost = m.done, m.cost()
+	step.Done, step.Cost = m.done(), m.cost()
 	m.res.Steps = append(m.res.Steps, step)
 	m.res.Finish = elapsed + m.gap
 	if m.res.Finished {
@@ -205,13 +263,19 @@ func (m *Meter) Result() Result {
 
 func (m *Meter) cost() float64 { return m.held + m.res.EgressUSD }
 
-func (m *Meter) see(stock []bool) error {
-	if len(stock) != len(m.zones) {
-		return &MarketError{Problem: fmt.Sprintf("a tick's stock has %d zones, the market %d", len(stock), len(m.zones)), Fix: "give one stock entry per zone"}
+func (m *Meter) see(counts []int) error {
+	if len(counts) != len(m.zones) {
+		return &MarketError{Problem: fmt.Sprintf("a tick's stock has %d zones, the market %d", len(counts), len(m.zones)), Fix: "give one stock entry per zone"}
 	}
-	m.stock = append(m.stock[:0], stock...)
+	m.counts = m.counts[:0]
+	for _, n := range counts {
+		m.counts = append(m.counts, max(0, min(n, m.job.nodes())))
+	}
+	if m.gang.InStock != nil {
+		copy(m.gang.InStock, m.counts)
+	}
 	for z := range m.view.Zones {
-		m.view.Zones[z] = policy.Zone{Name: m.zones[z], SpotAvailable: stock[z], SpotPrice: m.job.spotPrice(z),
+		m.view.Zones[z] = policy.Zone{Name: m.zones[z], SpotAvailable: m.inStock(z), SpotPrice: m.job.spotPrice(z),
 			OnDemandPrice: m.job.onDemandPrice(z), Region: m.job.region(z), History: m.history[z]}
 	}
 	return nil
@@ -227,9 +291,15 @@ func (m *Meter) observe() {
 		m.view.Regions[r].Roaming.Observe(m.scratch, m.gap)
 	}
 	for z := range m.history {
-		m.history[z].Observe(m.stock[z], m.gap)
+		m.history[z].Observe(m.inStock(z), m.gap)
+	}
+	for z := range m.partial {
+		m.partial[z].Observe(m.counts[z] >= m.job.minNodes() && !m.inStock(z), m.gap)
 	}
 }
+
+// inStock reports whether the whole gang is in stock in zone z.
+func (m *Meter) inStock(z int) bool { return m.counts[z] >= m.job.nodes() }
 
 // resolve checks a choice against the model and returns its zone index:
 // -1 for none; on-demand without a zone stays in the current zone, or
@@ -249,11 +319,18 @@ func (m *Meter) resolve(c policy.Choice) (int, error) {
 	default:
 		return 0, fmt.Errorf("is on market %q, which the replay does not have", c.Market)
 	}
+	switch n := c.Nodes; {
+	case n <= 0 || n >= m.job.nodes():
+	case c.Market != capacity.Spot:
+		return 0, fmt.Errorf("holds %d nodes on %s, which always holds the whole gang", n, c.Market)
+	case n < m.job.minNodes():
+		return 0, fmt.Errorf("holds %d nodes, fewer than the gang's %d min nodes", n, m.job.minNodes())
+	}
 	z := m.zoneIndex(c.Zone)
 	if z < 0 {
 		return 0, fmt.Errorf("names zone %q, which is not one of the traces", c.Zone)
 	}
-	if c.Market == capacity.Spot && !m.stock[z] {
+	if c.Market == capacity.Spot && m.counts[z] < m.width(c) {
 		return 0, fmt.Errorf("takes spot out of stock")
 	}
 	return z, nil

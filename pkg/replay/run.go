@@ -9,9 +9,10 @@ import (
 )
 
 // Decider chooses what a replayed run holds during tick t (counted from
-// the run's start), as a policy would at that tick boundary.
+// the run's start), as a policy would at that tick boundary; g is what an
+// elastic gang knows beyond m, the zero Gang for a rigid one.
 type Decider interface {
-	Decide(t int, s policy.State, m policy.Market) (policy.Choice, error)
+	Decide(t int, s policy.State, m policy.Market, g policy.Gang) (policy.Choice, error)
 }
 
 // Online decides with a policy of pkg/policy, from the past alone. Give
@@ -28,8 +29,8 @@ func NewOnline(tier spec.Tier, name policy.Name) *Online {
 }
 
 // Decide implements Decider.
-func (o *Online) Decide(_ int, s policy.State, m policy.Market) (policy.Choice, error) {
-	return o.decider.Decide(o.Tier, o.Policy, s, m)
+func (o *Online) Decide(_ int, s policy.State, m policy.Market, g policy.Gang) (policy.Choice, error) {
+	return o.decider.DecideGang(o.Tier, o.Policy, s, m, g)
 }
 
 // Plan is a choice per tick from the start, made in advance (by Optimal);
@@ -37,7 +38,7 @@ func (o *Online) Decide(_ int, s policy.State, m policy.Market) (policy.Choice, 
 type Plan []policy.Choice
 
 // Decide implements Decider.
-func (p Plan) Decide(t int, _ policy.State, _ policy.Market) (policy.Choice, error) {
+func (p Plan) Decide(t int, _ policy.State, _ policy.Market, _ policy.Gang) (policy.Choice, error) {
 	if t >= len(p) {
 		return policy.None, nil
 	}
@@ -60,6 +61,7 @@ type Result struct {
 	Finished    bool
 	DeadlineMet bool
 	Spot        time.Duration // time held on spot, overheads included (a gang's nodes at once)
+	Shrunk      time.Duration // of Spot, the time an elastic gang held fewer than all its nodes
 	OnDemand    time.Duration // time held on on-demand, overheads included
 	Preemptions int
 	// Changeovers counts moves from one held instance straight to another
@@ -89,8 +91,9 @@ func (e *ChoiceError) Error() string {
 // Run replays a job started at tick start of m, deciding with d. Before
 // its start the run's market history is the market's own past, as a
 // scheduler watching the pools would have seen it. Past the end of the
-// market spot is out of stock. A job of several nodes sees the stock its
-// gang can have (Market.StockAt). The replay stops when the work is done; or,
+// market spot is out of stock. A job of several nodes sees how many of
+// its nodes are in stock (Market.CountsAt): a rigid gang has spot only
+// where all of them are. The replay stops when the work is done; or,
 // unfinished, past the end of the market when a run that may not use
 // on-demand holds nothing, or when a run has gone twice its work past it.
 func Run(m *Market, job Job, start int, d Decider) (Result, error) {
@@ -105,18 +108,18 @@ func Run(m *Market, job Job, start int, d Decider) (Result, error) {
 		return Result{}, err
 	}
 	for i := range start {
-		if err := meter.Witness(m.StockAt(i, job.nodes())); err != nil {
+		if err := meter.WitnessCounts(m.CountsAt(i, job.nodes())); err != nil {
 			return Result{}, err
 		}
 	}
 	giveUp := m.ticks + 2*m.ticksIn(job.Work+job.RestartOverhead)
 	for t := 0; ; t++ {
 		tick := start + t
-		s, view, _, err := meter.Begin(m.StockAt(tick, job.nodes()))
+		s, view, _, err := meter.BeginCounts(m.CountsAt(tick, job.nodes()))
 		if err != nil {
 			return meter.Result(), err
 		}
-		c, err := d.Decide(t, s, view)
+		c, err := d.Decide(t, s, view, meter.Gang())
 		if err != nil {
 			return meter.Result(), err
 		}
@@ -133,12 +136,12 @@ func Run(m *Market, job Job, start int, d Decider) (Result, error) {
 	return res, nil
 }
 
-// StockAt is the market's stock for a gang of nodes during tick i, one
-// entry per zone.
-func (m *Market) StockAt(i, nodes int) []bool {
-	out := make([]bool, len(m.Zones))
+// CountsAt is how many of a gang of nodes spot has in stock during tick
+// i, one entry per zone (see Count).
+func (m *Market) CountsAt(i, nodes int) []int {
+	out := make([]int, len(m.Zones))
 	for z := range out {
-		out[z] = m.Available(z, i, nodes)
+		out[z] = m.Count(z, i, nodes)
 	}
 	return out
 }

@@ -196,7 +196,7 @@ func TestPolicyInvariants(t *testing.T) {
 // roamingSeen records the Roaming each decision was given.
 type roamingSeen []policy.Roaming
 
-func (r *roamingSeen) Decide(_ int, _ policy.State, m policy.Market) (policy.Choice, error) {
+func (r *roamingSeen) Decide(_ int, _ policy.State, m policy.Market, _ policy.Gang) (policy.Choice, error) {
 	*r = append(*r, m.Roaming)
 	return policy.None, nil
 }
