@@ -133,10 +133,10 @@ func (j Job) minNodes() int {
 // elastic reports whether the gang may train on fewer than its nodes.
 func (j Job) elastic() bool { return j.minNodes() < j.nodes() }
 
-// nodeMoveUSD is a node's share of a move. Policies and the optimum plan
-// a gang in one node's prices, every cost but the move being the gang's
-// divided by its nodes: so a gang decides as one node would on the same
-// stock, its shared move counted for what it is to the gang.
+// nodeMoveUSD is a node's share of a move. Policies plan a gang in one
+// node's prices, every cost but the move being the gang's divided by its
+// nodes: so a gang decides as one node would on the same stock, its
+// shared move counted for what it is to the gang.
 func (j Job) nodeMoveUSD() float64 { return j.moveUSD() / float64(j.nodes()) }
 
 // moveTime is the transfer time in whole ticks of gap.

@@ -303,8 +303,16 @@ func (m *Meter) inStock(z int) bool { return m.counts[z] >= m.job.nodes() }
 
 // resolve checks a choice against the model and returns its zone index:
 // -1 for none; on-demand without a zone stays in the current zone, or
-// takes the first.
+// takes the first. Spot on fewer nodes than the gang's holds at least its
+// min nodes; on-demand holds every node.
 func (m *Meter) resolve(c policy.Choice) (int, error) {
+	switch n := c.Nodes; {
+	case n <= 0 || n >= m.job.nodes():
+	case c.Market != capacity.Spot:
+		return 0, fmt.Errorf("holds %d nodes on %s, which always holds the whole gang", n, c.Market)
+	case n < m.job.minNodes():
+		return 0, fmt.Errorf("holds %d nodes, fewer than the gang's %d min nodes", n, m.job.minNodes())
+	}
 	switch c.Market {
 	case "":
 		return -1, nil
@@ -318,13 +326,6 @@ func (m *Meter) resolve(c policy.Choice) (int, error) {
 	case capacity.Spot:
 	default:
 		return 0, fmt.Errorf("is on market %q, which the replay does not have", c.Market)
-	}
-	switch n := c.Nodes; {
-	case n <= 0 || n >= m.job.nodes():
-	case c.Market != capacity.Spot:
-		return 0, fmt.Errorf("holds %d nodes on %s, which always holds the whole gang", n, c.Market)
-	case n < m.job.minNodes():
-		return 0, fmt.Errorf("holds %d nodes, fewer than the gang's %d min nodes", n, m.job.minNodes())
 	}
 	z := m.zoneIndex(c.Zone)
 	if z < 0 {

@@ -38,8 +38,11 @@ func (e *GridError) Error() string {
 // nothing (the transfer time of a move counts in whole ticks); states that
 // could no longer meet the deadline even on on-demand are dropped.
 // Replaying the plan with Run gives its cost. A job of several nodes is
-// planned on its gang's stock, in one node's prices with a node's share of
-// each move (see Job.nodeMoveUSD), and costs every node.
+// planned on its gang's stock and costs every node it holds. An elastic
+// gang's spot on w nodes in a zone is one more instance to hold, in stock
+// where w nodes are, doing w/nodes of the gang's work a tick: progress is
+// counted in node-time, whose grid is gcd(gap, overhead) times the gcd of
+// the widths, so a change of width is a start like any other.
 //
 // When no plan meets the deadline, the plan finishes soonest instead:
 // on-demand from the start, or for a tier without on-demand spot whenever
@@ -62,20 +65,22 @@ func optimize(m *Market, job Job, start int) (Plan, float64, error) {
 		return nil, 0, &MarketError{Problem: fmt.Sprintf("start tick %d is outside the traces' %d ticks", start, m.ticks), Fix: "start within the traces"}
 	}
 	o := newOptimizer(m, job, start)
-	if cells := o.cells(); cells > maxOptimalCells {
-		return nil, 0, &GridError{Cells: cells, Unit: time.Duration(o.u)}
+	if cells := o.cells(); cells > maxOptimalCells || o.states >= noPredState {
+		return nil, 0, &GridError{Cells: cells, Unit: time.Duration(o.u / o.widthGCD)}
 	}
 	plan, cost, ok := o.solve()
 	if !ok {
 		return o.soonest(), math.Inf(1), nil
 	}
-	return plan, cost * float64(job.nodes()), nil
+	return plan, cost, nil
 }
 
 // optimizer holds the dynamic program. Times are in nanoseconds; progress
-// p counts grid units of u. Instances are on-demand in each region (in the
-// region's zone where it is cheapest: on-demand is in stock in every zone,
-// so that one is the region's on-demand), then spot in each zone. States: 0..R-1 hold
+// p counts grid units of u node-nanoseconds (the work of one node for a
+// nanosecond). Instances are on-demand in each region on every node (in
+// the region's zone where it is cheapest: on-demand is in stock in every
+// zone, so that one is the region's on-demand), then spot in each zone
+// on each width the gang may hold, narrowest first. States: 0..R-1 hold
 // nothing with the checkpoint in region r; then per instance i, its
 // stints, first those that started without a move (k = 1..k0 ticks run,
 // k0 the overhead paid and capped there), then those that started with
@@ -85,27 +90,30 @@ type optimizer struct {
 	m                 *Market
 	job               Job
 	start             int
-	g, ovh, work, ddl int64
+	g, ovh, work, ddl int64 // work in node-nanoseconds
 	u                 int64
+	widthGCD          int64 // of the widths, a factor of u
 	pmax              int64
 	ticks             int
 	nodes             int // of the gang, whose stock the plan holds spot in
+	widths            int // spot instances per zone: nodes - min nodes + 1
 	// regions are the distinct regions in zone order; zoneRegion maps a
 	// zone to its region's index.
 	regions    []string
 	zoneRegion []int
 	// chains: [0] without a move, [1] with one. unpaid[c][k] is the
-	// overhead unpaid after k ticks of a stint, gain[c][k] the work units
-	// its next tick adds.
+	// overhead unpaid after k ticks of a stint, worked[c][k] the time its
+	// next tick works.
 	k0, kx  int
 	unpaid  [2][]int64
-	gain    [2][]int64
+	worked  [2][]int64
 	inst    int
 	perInst int // states per instance: k0 + kx
 	states  int
-	price   []float64 // USD per ns, per instance
+	price   []float64 // USD per ns, per instance, every node it holds
 	allowed []bool    // per instance, by tier (spot also needs stock)
 	region  []int     // per instance
+	width   []int     // per instance, the nodes it holds
 	moveUSD float64
 }
 
@@ -117,7 +125,8 @@ const (
 
 func newOptimizer(m *Market, job Job, start int) *optimizer {
 	o := &optimizer{m: m, job: job, start: start,
-		g: int64(m.Gap), ovh: int64(job.RestartOverhead), work: int64(job.Work), ddl: int64(job.Deadline), nodes: job.nodes()}
+		g: int64(m.Gap), ovh: int64(job.RestartOverhead), work: int64(job.Work) * int64(job.nodes()), ddl: int64(job.Deadline),
+		nodes: job.nodes(), widths: job.nodes() - job.minNodes() + 1}
 	for z := range m.Zones {
 		r := -1
 		for i, name := range o.regions {
@@ -135,38 +144,61 @@ func newOptimizer(m *Market, job Job, start int) *optimizer {
 	if o.ovh > 0 {
 		o.u = gcd(o.g, o.ovh)
 	}
-	chain := func(ovh int64) (k0 int, unpaid, gain []int64) {
+	o.widthGCD = int64(o.nodes)
+	for w := job.minNodes(); w < o.nodes; w++ {
+		o.widthGCD = gcd(o.widthGCD, int64(w))
+	}
+	o.u *= o.widthGCD
+	chain := func(ovh int64) (k0 int, unpaid, worked []int64) {
 		k0 = max(1, int((ovh+o.g-1)/o.g))
 		for k := 0; k <= k0; k++ {
 			left := max(0, ovh-int64(k)*o.g)
 			unpaid = append(unpaid, left)
-			gain = append(gain, max(0, o.g-left)/o.u)
+			worked = append(worked, max(0, o.g-left))
 		}
-		return k0, unpaid, gain
+		return k0, unpaid, worked
 	}
-	o.k0, o.unpaid[stay], o.gain[stay] = chain(o.ovh)
+	o.k0, o.unpaid[stay], o.worked[stay] = chain(o.ovh)
 	if len(o.regions) > 1 {
-		kMove, unpaid, gain := chain(o.ovh + int64(job.moveTime(m.Gap)))
-		o.kx, o.unpaid[move], o.gain[move] = kMove-1, unpaid, gain
+		kMove, unpaid, worked := chain(o.ovh + int64(job.moveTime(m.Gap)))
+		o.kx, o.unpaid[move], o.worked[move] = kMove-1, unpaid, worked
 	}
-	o.moveUSD = job.nodeMoveUSD()
+	o.moveUSD = job.moveUSD()
 	o.perInst = o.k0 + o.kx
-	o.inst = len(o.regions) + len(m.Zones)
+	o.inst = len(o.regions) + len(m.Zones)*o.widths
 	o.states = len(o.regions) + o.inst*o.perInst
 	o.pmax = (o.work - 1) / o.u
 	o.ticks = int((o.ddl + o.g - 1) / o.g)
-	perNs := func(usdPerHour float64) float64 { return usdPerHour / float64(time.Hour) }
+	perNs := func(usdPerHour float64, nodes int) float64 { return usdPerHour * float64(nodes) / float64(time.Hour) }
 	for r := range o.regions {
-		o.price = append(o.price, perNs(job.onDemandPrice(o.onDemandZone(r))))
+		o.price = append(o.price, perNs(job.onDemandPrice(o.onDemandZone(r)), o.nodes))
 		o.allowed = append(o.allowed, job.Tier.AllowsOnDemand())
 		o.region = append(o.region, r)
+		o.width = append(o.width, o.nodes)
 	}
 	for z := range m.Zones {
-		o.price = append(o.price, perNs(job.spotPrice(z)))
-		o.allowed = append(o.allowed, job.Tier.AllowsSpot())
-		o.region = append(o.region, o.zoneRegion[z])
+		for w := job.minNodes(); w <= o.nodes; w++ {
+			o.price = append(o.price, perNs(job.spotPrice(z), w))
+			o.allowed = append(o.allowed, job.Tier.AllowsSpot())
+			o.region = append(o.region, o.zoneRegion[z])
+			o.width = append(o.width, w)
+		}
 	}
 	return o
+}
+
+// gain is the work units a tick of instance i adds after k ticks of a
+// stint of chain c.
+func (o *optimizer) gain(i, c, k int) int64 {
+	return o.worked[c][k] * int64(o.width[i]) / o.u
+}
+
+// spotZone is the zone of spot instance i (i at least the regions).
+func (o *optimizer) spotZone(i int) int { return (i - len(o.regions)) / o.widths }
+
+// inStock reports whether instance i can be held during tick.
+func (o *optimizer) inStock(i, tick int) bool {
+	return i < len(o.regions) || o.m.Count(o.spotZone(i), tick, o.nodes) >= o.width[i]
 }
 
 // onDemandZone is the zone of region r where on-demand is cheapest, the
@@ -182,12 +214,13 @@ func (o *optimizer) onDemandZone(r int) int {
 }
 
 // band is the range of progress a state at boundary t may have: no more
-// than the time elapsed, and no less than what on-demand could still
-// finish by the deadline.
+// than the whole gang's work in the time elapsed, and no less than what
+// on-demand could still finish by the deadline.
 func (o *optimizer) band(t int) (lo, hi int64) {
 	elapsed := int64(t) * o.g
-	lo = max(0, ceilDiv(o.work-o.ddl+elapsed, o.u))
-	hi = min(elapsed/o.u, o.pmax)
+	n := int64(o.nodes)
+	lo = max(0, ceilDiv(o.work-(o.ddl-elapsed)*n, o.u))
+	hi = min(elapsed*n/o.u, o.pmax)
 	return lo, hi
 }
 
@@ -241,7 +274,11 @@ func (o *optimizer) choice(i int) policy.Choice {
 		}
 		return policy.Choice{Market: capacity.OnDemand, Zone: o.m.Zones[o.onDemandZone(i)]}
 	}
-	return policy.Choice{Market: capacity.Spot, Zone: o.m.Zones[i-len(o.regions)]}
+	c := policy.Choice{Market: capacity.Spot, Zone: o.m.Zones[o.spotZone(i)]}
+	if o.width[i] < o.nodes {
+		c.Nodes = o.width[i]
+	}
+	return c
 }
 
 // How an instance's capped state was reached.
@@ -429,7 +466,7 @@ func (o *optimizer) solve() (Plan, float64, bool) {
 		tick := o.start + t
 		elapsed := int64(t) * o.g
 		for i := 0; i < I; i++ {
-			if !o.allowed[i] || (i >= R && !o.m.Available(i-R, tick, o.nodes)) {
+			if !o.allowed[i] || !o.inStock(i, tick) {
 				continue
 			}
 			ri := o.region[i]
@@ -481,7 +518,7 @@ func (o *optimizer) solve() (Plan, float64, bool) {
 // chain c (k = 0: a new start, paying extra), from the costs src of
 // boundary t; from names the state a finish at progress p comes from.
 func (o *optimizer) hold(best *finish, cur, next layer, b back, t int, elapsed int64, i, c, k int, src []float64, extra float64, from func(p int64) int) {
-	unpaid, gain := o.unpaid[c][k], o.gain[c][k]
+	unpaid, gain := o.unpaid[c][k], o.gain(i, c, k)
 	tickCost := o.price[i]*float64(o.g) + extra
 	to := o.stint(i, c, k+1)
 	capped := to == o.stint(i, stay, o.k0)
@@ -514,8 +551,9 @@ func (o *optimizer) hold(best *finish, cur, next layer, b back, t int, elapsed i
 		return
 	}
 	// Ticks in which the work ends: the last is paid only until then.
+	w := int64(o.width[i])
 	for p := max(cur.lo, o.pmax-gain+1); p <= cur.hi; p++ {
-		held := unpaid + o.work - p*o.u
+		held := unpaid + (o.work-p*o.u+w-1)/w
 		cost := src[p-cur.lo] + o.price[i]*float64(held) + extra
 		if elapsed+held <= o.ddl && cost < best.cost {
 			*best = finish{cost: cost, t: t, p: p, from: from(p), inst: i}
@@ -554,7 +592,7 @@ func (o *optimizer) walkBack(best finish, backs []back) Plan {
 				prevC, prevK = stay, o.k0
 			}
 		}
-		p -= o.gain[prevC][prevK]
+		p -= o.gain(i, prevC, prevK)
 		switch {
 		case prevK > 0:
 			s = o.stint(i, prevC, prevK)
@@ -595,7 +633,7 @@ func (o *optimizer) soonest() Plan {
 			}
 		}
 		if zone >= 0 {
-			plan[t] = o.choice(len(o.regions) + zone)
+			plan[t] = o.choice(len(o.regions) + (zone+1)*o.widths - 1) // the whole gang
 		}
 	}
 	return plan

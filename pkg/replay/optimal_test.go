@@ -33,6 +33,9 @@ func bruteForce(t *testing.T, m *Market, job Job) float64 {
 	t.Helper()
 	options := []policy.Choice{policy.None, {Market: capacity.OnDemand}}
 	for _, z := range m.Zones {
+		for w := job.minNodes(); w < job.nodes(); w++ {
+			options = append(options, policy.Choice{Market: capacity.Spot, Zone: z, Nodes: w})
+		}
 		options = append(options, policy.Choice{Market: capacity.Spot, Zone: z})
 		if len(job.Zones) > 0 {
 			options = append(options, policy.Choice{Market: capacity.OnDemand, Zone: z})
@@ -55,7 +58,11 @@ func bruteForce(t *testing.T, m *Market, job Job) float64 {
 			return
 		}
 		for _, c := range options {
-			if c.Market == capacity.Spot && !m.Available(m.zoneIndex(c.Zone), i, job.nodes()) {
+			width := job.nodes()
+			if c.Nodes > 0 {
+				width = c.Nodes
+			}
+			if c.Market == capacity.Spot && m.Count(m.zoneIndex(c.Zone), i, job.nodes()) < width {
 				continue
 			}
 			plan[i] = c
