@@ -31,6 +31,12 @@ stands for every node alike: its 1 is stock for the whole gang. Each of
 the N instances is billed; spot_hours and ondemand_hours are the gang's
 hours, and a checkpoint moved between regions is moved once.
 
+With --min-nodes M (below N) the gang is elastic: on spot it may train on
+any M to N nodes a tick has in stock in its zone, its work progressing at
+that share of the whole gang's rate; each change of width is a start and
+pays the restart overhead, a drop below the nodes held preempts them, and
+on-demand always holds all N. The model is in docs/simulation.md.
+
 Policies (--policy, repeated or comma-separated; default refuel):
   ondemand, greedy, uniform-progress, refuel, optimal (the omniscient
   offline optimum; "all" runs every one).
@@ -134,6 +140,7 @@ func parseSimFlags(args []string, stderr io.Writer) (simFlags, error) {
 	fs.Float64Var(&f.job.CheckpointGB, "checkpoint-gb", 0, "with --prices: size of the run's checkpoint in GB, moved on a start in another region")
 	fs.Float64Var(&f.transfer, "transfer-gbps", 1, "with --prices: Gbit/s a checkpoint moves between regions at")
 	fs.IntVar(&f.job.Nodes, "nodes", 1, fmt.Sprintf("instances the job needs at once in one zone, a gang (1 to %d)", spec.MaxNodes))
+	fs.IntVar(&f.job.MinNodes, "min-nodes", 0, "fewest nodes the gang trains on when spot for all is out of stock, an elastic gang (default --nodes: rigid)")
 	fs.IntVar(&f.start, "start", 0, "tick of the traces the job starts at")
 	fs.IntVar(&f.starts, "starts", 0, "run N windows whose starts are spread evenly over the traces, then a summary")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object per line")
@@ -167,6 +174,8 @@ func (f simFlags) check() error {
 		return bad("restart-overhead", "is negative", "give 0 or more, e.g. --restart-overhead 12m")
 	case j.Nodes < 1 || j.Nodes > spec.MaxNodes:
 		return bad("nodes", fmt.Sprintf("%d is outside 1..%d", j.Nodes, spec.MaxNodes), fmt.Sprintf("give the instances the job needs at once, e.g. --nodes 2 (at most %d)", spec.MaxNodes))
+	case j.MinNodes < 0 || j.MinNodes > j.Nodes:
+		return bad("min-nodes", fmt.Sprintf("%d is outside 1..%d (--nodes)", j.MinNodes, j.Nodes), "give the fewest nodes the gang may train on, at most --nodes, e.g. --nodes 4 --min-nodes 2")
 	case f.start < 0:
 		return bad("start", fmt.Sprintf("%d is negative", f.start), "give a tick from 0")
 	case f.starts < 0:
@@ -213,6 +222,10 @@ type simRow struct {
 	EgressUSD float64 `json:"egress_usd"`
 	// Nodes is the gang's size (--nodes): cost_usd bills each node.
 	Nodes int `json:"nodes"`
+	// MinNodes is the fewest it trains on (--min-nodes), and ShrunkHours
+	// the part of spot_hours it trained on fewer than all its nodes.
+	MinNodes    int     `json:"min_nodes"`
+	ShrunkHours float64 `json:"shrunk_hours"`
 }
 
 // simSummary closes a run of several windows, per policy.
@@ -242,7 +255,11 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	warnGang(stderr, "sim", traces, f.job.Nodes)
+	fewest := f.job.Nodes
+	if f.job.MinNodes > 0 {
+		fewest = f.job.MinNodes
+	}
+	warnGang(stderr, "sim", traces, fewest)
 	var prices *trace.Prices
 	if f.prices != "" {
 		if prices, err = loadPrices(f.prices); err != nil {
@@ -312,13 +329,18 @@ func replaySim(m *replay.Market, job replay.Job, start int, p policy.Name) (repl
 }
 
 func rowOf(p policy.Name, job replay.Job, r replay.Result) simRow {
-	return simRow{
+	row := simRow{
 		Policy: p, Start: r.Start, CostUSD: r.Cost, FinishHours: r.Finish.Hours(), DeadlineMet: r.DeadlineMet,
 		SpotHours: r.Spot.Hours(), OnDemandHours: r.OnDemand.Hours(),
 		Preemptions: r.Preemptions, Changeovers: r.Changeovers,
 		Finished: r.Finished, Restarts: r.Starts, CostFraction: r.Cost / job.OnDemandCost(), Tier: string(job.Tier),
 		Transfers: r.Transfers, EgressUSD: r.EgressUSD, Nodes: max(1, job.Nodes),
+		MinNodes: max(1, job.Nodes), ShrunkHours: r.Shrunk.Hours(),
 	}
+	if job.MinNodes > 0 {
+		row.MinNodes = job.MinNodes
+	}
+	return row
 }
 
 func summarise(f simFlags, rows []simRow) []simSummary {
@@ -370,8 +392,11 @@ func printSim(w io.Writer, f simFlags, rows []simRow) error {
 		}
 		return nil
 	}
-	if f.job.Nodes > 1 {
-		fmt.Fprintf(w, "A gang of %d nodes: spot only where %d are in stock at once; costs count every node, hours the gang's.\n", f.job.Nodes, f.job.Nodes)
+	switch j := f.job; {
+	case j.MinNodes > 0 && j.MinNodes < j.Nodes:
+		fmt.Fprintf(w, "An elastic gang of %d nodes: on spot it trains on %d to %d in stock at once, at that share of the rate; costs count every node held, hours the gang's.\n", j.Nodes, j.MinNodes, j.Nodes)
+	case j.Nodes > 1:
+		fmt.Fprintf(w, "A gang of %d nodes: spot only where %d are in stock at once; costs count every node, hours the gang's.\n", j.Nodes, j.Nodes)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "policy\tstart\tcost $\tof on-demand\tfinish h\tdeadline\tspot h\ton-demand h\tpreemptions\tchangeovers\t")

@@ -126,6 +126,7 @@ func TestSimRejectsBadFlags(t *testing.T) {
 		"plot format":       {[]string{"--trace", tr, "--plot", "out.jpg"}, "--plot"},
 		"no nodes":          {[]string{"--trace", tr, "--nodes", "0"}, "--nodes 0 is outside 1..256"},
 		"too many nodes":    {[]string{"--trace", tr, "--nodes", "257"}, "--nodes 257 is outside 1..256"},
+		"min nodes above":   {[]string{"--trace", tr, "--nodes", "2", "--min-nodes", "3"}, "--min-nodes 3 is outside 1..2 (--nodes)"},
 		"missing file":      {[]string{"--trace", filepath.Join(t.TempDir(), "none.json")}, "none.json cannot be read"},
 	}
 	for name, tc := range cases {
@@ -265,5 +266,27 @@ func TestSimWarnsOfAGangNoTraceCanHold(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "A gang of 5 nodes") {
 		t.Errorf("the table does not say it is a gang's:\n%s", out.String())
+	}
+}
+
+func TestSimMinNodesReplayAnElasticGang(t *testing.T) {
+	counts := countTrace(t, "z2_v100_1.json")
+	run := func(p string, more ...string) map[string]any {
+		rows := simJSON(t, append(append([]string{"--trace", counts, "--policy", p, "--start", "2", "--nodes", "3"}, more...), simJob...)...)
+		if len(rows) != 1 {
+			t.Fatalf("got %d rows, want 1", len(rows))
+		}
+		checkRow(t, rows[0])
+		return rows[0]
+	}
+	rigid, elastic := run("optimal"), run("optimal", "--min-nodes", "2")
+	if rigid["min_nodes"] != 3.0 || elastic["min_nodes"] != 2.0 {
+		t.Errorf("rows say min nodes %v and %v; want 3 and 2", rigid["min_nodes"], elastic["min_nodes"])
+	}
+	if r, e := rigid["cost_usd"].(float64), elastic["cost_usd"].(float64); e >= r {
+		t.Errorf("the elastic gang's optimum costs $%v, the rigid one's $%v; want less where 2 are in stock", e, r)
+	}
+	if g := run("greedy", "--min-nodes", "2"); g["shrunk_hours"].(float64) <= 0 {
+		t.Errorf("greedy never trained on 2 nodes: %v", g)
 	}
 }
