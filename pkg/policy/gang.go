@@ -131,11 +131,12 @@ const shrinkRepays = 2
 // refuelGang is refuel's choice for an elastic gang. It first decides as
 // for the whole gang; where that takes spot (growing back, if the gang
 // is shrunk), so does the gang. Otherwise the gang trains on the nodes in
-// stock instead of waiting or holding on-demand: on those it holds while
-// they last and it stays safe; or, not leaving on-demand it holds, on the
-// widest stock of at least MinNodes where the shrunk stretch is expected
-// to outlast shrinkRepays overheads, by what has been seen of such
-// stretches there (Gang.Partial). A shrunk gang's work costs what the
+// stock instead of waiting or starting on-demand (never instead of
+// on-demand it holds): on those it holds while they last and it stays
+// safe; or on the widest stock of at least MinNodes where shrunk
+// stretches of the age of
+// this one were seen to go on for shrinkRepays overheads on average
+// (Gang.Partial; see seenLeft). A shrunk gang's work costs what the
 // whole gang's does on spot, so its cost is the starts it pays and the
 // slack its slower work spends.
 func (d *Decider) refuelGang(s State, m Market, g Gang) Choice {
@@ -153,9 +154,36 @@ func (d *Decider) refuelGang(s State, m Market, g Gang) Choice {
 	if i < 0 {
 		return c
 	}
-	lasts := expectedLeft(Zone{History: g.Partial[i]}, true)
+	lasts := seenLeft(g.Partial[i], true)
 	if sc := g.shrunk(m, i); lasts >= shrinkRepays*s.RestartOverhead && g.safe(s, m, sc) {
 		return sc
 	}
 	return c
+}
+
+// seenLeft is how much longer the current stretch of a's stock (in, or
+// out of it) goes on, on average over the completed stretches seen that
+// reached its age bucket; 0 when none did. It is the evidence alone,
+// without the priors refuel's model starts from (see fitStock), which
+// assume stretches of hours: stock for part of a gang is mostly a passage
+// between all and none, and a start on it a bet to make only where such
+// stretches were seen to last.
+func seenLeft(a Availability, in bool) time.Duration {
+	st, age := a.Out, time.Duration(0)
+	if in {
+		st = a.In
+	}
+	if a.Last == in {
+		age = a.Since
+	}
+	var exposed time.Duration
+	reached := 0
+	for b := bucketOf(age); b < ageBuckets; b++ {
+		exposed += st.Time[b]
+		reached += st.Ended[b]
+	}
+	if reached == 0 {
+		return 0
+	}
+	return max(0, exposed/time.Duration(reached)-(age-bucketStart(bucketOf(age))))
 }
