@@ -189,3 +189,17 @@ func TestAnElasticGangsOptimumIsAtMostTheRigidOnesAndNoPolicyBeatsIt(t *testing.
 		t.Error("no window where shrinking makes the optimum cheaper, though the counts fall below the gang")
 	}
 }
+
+func TestOptimalRefusesAnElasticGridTooLargeNamingTheWidths(t *testing.T) {
+	points := make([]int, 8000)
+	for i := range points {
+		points[i] = i % 5
+	}
+	job := Job{Tier: spec.TierDeadline, Work: 48 * time.Hour, Deadline: 70 * time.Hour, RestartOverhead: 12 * time.Minute,
+		SpotPrice: 0.9701, OnDemandPrice: 3.06, Nodes: 4, MinNodes: 2}
+	_, err := Optimal(market(t, 32*time.Second, points), job, 0)
+	var ge *GridError
+	if !errors.As(err, &ge) || ge.Widths != 3 || !strings.Contains(err.Error(), "fewer than the 3 widths of the elastic gang") {
+		t.Errorf("got %v; want a GridError naming the gang's 3 widths", err)
+	}
+}

@@ -19,10 +19,16 @@ const maxOptimalCells = 4e9
 type GridError struct {
 	Cells float64
 	Unit  time.Duration
+	// Widths is how many widths of spot an elastic gang may hold.
+	Widths int
 }
 
 func (e *GridError) Error() string {
-	return fmt.Sprintf("optimal: %.3g states to search (progress in steps of %s, the gcd of the gap and the restart overhead); use an overhead that is a multiple of a coarser step", e.Cells, e.Unit)
+	msg := fmt.Sprintf("optimal: %.3g states to search (progress in steps of %s, the gcd of the gap and the restart overhead); use an overhead that is a multiple of a coarser step", e.Cells, e.Unit)
+	if e.Widths > 1 {
+		msg += fmt.Sprintf(", or fewer than the %d widths of the elastic gang (min nodes closer to its nodes)", e.Widths)
+	}
+	return msg
 }
 
 // Optimal returns the cheapest plan for the job started at tick start that
@@ -66,7 +72,7 @@ func optimize(m *Market, job Job, start int) (Plan, float64, error) {
 	}
 	o := newOptimizer(m, job, start)
 	if cells := o.cells(); cells > maxOptimalCells || o.states >= noPredState {
-		return nil, 0, &GridError{Cells: cells, Unit: time.Duration(o.u / o.widthGCD)}
+		return nil, 0, &GridError{Cells: cells, Unit: time.Duration(o.u / o.widthGCD), Widths: o.widths}
 	}
 	plan, cost, ok := o.solve()
 	if !ok {
