@@ -203,3 +203,40 @@ func TestOptimalRefusesAnElasticGridTooLargeNamingTheWidths(t *testing.T) {
 		t.Errorf("got %v; want a GridError naming the gang's 3 widths", err)
 	}
 }
+
+func TestTheMeterShowsAnElasticGangItsCounts(t *testing.T) {
+	job := gangJob(4)
+	job.MinNodes = 2
+	meter, err := NewMeter(job, []string{"a", "b"}, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two ticks before the start with 3 in stock in a: stock for part of
+	// the gang, seen for 20 minutes.
+	for range 2 {
+		if err := meter.WitnessCounts([]int{3, 0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, view, _, err := meter.BeginCounts([]int{2, 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := meter.Gang()
+	if d := cmp.Diff([]int{2, 4}, g.InStock); d != "" || g.Nodes != 4 || g.MinNodes != 2 {
+		t.Errorf("gang of %d, min %d, in stock (-want +got):\n%s", g.Nodes, g.MinNodes, d)
+	}
+	if view.Zones[0].SpotAvailable || !view.Zones[1].SpotAvailable {
+		t.Errorf("spot for the whole gang %v, %v; want only in b, where the count holds all 4", view.Zones[0].SpotAvailable, view.Zones[1].SpotAvailable)
+	}
+	if p := g.Partial[0]; !p.Last || p.Since != 20*time.Minute {
+		t.Errorf("stock for part of the gang in a seen %v for %s; want for 20m", p.Last, p.Since)
+	}
+	rigid, err := NewMeter(gangJob(4), []string{"a"}, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := rigid.Begin([]bool{true}); err != nil || rigid.Gang().Elastic() {
+		t.Errorf("a rigid gang's meter shows %+v (%v); want the zero Gang", rigid.Gang(), err)
+	}
+}
