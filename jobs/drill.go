@@ -47,11 +47,9 @@ type DrillOptions struct {
 	// Nodes makes the drill's job a gang of that many nodes (0 or 1: one
 	// node); the drill interrupts its last rank's instance.
 	Nodes int
-	// Tier is the drill job's tier. By default a one-node drill is
-	// flexible (spot) and a gang's critical (on-demand): a spot market
-	// that holds one instance per zone at a time, as the default sim
-	// market's one-node traces do, never has a gang's worth at once, and
-	// the drill's own notice is what it tests.
+	// Tier is the drill job's tier; flexible (spot first) by default, for
+	// a gang too: the sim reads its built-in one-node traces as stock for
+	// every node alike, as starter sim does.
 	Tier spec.Tier
 }
 
@@ -72,7 +70,7 @@ func Drill(ctx context.Context, c client.Client, o DrillOptions) (DrillReport, e
 		Priority: 50, Work: spec.Duration(o.Work), Checkpoint: spec.Checkpoint{Interval: o.Interval.String()},
 	}
 	if o.Nodes > 1 {
-		js.Resources.Nodes, js.Tier = o.Nodes, spec.TierCritical
+		js.Resources.Nodes = o.Nodes
 	}
 	if o.Tier != "" {
 		js.Tier = o.Tier

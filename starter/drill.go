@@ -33,7 +33,7 @@ if it does not. starter interrupt does the same to a run of yours.`,
 	fs.DurationVar(&o.NoticeGrace, "notice", 30*time.Second, "interruption notice window before the instance is taken")
 	fs.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "give up after this long")
 	fs.IntVar(&o.Nodes, "nodes", 1, "run the drill's job as a gang of this many nodes (1..256) and interrupt its last rank")
-	tier := fs.String("tier", "", "the drill job's tier (default flexible for one node, critical for a gang: a gang's worth of spot is rarely in stock at once)")
+	tier := fs.String("tier", "", "the drill job's tier (default flexible: spot first, for a gang too)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		return drill(cmd, conn, o, *tier, *asJSON)
 	}

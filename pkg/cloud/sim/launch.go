@@ -187,7 +187,7 @@ func (c *Cloud) place(o Offer, req LaunchRequest) (*instance, error) {
 		if price := p.spotPrice(); price > limit {
 			return fail(capacity.Price, CodeSpotMaxPriceTooLow, "Your Spot request price of %g is lower than the minimum required Spot request fulfillment price of %g.", limit, price)
 		}
-		stock := p.point(c.tick, c.cfg.Tick)
+		stock := p.stock(c.tick, c.cfg.Tick)
 		running := c.countLocked(func(i *instance) bool {
 			return i.Offering.Market == capacity.Spot && holdsStock(i.state) && i.Offering.Zone == o.Zone && i.Offering.InstanceType == o.InstanceType
 		})

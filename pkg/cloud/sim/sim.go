@@ -1,7 +1,9 @@
 // Package sim is a simulated cloud whose spot market replays real
 // availability traces (the shared/traces format): each pool (an instance
 // type in a zone) holds as many spot instances as its trace's point at the
-// current tick, and when the point drops below what is running, the newest
+// current tick (a trace of one node, every point 0 or 1, holds as many as
+// are asked for at its 1s, as starter sim reads it for a gang), and when
+// the stock drops below what is running, the newest
 // spot instances get an interruption notice and are taken after it. On top
 // of stock it has on-demand and spot prices, per-account quotas, spec
 // rules (a type sold only in some zones) and injectable faults: failed
@@ -125,7 +127,7 @@ func New(cfg Config) (*Cloud, error) {
 		if pc.SpotPrice == 0 {
 			pc.SpotPrice = it.SpotPrice
 		}
-		p := &pool{PoolConfig: pc, itype: it, prices: []PricePoint{{Time: now, Price: pc.SpotPrice}}}
+		p := &pool{PoolConfig: pc, itype: it, prices: []PricePoint{{Time: now, Price: pc.SpotPrice}}, everyNode: pc.Spot != nil && pc.Spot.OneNode()}
 		p.last = p.point(c.tick, cfg.Tick)
 		c.pools[pc.Pool] = p
 		c.order = append(c.order, pc.Pool)
