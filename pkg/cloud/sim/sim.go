@@ -64,7 +64,8 @@ type Cloud struct {
 	claims    map[string]*claim
 	failInits int
 	throttle  int
-	endpoints map[string]string // instance → metadata endpoint, as launched
+	endpoints map[string]string    // instance → metadata endpoint, as launched
+	held      map[string]time.Time // offering key → out of stock until then (HoldStock)
 }
 
 // Status is an instance as the sim sees it.
@@ -345,6 +346,23 @@ func (c *Cloud) Interrupt(id string, grace time.Duration) (time.Time, error) {
 		return time.Time{}, &capacity.NotFoundError{ID: id}
 	}
 	return now, nil
+}
+
+// HoldStock takes the offering an instance runs on out of stock for d:
+// no launch of it succeeds until then, whatever the trace says. Drills
+// use it to take a node while its pool has nothing to replace it with.
+func (c *Cloud) HoldStock(id string, d time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	inst, ok := c.instances[id]
+	if !ok {
+		return &capacity.NotFoundError{ID: id}
+	}
+	if c.held == nil {
+		c.held = map[string]time.Time{}
+	}
+	c.held[inst.Offering.Key()] = c.cfg.Now().Add(d)
+	return nil
 }
 
 // Close stops the market's clock and terminates every instance: nothing

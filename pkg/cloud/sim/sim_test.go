@@ -524,3 +524,22 @@ func TestNewRejectsBadConfigs(t *testing.T) {
 		})
 	}
 }
+
+// HoldStock takes an instance's offering out of stock for a while, the
+// trace notwithstanding: a drill's lost node finds no replacement.
+func TestHoldStock(t *testing.T) {
+	c, clock := newMarket(t, points(1), points(0), nil)
+	inst := mustLaunch(t, c, offer(v100A, capacity.Spot))
+	if err := c.HoldStock(inst.ID, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := launch(t, c, "", offer(v100A, capacity.Spot)); classOf(err) != capacity.NoCapacity {
+		t.Errorf("spot launch while held: %v; want no capacity", err)
+	}
+	mustLaunch(t, c, offer(v100A, capacity.OnDemand)) // the other market is not held
+	clock.Add(time.Minute)
+	mustLaunch(t, c, offer(v100A, capacity.Spot))
+	if err := c.HoldStock("i-nope", time.Minute); !capacity.IsNotFound(err) {
+		t.Errorf("HoldStock of an unknown instance: %v; want not found", err)
+	}
+}
