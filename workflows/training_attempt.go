@@ -59,6 +59,8 @@ const (
 	takenByMarket stopCause = "taken"
 	// doneByMarket: the market's account says the work is done.
 	doneByMarket stopCause = "done"
+	// grownByMarket: an elastic gang got nodes it was short of.
+	grownByMarket stopCause = "grown"
 )
 
 // attemptEnd is how a training attempt ended.
@@ -89,6 +91,9 @@ func (r *run) train(ctx workflow.Context) (attemptEnd, error) {
 func (r *run) trainOn(ctx workflow.Context) (attemptEnd, error) {
 	for {
 		m := r.market.watch(ctx, r)
+		if m.grow {
+			return r.stopAttempt(ctx, grownByMarket), nil
+		}
 		if m.spot == nil {
 			return m.end, m.err
 		}

@@ -45,6 +45,7 @@ func (r *run) gang() []*Lease {
 // on its market. A rank that cannot be had gives the whole gang back:
 // the run holds nothing while it waits. It returns what failed.
 func (r *run) acquirePeers(ctx workflow.Context, ask ask) []activities.FailureDetail {
+	r.Width = 0 // a gang acquired anew is whole
 	for rank := len(r.Peers) + 1; rank < r.nodes(); rank++ {
 		lease, err := r.Leases.acquire(ctx, r.owner(), r.peerAsk(ask, rank, r.Lease.Offering()))
 		if err != nil {
@@ -93,7 +94,7 @@ func (r *run) bindRank(ctx workflow.Context, rank int, l *Lease) {
 // attaches to the trainers still running), and a watcher that stops the
 // gang when any rank ends first.
 func (r *run) startGang(ctx workflow.Context, in activities.TrainingInput, started time.Time) {
-	in.Gang = activities.Gang{Rank: 0, Nodes: r.nodes(), MasterAddr: r.Lease.Instance.Address, MasterPort: masterPort(r.identity, in.Attempt)}
+	in.Gang = activities.Gang{Rank: 0, Nodes: r.width(), MasterAddr: r.Lease.Instance.Address, MasterPort: masterPort(r.identity, in.Attempt)}
 	r.launchAttempt(ctx, in, started)
 	r.peers = nil
 	for i, l := range r.Peers {
@@ -168,6 +169,8 @@ func (r *run) settleGang(ctx workflow.Context, e attemptEnd) error {
 	}
 	r.peers = nil
 	r.observeResult(ctx, e)
+	grown := r.growing
+	r.growing = nil
 	var lost []nodeEnd
 	failed := ""
 	for _, n := range ends {
@@ -177,6 +180,15 @@ func (r *run) settleGang(ctx workflow.Context, e attemptEnd) error {
 		case n.end.res.Outcome == activities.OutcomeFailed:
 			failed = n.end.res.Message
 		}
+	}
+	if len(grown) > 0 {
+		if e.cause == grownByMarket && len(lost) == 0 && failed == "" && e.err == nil && e.res.Outcome == activities.OutcomeStopped &&
+			!r.Paused && !r.yieldAsked() && !r.overBudget(workflow.Now(ctx)) {
+			r.grow(ctx, grown) // stopped at a checkpoint to take them in
+			return nil
+		}
+		r.growing = grown
+		r.releaseGrowing(ctx)
 	}
 	switch {
 	case e.err == nil && e.res.Outcome == activities.OutcomeCompleted:
@@ -232,7 +244,7 @@ func (r *run) replaceNodes(ctx workflow.Context, e attemptEnd, lost []nodeEnd) e
 	for _, l := range r.gang() {
 		r.Ledger.AddLostWork(l.Instance.ID, perNode)
 	}
-	lostSecs := perNode * float64(r.nodes())
+	lostSecs := perNode * float64(r.width())
 	r.Status.Preemptions++
 	r.Status.LostWorkSecs += lostSecs
 	r.Status.LastPreemption = &PreemptionInfo{
@@ -278,28 +290,30 @@ func (r *run) replaceNodes(ctx workflow.Context, e attemptEnd, lost []nodeEnd) e
 		return nil
 	}
 	r.enter(ctx, StateAcquiring)
-	var newest *Lease
-	for _, rank := range taken {
-		ask := r.askFor(capacity.Order(r.Offerings, r.spec.Tier, ""))
-		lease, err := r.Leases.acquire(ctx, r.owner(), r.peerAsk(*ask, rank, kept.Offering()))
-		if err != nil {
-			// No replacement within the tier's rules: the whole gang goes
-			// back, and the run acquires a gang again.
-			r.recordFailures(ctx, err)
-			releaseLeft(ctx, r, gang, activities.ReleaseCleanup)
+	missing := r.replaceRanks(ctx, gang, taken, kept)
+	if len(missing) > 0 && r.elastic(ctx) && r.width()-len(missing) >= r.spec.Resources.MinNodeCount() {
+		// An elastic gang waits for its replacements only so long, then
+		// trains on without them.
+		var err error
+		if missing, err = r.awaitReplacements(ctx, gang, missing); err != nil {
+			return err
+		}
+		if len(missing) > 0 && !r.Paused && !r.yieldAsked() {
+			r.shrink(ctx, gang)
 			return nil
 		}
-		lease.Teaches = true
-		gang[rank] = lease
-		newest = lease
-		r.bindRank(ctx, rank, lease)
-		r.Status.NodeReplacements++
-		workflow.GetMetricsHandler(ctx).Counter(telemetry.NodeReplacementsTotal).Inc(1)
 	}
+	if len(missing) > 0 {
+		// No replacement within the tier's rules: the whole gang goes
+		// back, and the run acquires a gang again.
+		releaseLeft(ctx, r, gang, activities.ReleaseCleanup)
+		return nil
+	}
+	// The recovery is the replacement's: the drill and status follow it.
+	replaced := r.Status.LastRecovery
 	r.Peers = gang[1:]
 	r.use(ctx, gang[0])
-	// The recovery is the replacement's: the drill and status follow it.
-	r.Status.LastRecovery = &RecoveryInfo{ReplacementAt: newest.Since, InstanceID: newest.Instance.ID}
+	r.Status.LastRecovery = replaced
 	return nil
 }
 

@@ -64,8 +64,14 @@ func (wallClock) failed(ctx workflow.Context, r *run, a ask, details []activitie
 }
 
 // watch: a deadline run on on-demand looks for a way back to spot while
-// it trains.
+// it trains; an elastic gang short of nodes, for them.
 func (wallClock) watch(ctx workflow.Context, r *run) move {
+	if r.short(ctx) {
+		grow, err := r.awaitNodes(ctx)
+		if grow || err != nil {
+			return move{grow: grow, err: err}
+		}
+	}
 	if r.watchesForSpot(ctx) {
 		spot, err := r.awaitSpot(ctx)
 		if spot != nil || err != nil {
