@@ -45,7 +45,12 @@ func (r *run) gang() []*Lease {
 // on its market. A rank that cannot be had gives the whole gang back:
 // the run holds nothing while it waits. It returns what failed.
 func (r *run) acquirePeers(ctx workflow.Context, ask ask) []activities.FailureDetail {
-	r.Width = 0 // a gang acquired anew is whole
+	if r.Width > 0 && r.Width < r.nodes() {
+		// A short gang given back whole is acquired whole again.
+		from := r.Width
+		r.Width = 0
+		r.resized(ctx, from)
+	}
 	for rank := len(r.Peers) + 1; rank < r.nodes(); rank++ {
 		lease, err := r.Leases.acquire(ctx, r.owner(), r.peerAsk(ask, rank, r.Lease.Offering()))
 		if err != nil {
