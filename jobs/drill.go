@@ -169,8 +169,8 @@ func Drill(ctx context.Context, c client.Client, o DrillOptions) (DrillReport, e
 		rep.Reason = fmt.Sprintf("the elastic gang did not grow back to %d nodes before it finished (grew to %d): give it more --work or a shorter --hold", nodes, rep.GrewTo)
 	case !elastic && nodes > 1 && rep.NodesReplaced < 1:
 		rep.Reason = "the gang was not kept: no node was replaced while the others waited"
-	case nodes > 1 && !maps.Equal(kept, gangAt(st)):
-		rep.Reason = fmt.Sprintf("the ranks the drill left alone moved: %v before, %v after", kept, gangAt(st))
+	case nodes > 1 && !maps.Equal(kept, gangAt(st, nodes)):
+		rep.Reason = fmt.Sprintf("the ranks the drill left alone moved: %v before, %v after", kept, gangAt(st, nodes))
 	case rep.ResumedFromStep < rep.CheckpointStep:
 		rep.Reason = "resumed from before the checkpoint the drill saw"
 	case rep.ReplacementInstance == rep.InterruptedInstance:
@@ -182,11 +182,12 @@ func Drill(ctx context.Context, c client.Client, o DrillOptions) (DrillReport, e
 	return rep, nil
 }
 
-// gangAt is the instance of each rank of a gang's status but the last.
-func gangAt(st workflows.Status) map[int]string {
+// gangAt is the instance of each rank of a gang of nodes but the last,
+// as its status shows them (an elastic gang may train on fewer).
+func gangAt(st workflows.Status, nodes int) map[int]string {
 	m := map[int]string{}
 	for _, n := range st.Nodes {
-		if n.Instance != nil && n.Rank < len(st.Nodes)-1 {
+		if n.Instance != nil && n.Rank < nodes-1 {
 			m[n.Rank] = n.Instance.ID
 		}
 	}
