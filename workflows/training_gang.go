@@ -25,9 +25,12 @@ import (
 // latest checkpoint. A replacement that cannot be had gives the whole
 // gang back, and the run acquires a gang again as a one-node run would.
 //
-// Gangs decide in wall time: they follow no market clock and neither
-// wait for spot nor go back to it; a gang of deadline tier is spot first
-// with on-demand fallback.
+// Gangs decide in wall time and follow no market clock. A gang of
+// deadline tier decides as one node does, for all its nodes at once
+// (gangSpotVersion, training_wallclock.go): it waits for spot while
+// refuel says its slack allows, and on on-demand it acquires a whole spot
+// gang while it trains, then changes over at a checkpoint. An elastic
+// gang trains on fewer nodes for a while (training_elastic.go).
 
 // nodes is how many instances the run trains on at once.
 func (r *run) nodes() int { return r.spec.Resources.NodeCount() }
