@@ -58,6 +58,9 @@ func (r *run) details(now time.Time) string {
 			where = "base machine " + p.Grant.Node
 		}
 		lines = append(lines, "granted "+where+" by the capacity pool")
+		if p.Why != "" && r.Lease == nil {
+			lines = append(lines, "waiting: "+p.Why)
+		}
 	}
 	lines = append(lines, "preemptions "+strconv.Itoa(st.Preemptions)+" · recoveries "+strconv.Itoa(st.Recoveries)+
 		" · restarts "+strconv.Itoa(st.Restarts.Total())+" · lost work "+time.Duration(st.LostWorkSecs*float64(time.Second)).Round(time.Second).String())

@@ -116,6 +116,8 @@ type PoolPlace struct {
 	Grant *admission.Allocation `json:"grant,omitempty"`
 	// Yield is the pool's request to give the grant back, while yielding.
 	Yield *YieldRequest `json:"yield,omitempty"`
+	// Why says why a gang waits on a burst grant it could not fill yet.
+	Why string `json:"why,omitempty"`
 }
 
 // transitions are the phases a run may move to from each phase. A run
