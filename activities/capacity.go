@@ -23,8 +23,9 @@ type Interrupter interface {
 	Interrupt(id string, grace time.Duration) (time.Time, error)
 }
 
-// StockHolder is an Interrupter that can also take an instance's offering
-// out of stock for a while, as a market with nothing left to sell.
+// StockHolder is an Interrupter that can also take the stock of an
+// instance's market in its zone away for a while, as a market with
+// nothing left to sell.
 type StockHolder interface {
 	HoldStock(id string, d time.Duration) error
 }

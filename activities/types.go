@@ -68,9 +68,10 @@ type ReleaseInput struct {
 type InterruptInput struct {
 	InstanceID string        `json:"instance_id"`
 	Grace      time.Duration `json:"grace"`
-	// Hold keeps the instance's offering out of stock for that long from
-	// the notice: no replacement of it can be had meanwhile (clouds that
-	// are StockHolders: the local and simulated ones).
+	// Hold takes the stock of the instance's market in its zone away for
+	// that long from the notice: no replacement can be had there
+	// meanwhile (clouds that are StockHolders: the local and simulated
+	// ones).
 	Hold time.Duration `json:"hold,omitempty"`
 }
 

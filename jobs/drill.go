@@ -54,7 +54,7 @@ type DrillOptions struct {
 	// node); the drill interrupts its last rank's instance.
 	Nodes int
 	// MinNodes makes the gang elastic (resources.min_nodes): the drill
-	// holds the interrupted node's offering out of stock for Hold, so the
+	// holds the interrupted node's market in its zone out of stock for Hold, so the
 	// gang finds no replacement within ShrinkAfter, trains on without it,
 	// and grows back once the hold ends.
 	MinNodes    int
@@ -126,7 +126,7 @@ func Drill(ctx context.Context, c client.Client, o DrillOptions) (DrillReport, e
 	var hold time.Duration
 	if elastic {
 		hold = o.Hold
-		say("holding its offering out of stock for %s: no replacement within shrink_after %s", hold, o.ShrinkAfter)
+		say("holding the stock of its market in its zone for %s: no replacement within shrink_after %s", hold, o.ShrinkAfter)
 	}
 	notice, err := interrupt(ctx, c, activities.InterruptInput{InstanceID: rep.InterruptedInstance, Grace: o.NoticeGrace, Hold: hold})
 	if err != nil {

@@ -35,7 +35,7 @@ if it does not. starter interrupt does the same to a run of yours.`,
 	fs.IntVar(&o.Nodes, "nodes", 1, "run the drill's job as a gang of this many nodes (1..256) and interrupt its last rank")
 	fs.IntVar(&o.MinNodes, "min-nodes", 0, "make the gang elastic (resources.min_nodes): its last rank is taken with no stock left to replace it, the gang trains on without it and grows back when stock returns")
 	fs.DurationVar(&o.ShrinkAfter, "shrink-after", 2*time.Second, "with --min-nodes, the job's resources.shrink_after: how long the lost node's replacement is waited for")
-	fs.DurationVar(&o.Hold, "hold", 10*time.Second, "with --min-nodes, how long the lost node's offering stays out of stock")
+	fs.DurationVar(&o.Hold, "hold", 10*time.Second, "with --min-nodes, how long the lost node's market in its zone stays out of stock")
 	tier := fs.String("tier", "", "the drill job's tier (default flexible: spot first, for a gang too)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		return drill(cmd, conn, o, *tier, *asJSON)

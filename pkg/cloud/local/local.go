@@ -68,7 +68,7 @@ type Cloud struct {
 	mu        sync.Mutex
 	instances map[string]*instance
 	byToken   map[string]string
-	held      map[string]time.Time // offering key → out of stock until then (HoldStock)
+	held      map[string]time.Time // zone/market → out of stock until then (HoldStock)
 	closed    bool
 }
 
@@ -193,7 +193,7 @@ func (c *Cloud) launch(ctx context.Context, req capacity.Request, o capacity.Off
 		c.mu.Unlock()
 		return capacity.Instance{}, capacity.NewError(capacity.Unknown, o, "", "the local cloud is shutting down")
 	}
-	if until, ok := c.held[o.Key()]; ok && c.cfg.Now().Before(until) {
+	if until, ok := c.held[o.Zone+"/"+string(o.Market)]; ok && c.cfg.Now().Before(until) {
 		c.mu.Unlock()
 		return capacity.Instance{}, capacity.NewError(capacity.NoCapacity, o, "InsufficientInstanceCapacity", "held out of stock until %s", until.UTC().Format(time.TimeOnly))
 	}
@@ -297,9 +297,9 @@ func (c *Cloud) Interrupt(id string, grace time.Duration) (time.Time, error) {
 	return now, c.launcher.Interrupt(id, now.Add(grace))
 }
 
-// HoldStock takes the offering an instance runs on out of stock for d:
-// no launch of it succeeds until then. Drills use it to take a node while
-// its pool has nothing to replace it with.
+// HoldStock takes the stock of an instance's market in its zone away for
+// d, every offering's: no launch there succeeds until then. Drills use it
+// to take a node while its zone has nothing to replace it with.
 func (c *Cloud) HoldStock(id string, d time.Duration) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -310,7 +310,7 @@ func (c *Cloud) HoldStock(id string, d time.Duration) error {
 	if c.held == nil {
 		c.held = map[string]time.Time{}
 	}
-	c.held[inst.Offering.Key()] = c.cfg.Now().Add(d)
+	c.held[inst.Offering.Zone+"/"+string(inst.Offering.Market)] = c.cfg.Now().Add(d)
 	return nil
 }
 

@@ -171,7 +171,7 @@ func (c *Cloud) place(o Offer, req LaunchRequest) (*instance, error) {
 			o.InstanceType, o.Zone, c.elsewhereLocked(o.InstanceType))
 	}
 	it := p.itype
-	if until, ok := c.held[offering.Key()]; ok && c.cfg.Now().Before(until) {
+	if until, ok := c.held[heldKey(o.Zone, o.Market)]; ok && c.cfg.Now().Before(until) {
 		return fail(capacity.NoCapacity, CodeInsufficientCapacity,
 			"We currently do not have sufficient %s capacity in the Availability Zone you requested (%s). Our system will be working on provisioning additional capacity. (%s held out of stock until %s)",
 			o.InstanceType, o.Zone, o.Market, until.UTC().Format(time.TimeOnly))

@@ -65,7 +65,7 @@ type Cloud struct {
 	failInits int
 	throttle  int
 	endpoints map[string]string    // instance → metadata endpoint, as launched
-	held      map[string]time.Time // offering key → out of stock until then (HoldStock)
+	held      map[string]time.Time // zone/market → out of stock until then (HoldStock)
 }
 
 // Status is an instance as the sim sees it.
@@ -348,9 +348,10 @@ func (c *Cloud) Interrupt(id string, grace time.Duration) (time.Time, error) {
 	return now, nil
 }
 
-// HoldStock takes the offering an instance runs on out of stock for d:
-// no launch of it succeeds until then, whatever the trace says. Drills
-// use it to take a node while its pool has nothing to replace it with.
+// HoldStock takes the stock of an instance's market in its zone away for
+// d, every instance type's: no launch there succeeds until then, whatever
+// the traces say. Drills use it to take a node while its zone has nothing
+// to replace it with.
 func (c *Cloud) HoldStock(id string, d time.Duration) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -361,9 +362,12 @@ func (c *Cloud) HoldStock(id string, d time.Duration) error {
 	if c.held == nil {
 		c.held = map[string]time.Time{}
 	}
-	c.held[inst.Offering.Key()] = c.cfg.Now().Add(d)
+	c.held[heldKey(inst.Offering.Zone, inst.Offering.Market)] = c.cfg.Now().Add(d)
 	return nil
 }
+
+// heldKey is what HoldStock holds: a market in a zone.
+func heldKey(zone string, m capacity.Market) string { return zone + "/" + string(m) }
 
 // Close stops the market's clock and terminates every instance: nothing
 // the sim started outlives it.

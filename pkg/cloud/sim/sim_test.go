@@ -525,8 +525,9 @@ func TestNewRejectsBadConfigs(t *testing.T) {
 	}
 }
 
-// HoldStock takes an instance's offering out of stock for a while, the
-// trace notwithstanding: a drill's lost node finds no replacement.
+// HoldStock takes an instance's market in its zone out of stock for a
+// while, the trace notwithstanding: a drill's lost node finds no
+// replacement there.
 func TestHoldStock(t *testing.T) {
 	c, clock := newMarket(t, points(1), points(0), nil)
 	inst := mustLaunch(t, c, offer(v100A, capacity.Spot))
