@@ -447,10 +447,12 @@ func (r *run) changeOver(ctx workflow.Context, spot *Lease) (end attemptEnd, mov
 }
 
 // stoppedCleanly reports whether an attempt ended because it was stopped:
-// at a checkpoint, by push, or cancelled.
+// at a checkpoint, by push, or cancelled; a gang's rank also when its
+// trainer stopped because its gang did.
 func stoppedCleanly(res activities.TrainingResult, err error) bool {
 	var canceled *temporal.CanceledError
-	return (err == nil && res.Outcome == activities.OutcomeStopped) || errors.As(err, &canceled)
+	stopped := res.Outcome == activities.OutcomeStopped || res.Outcome == activities.OutcomeGangStopped
+	return (err == nil && stopped) || errors.As(err, &canceled)
 }
 
 // peersStopped stops a gang's ranks after rank 0 and reports whether each

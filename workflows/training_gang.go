@@ -190,7 +190,7 @@ func (r *run) settleGang(ctx workflow.Context, e attemptEnd) error {
 		}
 	}
 	if len(grown) > 0 {
-		if e.cause == grownByMarket && len(lost) == 0 && failed == "" && e.err == nil && e.res.Outcome == activities.OutcomeStopped &&
+		if e.cause == grownByMarket && len(lost) == 0 && failed == "" && stoppedCleanly(e.res, e.err) &&
 			!r.Paused && !r.yieldAsked() && !r.overBudget(workflow.Now(ctx)) {
 			r.grow(ctx, grown) // stopped at a checkpoint to take them in
 			return nil
