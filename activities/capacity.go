@@ -23,6 +23,13 @@ type Interrupter interface {
 	Interrupt(id string, grace time.Duration) (time.Time, error)
 }
 
+// StockHolder is an Interrupter that can also take the stock of an
+// instance's market in its zone away for a while, as a market with
+// nothing left to sell.
+type StockHolder interface {
+	HoldStock(id string, d time.Duration) error
+}
+
 // Capacity holds the control plane's capacity activities.
 type Capacity struct {
 	Providers []capacity.Provider
@@ -196,6 +203,17 @@ func heartbeatWhile(ctx context.Context) (stop func()) {
 // Interrupt asks the provider holding an instance to reclaim it.
 func (a *Capacity) Interrupt(ctx context.Context, in InterruptInput) (InterruptResult, error) {
 	for _, ip := range a.Interrupters {
+		if in.Hold > 0 {
+			h, ok := ip.(StockHolder)
+			if !ok {
+				continue
+			}
+			if err := h.HoldStock(in.InstanceID, in.Hold); capacity.IsNotFound(err) {
+				continue
+			} else if err != nil {
+				return InterruptResult{}, err
+			}
+		}
 		at, err := ip.Interrupt(in.InstanceID, in.Grace)
 		if capacity.IsNotFound(err) {
 			continue
@@ -206,7 +224,15 @@ func (a *Capacity) Interrupt(ctx context.Context, in InterruptInput) (InterruptR
 		return InterruptResult{NoticeAt: at}, nil
 	}
 	return InterruptResult{}, temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("instance %s is not running on any cloud that can interrupt it", in.InstanceID), "NotFound", nil)
+		fmt.Sprintf("instance %s is not running on any cloud that can interrupt it%s", in.InstanceID, holding(in.Hold)), "NotFound", nil)
+}
+
+// holding says what else an interruption that holds stock needs.
+func holding(hold time.Duration) string {
+	if hold <= 0 {
+		return ""
+	}
+	return " and hold its stock (the local and in-process simulated clouds can)"
 }
 
 // preferAvailable moves offerings that recently had no capacity to the

@@ -68,6 +68,11 @@ type ReleaseInput struct {
 type InterruptInput struct {
 	InstanceID string        `json:"instance_id"`
 	Grace      time.Duration `json:"grace"`
+	// Hold takes the stock of the instance's market in its zone away for
+	// that long from the notice: no replacement can be had there
+	// meanwhile (clouds that are StockHolders: the local and simulated
+	// ones).
+	Hold time.Duration `json:"hold,omitempty"`
 }
 
 // InterruptResult tells when the notice was served.

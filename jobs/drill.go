@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"refuel/activities"
 	"refuel/pkg/spec"
 	"refuel/pkg/trainer"
 	"refuel/workflows"
@@ -35,6 +36,11 @@ type DrillReport struct {
 	// whose last rank alone is interrupted.
 	Nodes         int `json:"nodes"`
 	NodesReplaced int `json:"nodes_replaced"`
+	// ShrunkTo is how many nodes an elastic gang (--min-nodes) trained on
+	// after the drill took a node with nothing to replace it, and GrewTo
+	// how many it grew back to once stock returned; 0 when it did not.
+	ShrunkTo int `json:"shrunk_to,omitempty"`
+	GrewTo   int `json:"grew_to,omitempty"`
 }
 
 // DrillOptions shape one drill.
@@ -47,11 +53,16 @@ type DrillOptions struct {
 	// Nodes makes the drill's job a gang of that many nodes (0 or 1: one
 	// node); the drill interrupts its last rank's instance.
 	Nodes int
-	// Tier is the drill job's tier. By default a one-node drill is
-	// flexible (spot) and a gang's critical (on-demand): a spot market
-	// that holds one instance per zone at a time, as the default sim
-	// market's one-node traces do, never has a gang's worth at once, and
-	// the drill's own notice is what it tests.
+	// MinNodes makes the gang elastic (resources.min_nodes): the drill
+	// holds the interrupted node's market in its zone out of stock for Hold, so the
+	// gang finds no replacement within ShrinkAfter, trains on without it,
+	// and grows back once the hold ends.
+	MinNodes    int
+	ShrinkAfter time.Duration
+	Hold        time.Duration
+	// Tier is the drill job's tier; flexible (spot first) by default, for
+	// a gang too: the sim reads its built-in one-node traces as stock for
+	// every node alike, as starter sim does.
 	Tier spec.Tier
 }
 
@@ -72,7 +83,11 @@ func Drill(ctx context.Context, c client.Client, o DrillOptions) (DrillReport, e
 		Priority: 50, Work: spec.Duration(o.Work), Checkpoint: spec.Checkpoint{Interval: o.Interval.String()},
 	}
 	if o.Nodes > 1 {
-		js.Resources.Nodes, js.Tier = o.Nodes, spec.TierCritical
+		js.Resources.Nodes = o.Nodes
+	}
+	elastic := o.Nodes > 1 && o.MinNodes > 0 && o.MinNodes < o.Nodes
+	if elastic {
+		js.Resources.MinNodes, js.Resources.ShrinkAfter = o.MinNodes, spec.Duration(o.ShrinkAfter)
 	}
 	if o.Tier != "" {
 		js.Tier = o.Tier
@@ -108,7 +123,12 @@ func Drill(ctx context.Context, c client.Client, o DrillOptions) (DrillReport, e
 	}
 	say("checkpoint at step %d on %s; interrupting the instance (notice %s)", rep.CheckpointStep, rep.InterruptedInstance, o.NoticeGrace)
 
-	notice, err := Interrupt(ctx, c, rep.InterruptedInstance, o.NoticeGrace)
+	var hold time.Duration
+	if elastic {
+		hold = o.Hold
+		say("holding the stock of its market in its zone for %s: no replacement within shrink_after %s", hold, o.ShrinkAfter)
+	}
+	notice, err := interrupt(ctx, c, activities.InterruptInput{InstanceID: rep.InterruptedInstance, Grace: o.NoticeGrace, Hold: hold})
 	if err != nil {
 		return rep, err
 	}
@@ -126,17 +146,31 @@ func Drill(ctx context.Context, c client.Client, o DrillOptions) (DrillReport, e
 	}
 	rep.FinalDigest = final.ModelDigest
 	rep.NodesReplaced = final.NodeReplacements
-	// The demo trainer's defaults, uninterrupted, on as many nodes: the
-	// reference model.
-	rep.ReferenceDigest = trainer.TrainGang(trainer.Config{Steps: final.TotalSteps, Seed: trainer.DefaultSeed}, nodes).Digest()
+	// The demo trainer's defaults, uninterrupted, on as many nodes at
+	// each step as the gang trained on: the reference model.
+	widths := []trainer.Width{{From: 0, Nodes: nodes}}
+	for _, r := range final.Ledger.Resizes {
+		widths = append(widths, trainer.Width{From: r.Step, Nodes: r.To})
+		if r.To < r.From && rep.ShrunkTo == 0 {
+			rep.ShrunkTo = r.To
+		}
+		if r.To > r.From && rep.ShrunkTo > 0 {
+			rep.GrewTo = r.To
+		}
+	}
+	rep.ReferenceDigest = trainer.TrainWidths(trainer.Config{Steps: final.TotalSteps, Seed: trainer.DefaultSeed}, widths).Digest()
 	rep.FinalIdentical = rep.FinalDigest != "" && rep.FinalDigest == rep.ReferenceDigest
 	switch {
 	case !rep.FinalIdentical:
 		rep.Reason = "the final model differs from an uninterrupted run's"
-	case nodes > 1 && rep.NodesReplaced < 1:
+	case elastic && rep.ShrunkTo != nodes-1:
+		rep.Reason = fmt.Sprintf("the elastic gang did not train on without its lost node (shrunk to %d; want %d)", rep.ShrunkTo, nodes-1)
+	case elastic && rep.GrewTo != nodes:
+		rep.Reason = fmt.Sprintf("the elastic gang did not grow back to %d nodes before it finished (grew to %d): give it more --work or a shorter --hold", nodes, rep.GrewTo)
+	case !elastic && nodes > 1 && rep.NodesReplaced < 1:
 		rep.Reason = "the gang was not kept: no node was replaced while the others waited"
-	case nodes > 1 && !maps.Equal(kept, gangAt(st)):
-		rep.Reason = fmt.Sprintf("the ranks the drill left alone moved: %v before, %v after", kept, gangAt(st))
+	case nodes > 1 && !maps.Equal(kept, gangAt(st, nodes)):
+		rep.Reason = fmt.Sprintf("the ranks the drill left alone moved: %v before, %v after", kept, gangAt(st, nodes))
 	case rep.ResumedFromStep < rep.CheckpointStep:
 		rep.Reason = "resumed from before the checkpoint the drill saw"
 	case rep.ReplacementInstance == rep.InterruptedInstance:
@@ -148,11 +182,12 @@ func Drill(ctx context.Context, c client.Client, o DrillOptions) (DrillReport, e
 	return rep, nil
 }
 
-// gangAt is the instance of each rank of a gang's status but the last.
-func gangAt(st workflows.Status) map[int]string {
+// gangAt is the instance of each rank of a gang of nodes but the last,
+// as its status shows them (an elastic gang may train on fewer).
+func gangAt(st workflows.Status, nodes int) map[int]string {
 	m := map[int]string{}
 	for _, n := range st.Nodes {
-		if n.Instance != nil && n.Rank < len(st.Nodes)-1 {
+		if n.Instance != nil && n.Rank < nodes-1 {
 			m[n.Rank] = n.Instance.ID
 		}
 	}

@@ -16,15 +16,20 @@ import (
 // workflow, so drills work against any cluster the worker serves. It
 // returns when the notice was served.
 func Interrupt(ctx context.Context, c client.Client, instanceID string, grace time.Duration) (time.Time, error) {
+	return interrupt(ctx, c, activities.InterruptInput{InstanceID: instanceID, Grace: grace})
+}
+
+// interrupt is Interrupt of any input: one that holds stock too.
+func interrupt(ctx context.Context, c client.Client, in activities.InterruptInput) (time.Time, error) {
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: "interrupt-" + instanceID, TaskQueue: workflows.TaskQueue,
-	}, workflows.InjectInterruptionName, activities.InterruptInput{InstanceID: instanceID, Grace: grace})
+		ID: "interrupt-" + in.InstanceID, TaskQueue: workflows.TaskQueue,
+	}, workflows.InjectInterruptionName, in)
 	if err != nil {
 		return time.Time{}, err
 	}
 	var res activities.InterruptResult
 	if err := run.Get(ctx, &res); err != nil {
-		return time.Time{}, fmt.Errorf("interrupt %s: %w", instanceID, err)
+		return time.Time{}, fmt.Errorf("interrupt %s: %w", in.InstanceID, err)
 	}
 	return res.NoticeAt, nil
 }

@@ -14,14 +14,14 @@ import (
 
 func drillCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "drill [--json] [--nodes N]",
+		Use:   "drill [--json] [--nodes N [--min-nodes M]]",
 		Short: "run the interruption drill against the running stack (exit 1 if it fails)",
 		Long: `Run the field's acceptance test against the running stack: a training job
 saves a checkpoint, its instance is taken away with a real interruption
 notice, and refuel must get a replacement by itself, resume from the latest
 checkpoint and end with exactly the model an uninterrupted run makes. Exit 1
 if it does not. starter interrupt does the same to a run of yours.`,
-		Example: "  starter drill --json\n  starter drill --nodes 2",
+		Example: "  starter drill --json\n  starter drill --nodes 2\n  starter drill --nodes 3 --min-nodes 2 --json",
 		Args:    noArgs("starter drill takes no arguments; shape it with --nodes, --tier, --work"),
 	}
 	conn := addClientFlags(cmd)
@@ -33,7 +33,10 @@ if it does not. starter interrupt does the same to a run of yours.`,
 	fs.DurationVar(&o.NoticeGrace, "notice", 30*time.Second, "interruption notice window before the instance is taken")
 	fs.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "give up after this long")
 	fs.IntVar(&o.Nodes, "nodes", 1, "run the drill's job as a gang of this many nodes (1..256) and interrupt its last rank")
-	tier := fs.String("tier", "", "the drill job's tier (default flexible for one node, critical for a gang: a gang's worth of spot is rarely in stock at once)")
+	fs.IntVar(&o.MinNodes, "min-nodes", 0, "make the gang elastic (resources.min_nodes): its last rank is taken with no stock left to replace it, the gang trains on without it and grows back when stock returns")
+	fs.DurationVar(&o.ShrinkAfter, "shrink-after", 2*time.Second, "with --min-nodes, the job's resources.shrink_after: how long the lost node's replacement is waited for")
+	fs.DurationVar(&o.Hold, "hold", 10*time.Second, "with --min-nodes, how long the lost node's market in its zone stays out of stock")
+	tier := fs.String("tier", "", "the drill job's tier (default flexible: spot first, for a gang too)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		return drill(cmd, conn, o, *tier, *asJSON)
 	}
@@ -45,6 +48,9 @@ func drill(cmd *cobra.Command, conn *clientFlags, o jobs.DrillOptions, tier stri
 	o.Progress = cmd.ErrOrStderr()
 	if o.Nodes < 1 || o.Nodes > spec.MaxNodes {
 		return usagef("--nodes %d: want 1..%d (how many instances the drill's job holds at once)", o.Nodes, spec.MaxNodes)
+	}
+	if o.MinNodes != 0 && (o.MinNodes < 1 || o.MinNodes >= o.Nodes) {
+		return usagef("--min-nodes %d: want 1..%d, fewer than --nodes (the fewest nodes the gang trains on)", o.MinNodes, o.Nodes-1)
 	}
 	if tier != "" {
 		if o.Tier = spec.Tier(tier); !slices.Contains(spec.Tiers, o.Tier) {
@@ -73,6 +79,9 @@ func drill(cmd *cobra.Command, conn *clientFlags, o jobs.DrillOptions, tier stri
 	nodes := ""
 	if rep.Nodes > 1 {
 		nodes = fmt.Sprintf(" nodes=%d replaced=%d", rep.Nodes, rep.NodesReplaced)
+	}
+	if rep.ShrunkTo > 0 {
+		nodes += fmt.Sprintf(" shrunk_to=%d grew_to=%d", rep.ShrunkTo, rep.GrewTo)
 	}
 	fmt.Fprintf(stdout, "drill %s: passed=%v checkpoint@%d preempted@%d resumed@%d lost=%d replacement=%.1fs recovery=%.1fs identical=%v%s\n",
 		rep.WorkflowID, rep.Passed, rep.CheckpointStep, rep.PreemptedAtStep, rep.ResumedFromStep, rep.LostSteps,

@@ -94,6 +94,19 @@ func statusLine(st workflows.Status, live int64) string {
 		time.Now().Format("15:04:05"), st.State, bar, step, st.TotalSteps, where, st.Preemptions, st.Recoveries, st.CostUSD)
 }
 
+// shortOf says how many nodes a gang asked for when it trains on fewer
+// (an elastic gang short of stock), and how often it changed width.
+func shortOf(st workflows.Status) string {
+	out := ""
+	if st.NodesAsked > len(st.Nodes) {
+		out = fmt.Sprintf(" training of %d asked", st.NodesAsked)
+	}
+	if n := len(st.Ledger.Resizes); n > 0 {
+		out += fmt.Sprintf(" (resized %d time%s)", n, map[bool]string{true: "s"}[n > 1])
+	}
+	return out
+}
+
 func progressBar(done, total int64, width int) string {
 	if total <= 0 {
 		return "[" + strings.Repeat("?", width) + "]"
@@ -112,7 +125,7 @@ func printStatus(w io.Writer, st workflows.Status, live int64) {
 	if len(st.Nodes) > 0 {
 		// A gang: every node by rank, rank 0 the one whose checkpoints
 		// are the job's.
-		fmt.Fprintf(w, "nodes      %d, %d replaced while the others waited\n", len(st.Nodes), st.NodeReplacements)
+		fmt.Fprintf(w, "nodes      %d%s, %d replaced while the others waited\n", len(st.Nodes), shortOf(st), st.NodeReplacements)
 		for _, n := range st.Nodes {
 			if in := n.Instance; in != nil {
 				fmt.Fprintf(w, "  rank %-3d %s %s (zone %s, %s) $%.4f/h since %s\n", n.Rank, in.ID, in.Offering, in.Zone, in.Market, in.PricePerHour, in.Since.Format(time.TimeOnly))
@@ -120,6 +133,9 @@ func printStatus(w io.Writer, st workflows.Status, live int64) {
 		}
 	} else if in := st.Instance; in != nil {
 		fmt.Fprintf(w, "instance   %s %s $%.4f/h since %s\n", in.ID, in.Offering, in.PricePerHour, in.Since.Format(time.TimeOnly))
+	}
+	if a := st.Admission; a != nil && a.Waiting != "" {
+		fmt.Fprintf(w, "waiting    %s\n", a.Waiting)
 	}
 	if m := st.Market; m != nil && m.Why != "" {
 		fmt.Fprintf(w, "market     %s\n", m.Why)

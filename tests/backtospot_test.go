@@ -183,3 +183,69 @@ func submitDeadlineJob(t *testing.T, s *controlplane.Stack, id string, work time
 	}
 	return js, run
 }
+
+// TestDeadlineGangGoesBackToSpotEndToEnd: a deadline gang of two decides
+// as one node does. With no spot in stock it takes on-demand; when a
+// gang's worth of spot returns it launches both spot nodes while the
+// on-demand gang trains, stops every rank at a checkpoint, releases the
+// on-demand gang and trains on the spot one, ending with the model of two
+// nodes never interrupted.
+func TestDeadlineGangGoesBackToSpotEndToEnd(t *testing.T) {
+	t.Parallel()
+	var spots []string
+	for _, o := range local.DefaultOfferings() {
+		if o.Market == capacity.Spot {
+			spots = append(spots, o.Key())
+		}
+	}
+	s := startStack(t, func(c *controlplane.Config) {
+		c.Workflows = workflows.New()
+		c.Workflows.Run.SpotRetryInterval = time.Second
+		c.Workflows.Run.MaxSpotRetryInterval = 2 * time.Second
+		c.Workflows.Run.RestartOverhead = 2 * time.Second
+		c.Workflows.Run.WaitForSpot = false // take on-demand at the first stock-out
+		c.Stock = map[string]int{}
+		for _, k := range spots {
+			c.Stock[k] = 0
+		}
+	})
+	ctx := context.Background()
+	js := quickJob("gang-back-to-spot", spec.TierDeadline)
+	js.Work, js.Resources.Nodes, js.Checkpoint.Interval = spec.Duration(8*time.Second), 2, "1s"
+	deadline := time.Now().Add(15 * time.Minute)
+	js.Deadline = &deadline
+	run, err := jobs.Submit(ctx, s.Client, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if _, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st workflows.Status) bool {
+		return len(st.Nodes) == 2 && st.Instance.Market == string(capacity.OnDemand) && st.LastCheckpoint != nil && hasFailure(capacity.NoCapacity)(st)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Cloud.SetStock(spots[0], 2) // a gang's worth, in one zone
+
+	var final workflows.Status
+	if err := run.Get(wctx, &final); err != nil {
+		t.Fatal(err)
+	}
+	if final.State != workflows.StateCompleted || final.Changeovers != 1 || final.Preemptions != 0 {
+		t.Fatalf("final %s, changeovers %d, preemptions %d; want completed after one changeover\nmarket %+v\nfailures %+v", final.State, final.Changeovers, final.Preemptions, final.Market, final.Failures)
+	}
+	var markets []string
+	for _, seg := range final.Ledger.Segments {
+		markets = append(markets, seg.Market)
+	}
+	if want := []string{"on-demand", "on-demand", "spot", "spot"}; strings.Join(markets, ",") != strings.Join(want, ",") {
+		t.Errorf("ledger markets %v; want the on-demand gang, then the spot gang", markets)
+	}
+	if ref := trainer.TrainGang(trainer.Config{Steps: final.TotalSteps, Seed: trainer.DefaultSeed}, 2).Digest(); final.ModelDigest != ref {
+		t.Errorf("model %s; an uninterrupted gang of two makes %s", final.ModelDigest, ref)
+	}
+	if left, _ := s.Provider.List(ctx, nil); len(left) != 0 {
+		t.Errorf("instances running after the run ended: %v", left)
+	}
+	recordHistory(t, s.Client, js.ID, "training-run-gang-back-to-spot")
+}

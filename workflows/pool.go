@@ -54,6 +54,12 @@ const ownersCheckEvery = time.Minute
 // recorded before it replay signal by signal under the one-node rules.
 const poolAtScaleVersion = "pool-at-scale"
 
+// poolMovesUnfilledGangsVersion marks pools that move a burst gang that
+// has not acquired every node onto free base at once
+// (admission.UnfilledGangRules); those recorded before waited for its
+// gang_timeout.
+const poolMovesUnfilledGangsVersion = "pool-moves-unfilled-gangs"
+
 // CapacityPool owns the base group and the admission queue: runs and
 // services ask it for capacity; it admits by priority with aging, places
 // on base first and overflows to the burst pools (a gang all or
@@ -154,6 +160,9 @@ func newCapacityPool(ctx workflow.Context, in PoolInput, atScale bool) (*capacit
 	p.state.Rules = admission.OneNodeRules
 	if atScale {
 		p.state.Rules = admission.GangRules
+		if workflow.GetVersion(ctx, poolMovesUnfilledGangsVersion, workflow.DefaultVersion, 1) >= 1 {
+			p.state.Rules = admission.UnfilledGangRules
+		}
 	}
 	if p.maxHistory <= 0 {
 		p.maxHistory = DefaultPoolMaxHistory

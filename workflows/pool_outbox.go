@@ -81,6 +81,10 @@ func (p *capacityPool) signal(ctx workflow.Context, a admission.Allocation, m Po
 	if m.Yield != nil {
 		return workflow.SignalExternalWorkflow(ctx, a.Request.Owner, "", SignalYield, *m.Yield)
 	}
+	if a.Layer == admission.BurstLayer && len(a.Nodes) > 0 && p.state.Rules >= admission.GangRules {
+		// The gang tells why it waits, and until when (see Unready).
+		a.GiveBackAt = a.AdmittedAt.Add(p.state.Config.GangTimeoutOrDefault())
+	}
 	return workflow.SignalExternalWorkflow(ctx, a.Request.Owner, "", SignalCapacityGranted, a)
 }
 

@@ -218,6 +218,43 @@ func TestPoolMovesBurstTrainingToFreedBase(t *testing.T) {
 	}
 }
 
+// A burst gang that has not acquired every node moves to base machines
+// as soon as enough are free, not after its gang_timeout; its grant
+// tells it when that timeout falls.
+func TestPoolMovesAnUnfilledGangToFreedBase(t *testing.T) {
+	t.Parallel()
+	rec := &poolRecorder{}
+	env := newPoolEnv(t, rec)
+	cfg := poolConfig()
+	cfg.Base.Counts[0].Count = 2
+	cfg.Burst[0].MaxInstances = 4
+	cfg.GangTimeout = spec.Duration(10 * time.Minute)
+	g := training("gang", 50, spec.TierFlexible)
+	g.Resources.Nodes = 2
+	signalAt(env, time.Second, SignalPoolRequest, training("x", 90, spec.TierFlexible))
+	signalAt(env, time.Second, SignalPoolRequest, training("y", 90, spec.TierFlexible))
+	signalAt(env, 2*time.Second, SignalPoolRequest, g)
+	var burst admission.Allocation
+	env.RegisterDelayedCallback(func() {
+		grants, _ := rec.taken()
+		burst = grants[len(grants)-1]
+		env.SignalWorkflow(SignalPoolBind, PoolBind{ID: "gang", Rank: 0, Offering: burst.Offerings[0]}) // one of two
+	}, 3*time.Second)
+	signalAt(env, 4*time.Second, SignalPoolRelease, PoolRef{ID: "x"})
+	signalAt(env, 5*time.Second, SignalPoolRelease, PoolRef{ID: "y"})
+	signalAt(env, 6*time.Second, SignalPoolYielded, PoolRef{ID: "gang"})
+	env.RegisterDelayedCallback(env.CancelWorkflow, 7*time.Second)
+	env.ExecuteWorkflow(CapacityPoolName, PoolInput{Config: cfg})
+
+	want := []string{"grant x base", "grant y base", "grant gang burst", "yield gang", "grant gang base"}
+	if diff := cmp.Diff(rec.list(), want); diff != "" {
+		t.Errorf("got(-), want(+):\n%s", diff)
+	}
+	if want := burst.AdmittedAt.Add(10 * time.Minute); !burst.GiveBackAt.Equal(want) {
+		t.Errorf("the burst grant gives back at %s; want %s, its gang_timeout after admission", burst.GiveBackAt, want)
+	}
+}
+
 // A holder that ended without giving its capacity back (terminated, say)
 // loses it at the pool's next check, and the queue moves on.
 func TestPoolReleasesWhatEndedHoldersKept(t *testing.T) {

@@ -90,6 +90,12 @@ type run struct {
 	market market
 	// standby is an instance acquired to change over to, not yet in use.
 	standby *Lease
+	// growing are nodes an elastic gang short of nodes acquired, to train
+	// with from its next checkpoint on.
+	growing []*Lease
+	// standbyPeers are a gang's ranks after rank 0 acquired beside
+	// standby, to change over to with it.
+	standbyPeers []*Lease
 	// attempt is the training attempt under way on lease, if any; peers
 	// are those of a gang's other ranks.
 	attempt *attempt
@@ -314,6 +320,8 @@ func (r *run) releaseAll(ctx workflow.Context) {
 		r.Leases.release(ctx, r.standby, activities.ReleaseCleanup)
 		r.standby = nil
 	}
+	r.releaseStandbyPeers(ctx)
+	r.releaseGrowing(ctx)
 	r.release(ctx, activities.ReleaseCleanup)
 }
 

@@ -59,6 +59,8 @@ const (
 	takenByMarket stopCause = "taken"
 	// doneByMarket: the market's account says the work is done.
 	doneByMarket stopCause = "done"
+	// grownByMarket: an elastic gang got nodes it was short of.
+	grownByMarket stopCause = "grown"
 )
 
 // attemptEnd is how a training attempt ended.
@@ -89,6 +91,9 @@ func (r *run) train(ctx workflow.Context) (attemptEnd, error) {
 func (r *run) trainOn(ctx workflow.Context) (attemptEnd, error) {
 	for {
 		m := r.market.watch(ctx, r)
+		if m.grow {
+			return r.stopAttempt(ctx, grownByMarket), nil
+		}
 		if m.spot == nil {
 			return m.end, m.err
 		}
@@ -420,18 +425,47 @@ func (r *run) recovered(ctx workflow.Context, fromStep int64, at time.Time) {
 // settle; moved is false then.
 func (r *run) changeOver(ctx workflow.Context, spot *Lease) (end attemptEnd, moved bool) {
 	end = r.stopAttempt(ctx, "")
-	var canceled *temporal.CanceledError
-	stopped := (end.err == nil && end.res.Outcome == activities.OutcomeStopped) || errors.As(end.err, &canceled)
+	stopped := stoppedCleanly(end.res, end.err)
+	if stopped && len(r.peers) > 0 {
+		// A gang changes over whole, every rank at the checkpoint it
+		// stopped at; a rank that ended otherwise is settled as the gang.
+		stopped = r.peersStopped(ctx)
+	}
 	r.standby = nil
 	if !stopped || r.Paused || r.yieldAsked() || ctx.Err() != nil {
 		r.Leases.release(ctx, spot, activities.ReleaseCleanup)
+		r.releaseStandbyPeers(ctx)
 		return end, false
 	}
 	r.observeResult(ctx, end)
+	r.peers = nil
 	r.release(ctx, activities.ReleaseChangeover)
 	r.use(ctx, spot)
+	r.Peers, r.standbyPeers = r.standbyPeers, nil
 	r.Status.Changeovers++
 	return end, true
+}
+
+// stoppedCleanly reports whether an attempt ended because it was stopped:
+// at a checkpoint, by push, or cancelled; a gang's rank also when its
+// trainer stopped because its gang did.
+func stoppedCleanly(res activities.TrainingResult, err error) bool {
+	var canceled *temporal.CanceledError
+	stopped := res.Outcome == activities.OutcomeStopped || res.Outcome == activities.OutcomeGangStopped
+	return (err == nil && stopped) || errors.As(err, &canceled)
+}
+
+// peersStopped stops a gang's ranks after rank 0 and reports whether each
+// ended stopped. Their results stay ready for settleGang.
+func (r *run) peersStopped(ctx workflow.Context) bool {
+	ok := true
+	for _, p := range r.peers {
+		p.stop()
+		var res activities.TrainingResult
+		err := p.result.Get(ctx, &res)
+		ok = ok && stoppedCleanly(res, err)
+	}
+	return ok
 }
 
 // checkpointInterval is how often the trainer on the run's instance

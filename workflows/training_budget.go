@@ -82,7 +82,7 @@ func (r *run) watchBudget(ctx workflow.Context, a *attempt) {
 // holdingPricePerHour is what the instances the run holds cost an hour.
 func (r *run) holdingPricePerHour() float64 {
 	var p float64
-	for _, l := range append(r.gang(), r.standby) {
+	for _, l := range append(append(r.gang(), r.standby), r.standbyPeers...) {
 		if l != nil {
 			p += l.Offering().PricePerHour
 		}

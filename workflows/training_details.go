@@ -36,7 +36,11 @@ func (r *run) details(now time.Time) string {
 	lines = append(lines, "team "+r.spec.Team+" · tier "+string(r.spec.Tier)+" · priority "+strconv.Itoa(st.Priority)+
 		" · "+r.spec.Work.String()+" of work"+deadline(r))
 	if r.nodes() > 1 {
-		lines = append(lines, "gang of "+strconv.Itoa(r.nodes())+" nodes · "+strconv.Itoa(st.NodeReplacements)+" replaced while the others waited")
+		gang := "gang of " + strconv.Itoa(r.nodes()) + " nodes"
+		if r.spec.Resources.Elastic() {
+			gang += " (elastic down to " + strconv.Itoa(r.spec.Resources.MinNodeCount()) + ", training on " + strconv.Itoa(r.width()) + ")"
+		}
+		lines = append(lines, gang+" · "+strconv.Itoa(st.NodeReplacements)+" replaced while the others waited")
 		for rank, l := range r.gang() {
 			lines = append(lines, "rank "+strconv.Itoa(rank)+" on "+offeringName(l.Offering())+" ("+l.Instance.ID+", "+
 				dollars(l.Offering().PricePerHour)+"/h) since "+l.Since.UTC().Format("15:04:05")+" UTC")
@@ -54,6 +58,9 @@ func (r *run) details(now time.Time) string {
 			where = "base machine " + p.Grant.Node
 		}
 		lines = append(lines, "granted "+where+" by the capacity pool")
+		if p.Why != "" && r.Lease == nil {
+			lines = append(lines, "waiting: "+p.Why)
+		}
 	}
 	lines = append(lines, "preemptions "+strconv.Itoa(st.Preemptions)+" · recoveries "+strconv.Itoa(st.Recoveries)+
 		" · restarts "+strconv.Itoa(st.Restarts.Total())+" · lost work "+time.Duration(st.LostWorkSecs*float64(time.Second)).Round(time.Second).String())

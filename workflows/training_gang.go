@@ -25,9 +25,12 @@ import (
 // latest checkpoint. A replacement that cannot be had gives the whole
 // gang back, and the run acquires a gang again as a one-node run would.
 //
-// Gangs decide in wall time: they follow no market clock and neither
-// wait for spot nor go back to it; a gang of deadline tier is spot first
-// with on-demand fallback.
+// Gangs decide in wall time and follow no market clock. A gang of
+// deadline tier decides as one node does, for all its nodes at once
+// (gangSpotVersion, training_wallclock.go): it waits for spot while
+// refuel says its slack allows, and on on-demand it acquires a whole spot
+// gang while it trains, then changes over at a checkpoint. An elastic
+// gang trains on fewer nodes for a while (training_elastic.go).
 
 // nodes is how many instances the run trains on at once.
 func (r *run) nodes() int { return r.spec.Resources.NodeCount() }
@@ -45,6 +48,12 @@ func (r *run) gang() []*Lease {
 // on its market. A rank that cannot be had gives the whole gang back:
 // the run holds nothing while it waits. It returns what failed.
 func (r *run) acquirePeers(ctx workflow.Context, ask ask) []activities.FailureDetail {
+	if r.Width > 0 && r.Width < r.nodes() {
+		// A short gang given back whole is acquired whole again.
+		from := r.Width
+		r.Width = 0
+		r.resized(ctx, from)
+	}
 	for rank := len(r.Peers) + 1; rank < r.nodes(); rank++ {
 		lease, err := r.Leases.acquire(ctx, r.owner(), r.peerAsk(ask, rank, r.Lease.Offering()))
 		if err != nil {
@@ -93,7 +102,7 @@ func (r *run) bindRank(ctx workflow.Context, rank int, l *Lease) {
 // attaches to the trainers still running), and a watcher that stops the
 // gang when any rank ends first.
 func (r *run) startGang(ctx workflow.Context, in activities.TrainingInput, started time.Time) {
-	in.Gang = activities.Gang{Rank: 0, Nodes: r.nodes(), MasterAddr: r.Lease.Instance.Address, MasterPort: masterPort(r.identity, in.Attempt)}
+	in.Gang = activities.Gang{Rank: 0, Nodes: r.width(), MasterAddr: r.Lease.Instance.Address, MasterPort: masterPort(r.identity, in.Attempt)}
 	r.launchAttempt(ctx, in, started)
 	r.peers = nil
 	for i, l := range r.Peers {
@@ -168,6 +177,8 @@ func (r *run) settleGang(ctx workflow.Context, e attemptEnd) error {
 	}
 	r.peers = nil
 	r.observeResult(ctx, e)
+	grown := r.growing
+	r.growing = nil
 	var lost []nodeEnd
 	failed := ""
 	for _, n := range ends {
@@ -177,6 +188,15 @@ func (r *run) settleGang(ctx workflow.Context, e attemptEnd) error {
 		case n.end.res.Outcome == activities.OutcomeFailed:
 			failed = n.end.res.Message
 		}
+	}
+	if len(grown) > 0 {
+		if e.cause == grownByMarket && len(lost) == 0 && failed == "" && stoppedCleanly(e.res, e.err) &&
+			!r.Paused && !r.yieldAsked() && !r.overBudget(workflow.Now(ctx)) {
+			r.grow(ctx, grown) // stopped at a checkpoint to take them in
+			return nil
+		}
+		r.growing = grown
+		r.releaseGrowing(ctx)
 	}
 	switch {
 	case e.err == nil && e.res.Outcome == activities.OutcomeCompleted:
@@ -232,7 +252,7 @@ func (r *run) replaceNodes(ctx workflow.Context, e attemptEnd, lost []nodeEnd) e
 	for _, l := range r.gang() {
 		r.Ledger.AddLostWork(l.Instance.ID, perNode)
 	}
-	lostSecs := perNode * float64(r.nodes())
+	lostSecs := perNode * float64(r.width())
 	r.Status.Preemptions++
 	r.Status.LostWorkSecs += lostSecs
 	r.Status.LastPreemption = &PreemptionInfo{
@@ -278,28 +298,30 @@ func (r *run) replaceNodes(ctx workflow.Context, e attemptEnd, lost []nodeEnd) e
 		return nil
 	}
 	r.enter(ctx, StateAcquiring)
-	var newest *Lease
-	for _, rank := range taken {
-		ask := r.askFor(capacity.Order(r.Offerings, r.spec.Tier, ""))
-		lease, err := r.Leases.acquire(ctx, r.owner(), r.peerAsk(*ask, rank, kept.Offering()))
-		if err != nil {
-			// No replacement within the tier's rules: the whole gang goes
-			// back, and the run acquires a gang again.
-			r.recordFailures(ctx, err)
-			releaseLeft(ctx, r, gang, activities.ReleaseCleanup)
+	missing := r.replaceRanks(ctx, gang, taken, kept)
+	if len(missing) > 0 && r.elastic(ctx) && r.width()-len(missing) >= r.spec.Resources.MinNodeCount() {
+		// An elastic gang waits for its replacements only so long, then
+		// trains on without them.
+		var err error
+		if missing, err = r.awaitReplacements(ctx, gang, missing); err != nil {
+			return err
+		}
+		if len(missing) > 0 && !r.Paused && !r.yieldAsked() {
+			r.shrink(ctx, gang)
 			return nil
 		}
-		lease.Teaches = true
-		gang[rank] = lease
-		newest = lease
-		r.bindRank(ctx, rank, lease)
-		r.Status.NodeReplacements++
-		workflow.GetMetricsHandler(ctx).Counter(telemetry.NodeReplacementsTotal).Inc(1)
 	}
+	if len(missing) > 0 {
+		// No replacement within the tier's rules: the whole gang goes
+		// back, and the run acquires a gang again.
+		releaseLeft(ctx, r, gang, activities.ReleaseCleanup)
+		return nil
+	}
+	// The recovery is the replacement's: the drill and status follow it.
+	replaced := r.Status.LastRecovery
 	r.Peers = gang[1:]
 	r.use(ctx, gang[0])
-	// The recovery is the replacement's: the drill and status follow it.
-	r.Status.LastRecovery = &RecoveryInfo{ReplacementAt: newest.Since, InstanceID: newest.Instance.ID}
+	r.Status.LastRecovery = replaced
 	return nil
 }
 

@@ -3,9 +3,11 @@ package workflows
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"refuel/activities"
 	"refuel/pkg/capacity"
+	"refuel/pkg/cost"
 	"refuel/pkg/spec"
 )
 
@@ -187,5 +189,81 @@ func TestGangTrainerFailureRestartsTheGang(t *testing.T) {
 	}
 	if len(f.acquired) != 4 {
 		t.Errorf("acquired %d; want 4: a failed trainer gives the gang back", len(f.acquired))
+	}
+}
+
+// elasticJob is a gang of nodes that may train on as few as min, waiting
+// shrinkAfter for a lost node's replacement.
+func elasticJob(nodes, min int, shrinkAfter time.Duration) spec.JobSpec {
+	js := gangJob(nodes)
+	js.Resources.MinNodes, js.Resources.ShrinkAfter = min, spec.Duration(shrinkAfter)
+	return js
+}
+
+func TestElasticGang(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		outage      [2]int // acquisitions that find no stock
+		shrinkAfter time.Duration
+		ranks       map[int][]activities.TrainingOutcome
+		// widths are the gang sizes its starts were told, in order.
+		widths  []int
+		resizes []cost.Resize // From and To only
+		// acquired counts the instances: the gang's 3 and what followed.
+		acquired int
+	}{
+		// The replacement and its retry within shrink_after find none:
+		// the gang trains on 2, and grows back to 3 when stock returns.
+		"shrinks and grows back": {outage: [2]int{3, 5}, shrinkAfter: time.Second,
+			ranks:  map[int][]activities.TrainingOutcome{0: {"block", "block"}, 1: {"block", "block"}, 2: {activities.OutcomePreempted}},
+			widths: []int{3, 2, 3}, resizes: []cost.Resize{{From: 3, To: 2}, {From: 2, To: 3}}, acquired: 4},
+		// The replacement comes on a retry within shrink_after: the gang
+		// never shrinks.
+		"replaced within the bound": {outage: [2]int{3, 4}, shrinkAfter: 4 * time.Second,
+			ranks:  map[int][]activities.TrainingOutcome{0: {"block"}, 1: {"block"}, 2: {activities.OutcomePreempted}},
+			widths: []int{3, 3}, acquired: 4},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := &fakeCloud{
+				offerings: []capacity.Offering{spotA},
+				outage:    tc.outage,
+				ranks:     tc.ranks, // the market takes rank 2
+			}
+			env := newEnv(t, f)
+			env.ExecuteWorkflow(TrainingRunName, elasticJob(3, 2, tc.shrinkAfter))
+			st, err := result(t, env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.State != StateCompleted || st.Preemptions != 1 {
+				t.Fatalf("state %s, %d preemptions; want completed after 1", st.State, st.Preemptions)
+			}
+			var widths []int
+			seen := map[int]bool{}
+			for _, in := range f.trained {
+				if !seen[in.Attempt] {
+					seen[in.Attempt] = true
+					widths = append(widths, in.Gang.Nodes)
+				}
+			}
+			if !slices.Equal(widths, tc.widths) {
+				t.Errorf("the gang started %v wide; want %v", widths, tc.widths)
+			}
+			var resizes []cost.Resize
+			for _, r := range st.Ledger.Resizes {
+				resizes = append(resizes, cost.Resize{From: r.From, To: r.To})
+			}
+			if !slices.Equal(resizes, tc.resizes) {
+				t.Errorf("ledger resizes %v; want %v", resizes, tc.resizes)
+			}
+			if len(f.acquired) != tc.acquired {
+				t.Errorf("acquired %d instances; want %d", len(f.acquired), tc.acquired)
+			}
+			if st.NodesAsked != 3 {
+				t.Errorf("nodes asked %d; want 3", st.NodesAsked)
+			}
+		})
 	}
 }

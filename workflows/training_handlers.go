@@ -146,6 +146,9 @@ func (r *run) snapshot(ctx workflow.Context) Status {
 		s.Instance = r.Lease.Ref()
 	}
 	s.Nodes = r.nodeStatus()
+	if r.nodes() > 1 {
+		s.NodesAsked, s.NodesTraining = r.nodes(), len(r.gang())
+	}
 	now := workflow.Now(ctx)
 	s.CostUSD = r.Ledger.CostUSD(now)
 	s.Cost = r.Ledger.Breakdown(now)

@@ -45,12 +45,15 @@ type ask struct {
 }
 
 // move is how a market ends a training attempt: with the attempt's end,
-// with an instance acquired to change over to, or with an error that
-// ends the run.
+// with an instance acquired to change over to, with nodes a gang grows
+// by, or with an error that ends the run.
 type move struct {
 	end  attemptEnd
 	spot *Lease
 	err  error
+	// grow is set when an elastic gang got nodes it was short of (in
+	// run.growing): it stops at a checkpoint to train on with them.
+	grow bool
 }
 
 // askFor is an acquisition of offerings for the run, tagged with its team

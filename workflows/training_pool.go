@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"strconv"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
@@ -25,6 +26,12 @@ type AdmissionStatus struct {
 	Pool      string     `json:"pool,omitempty"`
 	Yields    int        `json:"yields"`
 	LastYield *YieldInfo `json:"last_yield,omitempty"`
+	// Waiting says why a gang waits on its burst grant: what it needs,
+	// and when the pool takes the grant back if the market has not
+	// filled it ("needs 2 spot nodes in one zone; gives the grant back at
+	// 14:20 UTC"). The pool moves it to base machines as soon as enough
+	// are free.
+	Waiting string `json:"waiting,omitempty"`
 }
 
 // YieldInfo describes the latest time the run gave its capacity back to
@@ -142,11 +149,47 @@ func (poolGrant) acquired(ctx workflow.Context, r *run, l *Lease) {
 
 // failed: what the grant allows may come back; what never can ends
 // the run.
-func (poolGrant) failed(ctx workflow.Context, r *run, _ ask, details []activities.FailureDetail, backoff *time.Duration) (bool, error) {
+func (poolGrant) failed(ctx workflow.Context, r *run, a ask, details []activities.FailureDetail, backoff *time.Duration) (bool, error) {
 	if permanent(details) {
 		return false, cannotAcquire("no offering can ever be acquired", details)
 	}
+	r.Pool.Why = r.grantWhy(a)
 	return r.backOff(ctx, details, backoff)
+}
+
+// oneMarket is the market every offering is sold on, if they share one.
+func oneMarket(offerings []capacity.Offering) (capacity.Market, bool) {
+	if len(offerings) == 0 {
+		return "", false
+	}
+	for _, o := range offerings[1:] {
+		if o.Market != offerings[0].Market {
+			return "", false
+		}
+	}
+	return offerings[0].Market, true
+}
+
+// grantWhy says why a gang waits on a burst grant: the nodes it needs at
+// once, of which market and where, and when the pool takes the grant
+// back; "" for anything else.
+func (r *run) grantWhy(a ask) string {
+	g := r.Pool.Grant
+	if g == nil || g.Layer != admission.BurstLayer || r.nodes() < 2 {
+		return ""
+	}
+	why := "needs " + strconv.Itoa(r.nodes())
+	if m, ok := oneMarket(a.offerings); ok {
+		why += " " + string(m)
+	}
+	why += " nodes"
+	if r.spec.Resources.OneZone() {
+		why += " in one zone"
+	}
+	if !g.GiveBackAt.IsZero() {
+		why += "; gives the grant back at " + g.GiveBackAt.UTC().Format("15:04") + " UTC"
+	}
+	return why
 }
 
 // watch: the pool moves its runs by asking them to yield.
@@ -161,7 +204,7 @@ func (r *run) onGranted(a admission.Allocation) {
 	if r.Pool == nil || a.Request.ID != r.id || r.Pool.Place == PlaceLeft {
 		return
 	}
-	r.Pool.Grant, r.Pool.Place = &a, PlaceGranted
+	r.Pool.Grant, r.Pool.Place, r.Pool.Why = &a, PlaceGranted, ""
 }
 
 // onYield asks the run to give its capacity back: the trainer stops at a
@@ -189,7 +232,7 @@ func (r *run) yielded(ctx workflow.Context) {
 	}
 	r.Status.Admission.Yields++
 	r.Status.Admission.LastYield = info
-	r.Pool.Place, r.Pool.Grant, r.Pool.Yield = PlaceQueued, nil, nil
+	r.Pool.Place, r.Pool.Grant, r.Pool.Yield, r.Pool.Why = PlaceQueued, nil, nil, ""
 	r.Recovery = &Recovery{Since: info.Time} // the next instance resumes from the checkpoint: status shows it as a recovery
 	workflow.GetLogger(ctx).Info("yielded capacity to the pool", "reason", y.Reason, "for", y.For, "step", info.AtStep, "checkpoint", info.CheckpointStep)
 	r.tellPool(ctx, SignalPoolYielded, PoolRef{ID: r.id})
@@ -240,6 +283,9 @@ func (r *run) admissionStatus() *AdmissionStatus {
 	if r.Pool != nil && r.Pool.Grant != nil {
 		g := r.Pool.Grant
 		a.Layer, a.Node, a.Pool = string(g.Layer), g.Node, g.Pool
+		if r.Lease == nil {
+			a.Waiting = r.Pool.Why
+		}
 	}
 	return &a
 }

@@ -111,3 +111,35 @@ func queryStatus(t *testing.T, env *testsuite.TestWorkflowEnvironment) Status {
 	}
 	return st
 }
+
+// A gang waiting on a burst grant it could not fill says what it needs
+// and when the pool takes the grant back.
+func TestGrantWhy(t *testing.T) {
+	at := time.Date(2026, 12, 1, 14, 20, 0, 0, time.UTC)
+	burst := &admission.Allocation{Layer: admission.BurstLayer, GiveBackAt: at}
+	cases := map[string]struct {
+		nodes     int
+		spread    bool
+		grant     *admission.Allocation
+		offerings []capacity.Offering
+		want      string
+	}{
+		"spot gang in one zone": {nodes: 2, grant: burst, offerings: []capacity.Offering{spotA, spotB}, want: "needs 2 spot nodes in one zone; gives the grant back at 14:20 UTC"},
+		"either market, spread": {nodes: 3, spread: true, grant: burst, offerings: []capacity.Offering{spotA, odA}, want: "needs 3 nodes; gives the grant back at 14:20 UTC"},
+		"one node":              {nodes: 1, grant: burst, offerings: []capacity.Offering{spotA}},
+		"base machines":         {nodes: 2, grant: &admission.Allocation{Layer: admission.BaseLayer}, offerings: []capacity.Offering{spotA}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := &run{spec: gangJob(tc.nodes)}
+			if tc.spread {
+				same := false
+				r.spec.Resources.SameZone = &same
+			}
+			r.Pool = &PoolPlace{Place: PlaceGranted, Grant: tc.grant}
+			if got := r.grantWhy(*r.askFor(tc.offerings)); got != tc.want {
+				t.Errorf("got %q; want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -32,6 +32,9 @@ type RunState struct {
 	// Peers the ranks after it (see training_gang.go).
 	Lease *Lease   `json:"lease,omitempty"`
 	Peers []*Lease `json:"peers,omitempty"`
+	// Width is how many nodes an elastic gang trains on while it is
+	// short of nodes; 0 means all it asks for (training_elastic.go).
+	Width int `json:"width,omitempty"`
 	// Training is the attempt under way on Lease when the run continued
 	// as new while it trained: the trainer goes on, and the next run
 	// attaches to it.
@@ -113,6 +116,8 @@ type PoolPlace struct {
 	Grant *admission.Allocation `json:"grant,omitempty"`
 	// Yield is the pool's request to give the grant back, while yielding.
 	Yield *YieldRequest `json:"yield,omitempty"`
+	// Why says why a gang waits on a burst grant it could not fill yet.
+	Why string `json:"why,omitempty"`
 }
 
 // transitions are the phases a run may move to from each phase. A run

@@ -55,6 +55,11 @@ type Status struct {
 	// their checkpoint.
 	Nodes            []NodeStatus `json:"nodes,omitempty"`
 	NodeReplacements int          `json:"node_replacements"`
+	// NodesAsked is a gang's resources.nodes and NodesTraining how many
+	// it holds now: fewer while an elastic gang is short of nodes (the
+	// ledger's resizes say when it shrank and grew).
+	NodesAsked    int `json:"nodes_asked,omitempty"`
+	NodesTraining int `json:"nodes_training,omitempty"`
 	// BudgetUSD is what the run may spend (the spec's budget_usd, as
 	// set-budget last changed it); 0 for no budget.
 	BudgetUSD float64 `json:"budget_usd,omitempty"`

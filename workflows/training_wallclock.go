@@ -25,6 +25,10 @@ type wallClock struct{}
 const (
 	waitForSpotVersion = "wait-for-spot"
 	backToSpotVersion  = "back-to-spot"
+	// gangSpotVersion marks gangs of deadline tier that wait for spot and
+	// go back to it as one node does; gangs recorded before were spot
+	// first with on-demand fallback.
+	gangSpotVersion = "gang-spot"
 	// stockHistoryVersion marks runs that plan both with what all runs
 	// saw of the spot offerings' stock (the market memory, activities/market_memory.go).
 	stockHistoryVersion = "stock-history"
@@ -64,8 +68,14 @@ func (wallClock) failed(ctx workflow.Context, r *run, a ask, details []activitie
 }
 
 // watch: a deadline run on on-demand looks for a way back to spot while
-// it trains.
+// it trains; an elastic gang short of nodes, for them.
 func (wallClock) watch(ctx workflow.Context, r *run) move {
+	if r.short(ctx) {
+		grow, err := r.awaitNodes(ctx)
+		if grow || err != nil {
+			return move{grow: grow, err: err}
+		}
+	}
 	if r.watchesForSpot(ctx) {
 		spot, err := r.awaitSpot(ctx)
 		if spot != nil || err != nil {
@@ -113,10 +123,15 @@ func (r *run) watch(ctx workflow.Context) *spotWatch {
 }
 
 // decidesMarket reports whether the run chooses between spot and
-// on-demand itself: a deadline run that may use both.
-func (r *run) decidesMarket() bool {
-	return r.spec.Tier == spec.TierDeadline && r.spec.Deadline != nil && r.nodes() == 1 &&
-		len(r.spotOfferings()) > 0 && len(capacity.OnlyMarket(r.Offerings, capacity.OnDemand)) > 0
+// on-demand itself: a deadline run that may use both. A gang decides as
+// one node would, for all its nodes at once (gangSpotVersion): it waits
+// for a gang's worth of spot in one zone, and goes back to spot whole.
+func (r *run) decidesMarket(ctx workflow.Context) bool {
+	if r.spec.Tier != spec.TierDeadline || r.spec.Deadline == nil ||
+		len(r.spotOfferings()) == 0 || len(capacity.OnlyMarket(r.Offerings, capacity.OnDemand)) == 0 {
+		return false
+	}
+	return r.nodes() == 1 || workflow.GetVersion(ctx, gangSpotVersion, workflow.DefaultVersion, 1) >= 1
 }
 
 // waitsForSpot reports whether the run, about to acquire, should try spot
@@ -129,7 +144,7 @@ func (r *run) decidesMarket() bool {
 // preempted it, for a run that prices its zones; "" leaves the tier's
 // order.
 func (r *run) waitsForSpot(ctx workflow.Context) (wait bool, first string) {
-	if !r.decidesMarket() || r.Spot.Impossible || workflow.GetVersion(ctx, waitForSpotVersion, workflow.DefaultVersion, 1) < 1 {
+	if !r.decidesMarket(ctx) || r.Spot.Impossible || workflow.GetVersion(ctx, waitForSpotVersion, workflow.DefaultVersion, 1) < 1 {
 		return false, ""
 	}
 	w := r.watch(ctx)
@@ -240,7 +255,7 @@ func (r *run) policyState(now time.Time, w *spotWatch, c policy.Choice) policy.S
 // watchesForSpot reports whether the run, training now on on-demand,
 // should look for a way back to spot meanwhile.
 func (r *run) watchesForSpot(ctx workflow.Context) bool {
-	if !r.decidesMarket() || r.Lease.Offering().Market != capacity.OnDemand {
+	if r.Lease.Offering().Market != capacity.OnDemand || !r.decidesMarket(ctx) {
 		return false
 	}
 	if workflow.GetVersion(ctx, backToSpotVersion, workflow.DefaultVersion, 1) < 1 {
@@ -351,13 +366,44 @@ func (r *run) remainingWork(now time.Time) time.Duration {
 // status, and the cloud's unavailable cache remembers them). What it
 // gets is the run's standby until the changeover.
 func (r *run) trySpot(ctx workflow.Context, first capacity.Offering) *Lease {
-	spot, err := r.Leases.acquire(ctx, r.owner(), r.askFor(capacity.First(r.spotOfferings(), first)).leaseAsk)
+	a := r.askFor(capacity.First(r.spotOfferings(), first))
+	spot, err := r.Leases.acquire(ctx, r.owner(), a.leaseAsk)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.recordFailures(ctx, err)
 		}
 		return nil
 	}
+	if !r.spotPeers(ctx, *a, spot) {
+		return nil
+	}
 	r.standby = spot
 	return spot
+}
+
+// spotPeers acquires a gang's ranks after rank 0 beside spot, its new
+// rank 0, into r.standbyPeers: the whole gang changes over or none of
+// it, so a rank that cannot be had gives back spot and the others.
+func (r *run) spotPeers(ctx workflow.Context, a ask, spot *Lease) bool {
+	for rank := 1; rank < r.nodes(); rank++ {
+		lease, err := r.Leases.acquire(ctx, r.owner(), r.peerAsk(a, rank, spot.Offering()))
+		if err != nil {
+			if ctx.Err() == nil {
+				r.recordFailures(ctx, err)
+			}
+			r.Leases.release(ctx, spot, activities.ReleaseCleanup)
+			r.releaseStandbyPeers(ctx)
+			return false
+		}
+		r.standbyPeers = append(r.standbyPeers, lease)
+	}
+	return true
+}
+
+// releaseStandbyPeers gives back a standby gang's ranks after rank 0.
+func (r *run) releaseStandbyPeers(ctx workflow.Context) {
+	for _, l := range r.standbyPeers {
+		r.Leases.release(ctx, l, activities.ReleaseCleanup)
+	}
+	r.standbyPeers = nil
 }

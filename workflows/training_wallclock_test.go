@@ -420,3 +420,71 @@ func TestWaitingRunTriesFirstWhereTheMovePays(t *testing.T) {
 		})
 	}
 }
+
+// A deadline gang decides as one node does, for all its nodes: on
+// on-demand it goes back to spot once a gang's worth is in stock,
+// acquiring every rank on spot while the on-demand gang trains, then
+// changing over whole at a checkpoint.
+func TestDeadlineGangGoesBackToSpotWhole(t *testing.T) {
+	t.Parallel()
+	f := &fakeCloud{
+		offerings: []capacity.Offering{spotA, odA}, noStock: map[capacity.Market]bool{capacity.Spot: true},
+		stockAfter: 2, // the on-demand gang's two; spot has stock from then on
+		ranks:      map[int][]activities.TrainingOutcome{0: {"block"}, 1: {"block"}},
+	}
+	env := newEnv(t, f, spotRetriesEvery(50*time.Millisecond))
+	js := gangJob(2)
+	js.Tier = spec.TierDeadline
+	d := time.Now().Add(100 * 24 * time.Hour)
+	js.Deadline = &d
+	env.ExecuteWorkflow(TrainingRunName, js)
+	st, err := result(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acquired []capacity.Offering
+	for _, in := range f.acquired {
+		acquired = append(acquired, in.Offering)
+	}
+	if want := []capacity.Offering{odA, odA, spotA, spotA}; !slices.Equal(acquired, want) {
+		t.Errorf("acquired %v; want %v", acquired, want)
+	}
+	got := f.releasedReasons()
+	slices.Sort(got)
+	if want := []activities.ReleaseReason{activities.ReleaseChangeover, activities.ReleaseChangeover, activities.ReleaseCompleted, activities.ReleaseCompleted}; !slices.Equal(got, want) {
+		t.Errorf("released %v; want %v", got, want)
+	}
+	if st.State != StateCompleted || st.Changeovers != 1 {
+		t.Fatalf("state %s, changeovers %d; want completed after one changeover", st.State, st.Changeovers)
+	}
+	for _, in := range f.trained[2:] {
+		if in.Attempt == f.trained[0].Attempt || (in.InstanceID != f.acquired[2].ID && in.InstanceID != f.acquired[3].ID) {
+			t.Errorf("rank %d trained attempt %d on %s after the changeover; want a later attempt on the spot gang", in.Gang.Rank, in.Attempt, in.InstanceID)
+		}
+	}
+}
+
+// A deadline gang with slack to spare waits for a gang's worth of spot,
+// spending nothing, as one node would.
+func TestDeadlineGangWaitsForSpot(t *testing.T) {
+	t.Parallel()
+	f := &fakeCloud{offerings: []capacity.Offering{spotA, odA}, noStock: map[capacity.Market]bool{capacity.Spot: true}, stockAfter: 2}
+	env := newEnv(t, f)
+	js := gangJob(2)
+	js.Tier = spec.TierDeadline
+	d := time.Now().Add(3 * 24 * time.Hour)
+	js.Deadline = &d
+	env.ExecuteWorkflow(TrainingRunName, js)
+	st, err := result(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range f.requests {
+		if len(r.Offerings) != 1 || r.Offerings[0] != spotA {
+			t.Errorf("acquisition %d asked %v; want spot alone", i, r.Offerings)
+		}
+	}
+	if len(f.acquired) != 2 || f.acquired[0].Offering != spotA || f.acquired[1].Offering != spotA || st.State != StateCompleted {
+		t.Errorf("acquired %v, state %s; want a spot gang of 2 that completed", f.acquired, st.State)
+	}
+}

@@ -15,7 +15,10 @@ of nodes groups the sums otherwise and gives other bits.)
 The contract (pkg/agent's documentation and the README):
   * REFUEL_NODE_RANK, REFUEL_NUM_NODES, REFUEL_MASTER_ADDR and
     REFUEL_MASTER_PORT place this rank in its gang; without them it trains
-    alone. Rank 0 listens at the master address (torch's TCP store).
+    alone. Rank 0 listens at the master address (torch's TCP store). They
+    are read anew by every attempt: an elastic gang (resources.min_nodes)
+    resumes on another number of nodes from the same checkpoint, which
+    holds the model and the optimizer alone.
   * Every rank resumes from the step-<N> directory the agent restored in its
     $REFUEL_CHECKPOINT_DIR (the job's latest checkpoint, the same on every
     node); the ranks check they agree on N.

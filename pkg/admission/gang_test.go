@@ -460,3 +460,33 @@ func TestEnqueueRefusesBadGangs(t *testing.T) {
 		})
 	}
 }
+
+// A burst gang that has not acquired every node moves onto base machines
+// that came free for all its nodes at once under UnfilledGangRules;
+// before, it waited out its gang_timeout on a grant the market might
+// never fill.
+func TestUnfilledBurstGangMovesToFreeBase(t *testing.T) {
+	for _, tc := range []struct {
+		rules Rules
+		want  []string
+	}{{GangRules, nil}, {UnfilledGangRules, []string{"g"}}} {
+		s := New(gangConfig(machines([]int{1, 1}), cloud("c", 0)))
+		s.Rules = tc.rules
+		mustEnqueue(t, s, t0, job("x", 90, 1, spec.TierCritical), job("y", 90, 1, spec.TierCritical), gang("g", 50, 2, 1, spec.TierFlexible))
+		s.Admit(t0, nil)
+		if a := s.running("g"); a.Layer != BurstLayer {
+			t.Fatalf("the gang is on %s; want burst while base is taken", a.Layer)
+		}
+		if err := s.BindNode("g", 0, s.running("g").Offerings[0]); err != nil { // one of two acquired
+			t.Fatal(err)
+		}
+		for _, id := range []string{"x", "y"} {
+			if _, err := s.Release(id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := ids(s.Moves(), allocID); !slices.Equal(got, tc.want) {
+			t.Errorf("rules %d: moves %v; want %v", tc.rules, got, tc.want)
+		}
+	}
+}

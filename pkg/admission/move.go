@@ -13,7 +13,10 @@ import (
 // given back before base whenever load falls. Each move is a yield (the
 // run checkpoints and is requeued) after which Admit places it on base.
 // Allocations not yet bound to their instances, or already yielding,
-// stay; a gang moves only when machines for all its nodes are free.
+// stay, but under UnfilledGangRules a burst gang that has not acquired
+// every node moves at once: base machines are free for it now, and the
+// market may not fill its grant before its gang_timeout. A gang moves
+// only when machines for all its nodes are free.
 func (s *State) Moves() []Allocation {
 	for _, r := range s.Waiting {
 		if !r.Paused {
@@ -41,7 +44,8 @@ func (s *State) Moves() []Allocation {
 	var out []Allocation
 	failed := map[*shape]bool{}
 	for _, a := range ReleaseOrder(s.Running) {
-		if a.Layer != BurstLayer || a.Request.Kind != Training || !a.Acquired() || a.Yielding {
+		unfilled := !a.Acquired() && !(s.Rules >= UnfilledGangRules && len(a.Nodes) > 0)
+		if a.Layer != BurstLayer || a.Request.Kind != Training || unfilled || a.Yielding {
 			continue
 		}
 		sh := s.shapeOf(a.Request)

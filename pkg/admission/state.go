@@ -90,6 +90,10 @@ type Allocation struct {
 	// Yielding is set once the allocation was chosen to be preempted:
 	// it is checkpointing and about to be released.
 	Yielding bool `json:"yielding,omitempty"`
+	// GiveBackAt is when the pool takes a burst gang's grant back if the
+	// gang has not acquired every node by then (its gang_timeout), as
+	// the grant tells its holder; zero otherwise, and never carried.
+	GiveBackAt time.Time `json:"give_back_at,omitzero"`
 	// Nodes are a gang's nodes in rank order, Nodes[0] being the one the
 	// fields above describe; nil for a request of one node, whose
 	// allocation looks exactly as before gangs.
@@ -156,6 +160,11 @@ const (
 	// back from a gang that has not acquired every node within its
 	// gang_timeout.
 	GangRules
+	// UnfilledGangRules are GangRules, and a burst gang that has not
+	// acquired every node moves at once onto base machines that are
+	// free for all its nodes (Moves), rather than waiting out its
+	// gang_timeout on a grant the market cannot fill.
+	UnfilledGangRules
 )
 
 // State is the pool workflow's admission state. Create it with New.

@@ -21,7 +21,11 @@
 // 1), every rank's trainer also gets these; a run of one node gets none:
 //
 //   - REFUEL_NODE_RANK: this node's rank, 0 to REFUEL_NUM_NODES-1.
-//   - REFUEL_NUM_NODES: how many nodes train together.
+//   - REFUEL_NUM_NODES: how many nodes train together in this attempt:
+//     the world size, read anew by every attempt. An elastic gang
+//     (resources.min_nodes) resumes on fewer nodes after a loss and on
+//     more when it grows back, from a checkpoint that must not depend on
+//     it; one that shrank to one node gets none of these variables.
 //   - REFUEL_MASTER_ADDR, REFUEL_MASTER_PORT: where rank 0's trainer
 //     listens for the others: rank 0's instance's address (loopback on the
 //     local and simulated clouds, the private IP on EC2, as the instance

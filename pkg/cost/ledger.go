@@ -58,6 +58,22 @@ type Ledger struct {
 	// RecoverySeconds is paid time spent restoring checkpoints and
 	// restarting rather than training.
 	RecoverySeconds float64 `json:"recovery_seconds"`
+	// Resizes are an elastic gang's shrinks and growths, in order.
+	Resizes []Resize `json:"resizes,omitempty"`
+}
+
+// Resize is an elastic gang changing how many nodes it trains on: from
+// Step (the checkpoint it resumed from) on, it trained on To nodes.
+type Resize struct {
+	Time time.Time `json:"time"`
+	Step int64     `json:"step"`
+	From int       `json:"from"`
+	To   int       `json:"to"`
+}
+
+// AddResize books a gang's change of width.
+func (l *Ledger) AddResize(at time.Time, step int64, from, to int) {
+	l.Resizes = append(l.Resizes, Resize{Time: at, Step: step, From: from, To: to})
 }
 
 // Open starts paying for an instance.

@@ -32,6 +32,9 @@ const (
 	DefaultCheckpointInterval = "auto"
 	MaxPriority               = 100
 	DefaultMaxRestarts        = 3
+	// DefaultShrinkAfter is how long an elastic gang waits for a lost
+	// node's replacement: about what one launch takes when stock is there.
+	DefaultShrinkAfter = 2 * time.Minute
 )
 
 // JobSpec is one training run as a pipeline submits it (design section 3).
@@ -77,6 +80,17 @@ type Resources struct {
 	// Nodes is how many instances the job needs at once (a gang); 0
 	// means 1. Services place each replica on one node.
 	Nodes int `json:"nodes,omitempty"`
+	// MinNodes makes a gang elastic: when a node is lost and no
+	// replacement comes within ShrinkAfter, the gang trains on from its
+	// latest checkpoint on the nodes it still holds, as long as they are
+	// at least MinNodes, and grows back at a checkpoint when stock
+	// returns. 0 means Nodes: a rigid gang.
+	MinNodes int `json:"min_nodes,omitempty"`
+	// ShrinkAfter is how long an elastic gang waits for a lost node's
+	// replacement before it trains on without it, and how often, while
+	// short of nodes, it tries for them again; 0 means
+	// DefaultShrinkAfter.
+	ShrinkAfter Duration `json:"shrink_after,omitempty"`
 	// SameZone keeps a gang's nodes in one zone; nil means true.
 	SameZone        *bool    `json:"same_zone,omitempty"`
 	InstanceTypes   []string `json:"instance_types,omitempty"`
@@ -165,6 +179,27 @@ func (s JobSpec) Restarts() int {
 
 // NodeCount is how many instances the job needs at once.
 func (r Resources) NodeCount() int { return max(1, r.Nodes) }
+
+// MinNodeCount is the fewest nodes the job trains on: MinNodes, or
+// NodeCount for a rigid gang.
+func (r Resources) MinNodeCount() int {
+	if r.MinNodes < 1 {
+		return r.NodeCount()
+	}
+	return min(r.MinNodes, r.NodeCount())
+}
+
+// Elastic reports whether the gang may train on fewer nodes than it asks.
+func (r Resources) Elastic() bool { return r.MinNodeCount() < r.NodeCount() }
+
+// ShrinkBound is how long an elastic gang waits for a lost node's
+// replacement: ShrinkAfter, or DefaultShrinkAfter.
+func (r Resources) ShrinkBound() time.Duration {
+	if r.ShrinkAfter > 0 {
+		return r.ShrinkAfter.D()
+	}
+	return DefaultShrinkAfter
+}
 
 // OneZone reports whether a gang's nodes must share a zone.
 func (r Resources) OneZone() bool { return r.SameZone == nil || *r.SameZone }

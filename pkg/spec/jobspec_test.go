@@ -134,3 +134,30 @@ func TestUnknownFieldIsAFieldError(t *testing.T) {
 		t.Errorf("error %v; want a field error on teem", err)
 	}
 }
+
+// An elastic gang's fields parse from YAML, and their defaults make a
+// rigid gang that waits DefaultShrinkAfter.
+func TestElasticGangFields(t *testing.T) {
+	cases := map[string]struct {
+		yaml    string
+		min     int
+		elastic bool
+		bound   time.Duration
+	}{
+		"rigid by default": {"nodes: 3", 3, false, DefaultShrinkAfter},
+		"elastic":          {"nodes: 3\n  min_nodes: 2\n  shrink_after: 30s", 2, true, 30 * time.Second},
+		"min equal nodes":  {"nodes: 2\n  min_nodes: 2", 2, false, DefaultShrinkAfter},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			js, err := ParseJobSpec([]byte("id: g\nteam: t\nwork: 1h\nresources:\n  "+tc.yaml+"\n"), time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := js.Resources
+			if r.MinNodeCount() != tc.min || r.Elastic() != tc.elastic || r.ShrinkBound() != tc.bound {
+				t.Errorf("min %d, elastic %v, bound %s; want %d, %v, %s", r.MinNodeCount(), r.Elastic(), r.ShrinkBound(), tc.min, tc.elastic, tc.bound)
+			}
+		})
+	}
+}

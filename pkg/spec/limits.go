@@ -24,12 +24,13 @@ const (
 	// MaxNameLength bounds an instance type, zone or provider name.
 	MaxNameLength = 64
 
-	MaxGPUs          = 64   // resources.gpus: GPUs one instance has
-	MaxNodes         = 256  // resources.nodes: instances one job holds at once
-	MaxInstanceTypes = 64   // resources.instance_types entries
-	MaxZones         = 64   // resources.zones entries
-	MaxProviders     = 16   // resources.providers entries
-	MaxPricePerHour  = 1000 // USD per instance-hour, for max_price_per_hour and pools
+	MaxGPUs          = 64             // resources.gpus: GPUs one instance has
+	MaxNodes         = 256            // resources.nodes: instances one job holds at once
+	MaxShrinkAfter   = 24 * time.Hour // resources.shrink_after
+	MaxInstanceTypes = 64             // resources.instance_types entries
+	MaxZones         = 64             // resources.zones entries
+	MaxProviders     = 16             // resources.providers entries
+	MaxPricePerHour  = 1000           // USD per instance-hour, for max_price_per_hour and pools
 	MaxBudgetUSD     = 1e7
 
 	MaxCommandArgs      = 256     // command entries

@@ -194,6 +194,9 @@ func (s *ServiceSpec) Validate() error {
 	if s.Resources.Nodes > 1 {
 		fe.add("resources.nodes", fmt.Sprintf("%d is more than one", s.Resources.Nodes), "leave it out: each replica runs on one node; ask for more replicas instead")
 	}
+	if s.Resources.MinNodes > 1 || s.Resources.ShrinkAfter != 0 {
+		fe.add("resources.min_nodes", "is for gangs of a training job", "leave resources.min_nodes and shrink_after out: each replica runs on one node")
+	}
 	return fe.err("ServiceSpec", clip(s.ID))
 }
 

@@ -263,6 +263,18 @@ func (r Resources) validate(fe *fieldErrors, gpuFix string) {
 		fe.add("resources.nodes", fmt.Sprintf("%d is above %d", r.Nodes, MaxNodes), fmt.Sprintf("ask for at most %d nodes at once", MaxNodes))
 	}
 	switch {
+	case r.MinNodes < 0:
+		fe.add("resources.min_nodes", fmt.Sprintf("%d is negative", r.MinNodes), "give the fewest nodes the job may train on, 1 to resources.nodes, or leave it out for a rigid gang")
+	case r.MinNodes > r.NodeCount():
+		fe.add("resources.min_nodes", fmt.Sprintf("%d is above resources.nodes (%d)", r.MinNodes, r.NodeCount()), fmt.Sprintf("give at most %d, or leave it out for a rigid gang", r.NodeCount()))
+	}
+	switch {
+	case r.ShrinkAfter < 0:
+		fe.add("resources.shrink_after", "is negative", fmt.Sprintf("give how long a lost node's replacement is waited for, such as 2m, or leave it out for %s", DefaultShrinkAfter))
+	case r.ShrinkAfter.D() > MaxShrinkAfter:
+		fe.add("resources.shrink_after", fmt.Sprintf("%s is above %s", r.ShrinkAfter.D(), MaxShrinkAfter), fmt.Sprintf("give at most %s", MaxShrinkAfter))
+	}
+	switch {
 	case r.MaxPricePerHour < 0:
 		fe.add("resources.max_price_per_hour", "is negative", "give a price in USD per instance-hour, or leave it out for no cap")
 	case r.MaxPricePerHour > MaxPricePerHour:

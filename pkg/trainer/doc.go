@@ -84,7 +84,10 @@
 // TrainGang(cfg, N)'s, computed in one process: the reference a gang's run
 // must match bit for bit however often it is stopped and resumed, as
 // Train is for one node. TrainGang(cfg, 1) is Train(cfg); other node
-// counts group the sums otherwise and give other bits.
+// counts group the sums otherwise and give other bits. Every attempt reads
+// its gang's size anew, and a checkpoint holds the weights alone, so an
+// elastic gang resumed on fewer or more nodes matches TrainWidths, the
+// same reference with each step taken at the width the gang had then.
 //
 // Stopping a gang. SIGTERM on any rank stops the whole gang after the step
 // under way: that rank's next gradient says so, and rank 0's answer to it

@@ -546,3 +546,29 @@ func TestMainAndEmbeddedTrainAGang(t *testing.T) {
 		}
 	}
 }
+
+// An elastic gang resumed from its checkpoint on fewer nodes (and so on
+// any other number) trains TrainWidths' model for the widths it trained
+// at, checkpoint by checkpoint: the checkpoint holds the weights alone,
+// and every attempt reads its width from REFUEL_NUM_NODES.
+func TestGangResumedOnAnotherWidthIsTrainWidths(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	cfg := Config{Steps: 16, CheckpointEvery: 1, Seed: 7, Features: 300}
+	dir := t.TempDir()
+	gangLife(t, cfg, 3, dir, life{kill: map[int]int64{2: 8}}, nil)
+	m, _, _, _ := latest(dir, io.Discard)
+	gangLife(t, cfg, 2, dir, life{}, nil)
+	widths := []Width{{From: 0, Nodes: 3}, {From: m.Step, Nodes: 2}}
+	for step := m.Step + 1; step <= cfg.Steps; step++ {
+		at := cfg
+		at.Steps = step
+		got, err := ReadCheckpoint(filepath.Join(dir, stepDirName(step)))
+		want := TrainWidths(at, widths)
+		if err != nil || got.Digest() != want.Digest() {
+			t.Errorf("checkpoint of step %d is %s (%v); want TrainWidths' %s (3 nodes to step %d, then 2)", step, got.Digest(), err, want.Digest(), m.Step)
+		}
+		if step == m.Step+1 && (want.Digest() == TrainGang(at, 3).Digest() || want.Digest() == TrainGang(at, 2).Digest()) {
+			t.Errorf("at step %d TrainWidths equals a gang of one width: the test tells nothing", step)
+		}
+	}
+}

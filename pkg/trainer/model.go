@@ -122,12 +122,34 @@ func Train(cfg Config) Model {
 // it is stopped and resumed. TrainGang(cfg, 1) is Train(cfg); other node
 // counts give other bits, since the sums are grouped differently.
 func TrainGang(cfg Config, nodes int) Model {
+	return TrainWidths(cfg, []Width{{Nodes: nodes}})
+}
+
+// Width is a stretch of an elastic gang's training: from step From on,
+// Nodes nodes train together.
+type Width struct {
+	From  int64
+	Nodes int
+}
+
+// TrainWidths is the reference of a gang whose width changed as it went:
+// each step is taken by the nodes of the last width whose From is at or
+// before it (one node before the first). An elastic gang resumed from a
+// checkpoint on another number of nodes must match it bit for bit, as a
+// rigid one matches TrainGang: the trainer's state is the weights alone,
+// and each step's sums are grouped by the nodes that take it.
+func TrainWidths(cfg Config, widths []Width) Model {
 	cfg = cfg.withDefaults()
-	nodes = max(nodes, 1)
 	p := newProblem(cfg.Seed, cfg.Features)
 	w := make([]float64, cfg.Features)
-	grads := make([][]float64, nodes)
+	nodes := 1
 	for n := range cfg.Steps {
+		for _, wd := range widths {
+			if wd.From <= n {
+				nodes = max(wd.Nodes, 1)
+			}
+		}
+		grads := make([][]float64, nodes)
 		for r := range grads {
 			lo, hi := shard(r, nodes)
 			grads[r] = p.gradient(w, n, lo, hi)

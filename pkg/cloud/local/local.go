@@ -68,6 +68,7 @@ type Cloud struct {
 	mu        sync.Mutex
 	instances map[string]*instance
 	byToken   map[string]string
+	held      map[string]time.Time // zone/market → out of stock until then (HoldStock)
 	closed    bool
 }
 
@@ -192,6 +193,10 @@ func (c *Cloud) launch(ctx context.Context, req capacity.Request, o capacity.Off
 		c.mu.Unlock()
 		return capacity.Instance{}, capacity.NewError(capacity.Unknown, o, "", "the local cloud is shutting down")
 	}
+	if until, ok := c.held[o.Zone+"/"+string(o.Market)]; ok && c.cfg.Now().Before(until) {
+		c.mu.Unlock()
+		return capacity.Instance{}, capacity.NewError(capacity.NoCapacity, o, "InsufficientInstanceCapacity", "held out of stock until %s", until.UTC().Format(time.TimeOnly))
+	}
 	if limit, ok := c.cfg.Stock[o.Key()]; ok && c.runningLocked(o.Key()) >= limit {
 		c.mu.Unlock()
 		return capacity.Instance{}, capacity.NewError(capacity.NoCapacity, o, "InsufficientInstanceCapacity", "all %d in stock are running", limit)
@@ -290,6 +295,23 @@ func (c *Cloud) Interrupt(id string, grace time.Duration) (time.Time, error) {
 	c.mu.Unlock()
 	now := c.cfg.Now()
 	return now, c.launcher.Interrupt(id, now.Add(grace))
+}
+
+// HoldStock takes the stock of an instance's market in its zone away for
+// d, every offering's: no launch there succeeds until then. Drills use it
+// to take a node while its zone has nothing to replace it with.
+func (c *Cloud) HoldStock(id string, d time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	inst, ok := c.instances[id]
+	if !ok {
+		return &capacity.NotFoundError{ID: id}
+	}
+	if c.held == nil {
+		c.held = map[string]time.Time{}
+	}
+	c.held[inst.Offering.Zone+"/"+string(inst.Offering.Market)] = c.cfg.Now().Add(d)
+	return nil
 }
 
 // stateLocked is the instance's state, terminated once its agent is gone.

@@ -25,7 +25,9 @@ func (p Pool) String() string { return p.Zone + "/" + p.InstanceType }
 type PoolConfig struct {
 	Pool
 	// Spot is the pool's availability trace: at each tick its point is how
-	// many spot instances the pool holds. Nil means the pool sells no spot.
+	// many spot instances the pool holds; in a trace of one node (every
+	// point 0 or 1) a 1 holds any number, a 0 none. Nil means the pool
+	// sells no spot.
 	Spot *trace.Trace
 	// SpotPrice is the starting spot price; 0 means the catalogue's.
 	SpotPrice float64

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -170,6 +171,11 @@ func (c *Cloud) place(o Offer, req LaunchRequest) (*instance, error) {
 			o.InstanceType, o.Zone, c.elsewhereLocked(o.InstanceType))
 	}
 	it := p.itype
+	if until, ok := c.held[heldKey(o.Zone, o.Market)]; ok && c.cfg.Now().Before(until) {
+		return fail(capacity.NoCapacity, CodeInsufficientCapacity,
+			"We currently do not have sufficient %s capacity in the Availability Zone you requested (%s). Our system will be working on provisioning additional capacity. (%s held out of stock until %s)",
+			o.InstanceType, o.Zone, o.Market, until.UTC().Format(time.TimeOnly))
+	}
 	switch o.Market {
 	case capacity.Spot:
 		if p.Spot == nil {
@@ -187,7 +193,7 @@ func (c *Cloud) place(o Offer, req LaunchRequest) (*instance, error) {
 		if price := p.spotPrice(); price > limit {
 			return fail(capacity.Price, CodeSpotMaxPriceTooLow, "Your Spot request price of %g is lower than the minimum required Spot request fulfillment price of %g.", limit, price)
 		}
-		stock := p.point(c.tick, c.cfg.Tick)
+		stock := p.stock(c.tick, c.cfg.Tick)
 		running := c.countLocked(func(i *instance) bool {
 			return i.Offering.Market == capacity.Spot && holdsStock(i.state) && i.Offering.Zone == o.Zone && i.Offering.InstanceType == o.InstanceType
 		})

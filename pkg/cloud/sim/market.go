@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -30,10 +31,15 @@ type Market struct {
 type PoolState struct {
 	Pool
 	SellsSpot bool `json:"sells_spot"`
-	// SpotStock is the trace's point now: the spot instances the pool holds.
+	// SpotStock is the trace's point now: the spot instances the pool
+	// holds, or with EveryNode, whether it holds any.
 	SpotStock int `json:"spot_stock"`
+	// EveryNode says the pool's trace is of one node (every point 0 or
+	// 1): a point of 1 is stock for every spot launch alike, as starter
+	// sim reads it for a gang (trace.GangInStock).
+	EveryNode bool `json:"every_node,omitempty"`
 	// SpotRunning counts spot instances pending or running and not under
-	// notice; a spot launch succeeds while it is below SpotStock.
+	// notice; a spot launch succeeds while it is below the stock.
 	SpotRunning int `json:"spot_running"`
 	// Notices counts spot instances serving an interruption notice.
 	Notices         int     `json:"notices"`
@@ -44,9 +50,23 @@ type PoolState struct {
 
 type pool struct {
 	PoolConfig
-	itype  InstanceType
-	prices []PricePoint // oldest first; the last is today's spot price
-	last   int          // the point at the previous tick, to log changes
+	itype     InstanceType
+	prices    []PricePoint // oldest first; the last is today's spot price
+	last      int          // the point at the previous tick, to log changes
+	everyNode bool         // a one-node trace: a point of 1 stocks any number
+}
+
+// unlimitedStock is the stock of a one-node trace's point of 1: more spot
+// instances than any account runs in one pool.
+const unlimitedStock = math.MaxInt32
+
+// SpotSpare is how many more spot instances the pool would launch now.
+func (ps PoolState) SpotSpare() int {
+	stock := ps.SpotStock
+	if ps.EveryNode && stock > 0 {
+		stock = unlimitedStock
+	}
+	return max(0, stock-ps.SpotRunning)
 }
 
 // point is the pool's spot stock at a tick: its trace's point at the
@@ -57,6 +77,17 @@ func (p *pool) point(tick int, tickLen time.Duration) int {
 	}
 	i := int(time.Duration(tick) * tickLen / p.Spot.Gap)
 	return p.Spot.Points[i%len(p.Spot.Points)]
+}
+
+// stock is how many spot instances the pool holds at a tick: its point,
+// read as starter sim reads it (trace.GangInStock): a count in a trace of
+// counts, and in a one-node trace a 1 that stands for every node alike.
+func (p *pool) stock(tick int, tickLen time.Duration) int {
+	point := p.point(tick, tickLen)
+	if p.everyNode && point > 0 {
+		return unlimitedStock
+	}
+	return point
 }
 
 func (p *pool) spotPrice() float64 { return p.prices[len(p.prices)-1].Price }
@@ -130,6 +161,7 @@ func (c *Cloud) applyStockLocked(now time.Time) {
 			p.last = stock
 		}
 		running := spot[key] // newest first
+		stock = p.stock(c.tick, c.cfg.Tick)
 		for i := 0; i < len(running)-stock; i++ {
 			c.noticeLocked(running[i], now.Add(c.cfg.NoticeWindow), fmt.Sprintf("spot stock of %s fell to %d at tick %d with %d running", key, stock, c.tick, len(running)))
 		}
@@ -167,7 +199,7 @@ func (c *Cloud) Market() Market {
 	states := map[Pool]*PoolState{}
 	for _, key := range c.order {
 		p := c.pools[key]
-		ps := PoolState{Pool: key, SellsSpot: p.Spot != nil, SpotStock: p.point(c.tick, c.cfg.Tick), SpotPrice: p.spotPrice(), OnDemandPrice: p.onDemandPrice()}
+		ps := PoolState{Pool: key, SellsSpot: p.Spot != nil, SpotStock: p.point(c.tick, c.cfg.Tick), EveryNode: p.everyNode, SpotPrice: p.spotPrice(), OnDemandPrice: p.onDemandPrice()}
 		m.Pools = append(m.Pools, ps)
 	}
 	for i := range m.Pools {

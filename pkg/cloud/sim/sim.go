@@ -1,7 +1,9 @@
 // Package sim is a simulated cloud whose spot market replays real
 // availability traces (the shared/traces format): each pool (an instance
 // type in a zone) holds as many spot instances as its trace's point at the
-// current tick, and when the point drops below what is running, the newest
+// current tick (a trace of one node, every point 0 or 1, holds as many as
+// are asked for at its 1s, as starter sim reads it for a gang), and when
+// the stock drops below what is running, the newest
 // spot instances get an interruption notice and are taken after it. On top
 // of stock it has on-demand and spot prices, per-account quotas, spec
 // rules (a type sold only in some zones) and injectable faults: failed
@@ -62,7 +64,8 @@ type Cloud struct {
 	claims    map[string]*claim
 	failInits int
 	throttle  int
-	endpoints map[string]string // instance → metadata endpoint, as launched
+	endpoints map[string]string    // instance → metadata endpoint, as launched
+	held      map[string]time.Time // zone/market → out of stock until then (HoldStock)
 }
 
 // Status is an instance as the sim sees it.
@@ -125,7 +128,7 @@ func New(cfg Config) (*Cloud, error) {
 		if pc.SpotPrice == 0 {
 			pc.SpotPrice = it.SpotPrice
 		}
-		p := &pool{PoolConfig: pc, itype: it, prices: []PricePoint{{Time: now, Price: pc.SpotPrice}}}
+		p := &pool{PoolConfig: pc, itype: it, prices: []PricePoint{{Time: now, Price: pc.SpotPrice}}, everyNode: pc.Spot != nil && pc.Spot.OneNode()}
 		p.last = p.point(c.tick, cfg.Tick)
 		c.pools[pc.Pool] = p
 		c.order = append(c.order, pc.Pool)
@@ -344,6 +347,27 @@ func (c *Cloud) Interrupt(id string, grace time.Duration) (time.Time, error) {
 	}
 	return now, nil
 }
+
+// HoldStock takes the stock of an instance's market in its zone away for
+// d, every instance type's: no launch there succeeds until then, whatever
+// the traces say. Drills use it to take a node while its zone has nothing
+// to replace it with.
+func (c *Cloud) HoldStock(id string, d time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	inst, ok := c.instances[id]
+	if !ok {
+		return &capacity.NotFoundError{ID: id}
+	}
+	if c.held == nil {
+		c.held = map[string]time.Time{}
+	}
+	c.held[heldKey(inst.Offering.Zone, inst.Offering.Market)] = c.cfg.Now().Add(d)
+	return nil
+}
+
+// heldKey is what HoldStock holds: a market in a zone.
+func heldKey(zone string, m capacity.Market) string { return zone + "/" + string(m) }
 
 // Close stops the market's clock and terminates every instance: nothing
 // the sim started outlives it.

@@ -119,6 +119,30 @@ func TestSpotStockFollowsTheTrace(t *testing.T) {
 	}
 }
 
+// A trace of one node (every point 0 or 1) is read as starter sim reads
+// it: a 1 is stock for every node alike, so a gang finds spot at once,
+// and a 0 takes every spot instance of the pool.
+func TestOneNodeTraceStocksEveryNode(t *testing.T) {
+	c, _ := newMarket(t, points(1, 0), points(0), nil)
+	var ids []string
+	for range 4 {
+		ids = append(ids, mustLaunch(t, c, offer(v100A, capacity.Spot)).ID)
+	}
+	ps := poolState(t, c.Market(), v100A)
+	if !ps.EveryNode || ps.SpotStock != 1 || ps.SpotRunning != 4 || ps.SpotSpare() == 0 {
+		t.Fatalf("pool %+v; want a one-node trace at 1 with 4 running and spare", ps)
+	}
+	c.Advance(1)
+	for _, id := range ids {
+		if got := state(t, c, id); got != capacity.StateInterrupted {
+			t.Errorf("%s is %s at the trace's 0; want interrupted", id, got)
+		}
+	}
+	if _, err := launch(t, c, "", offer(v100A, capacity.Spot)); classOf(err) != capacity.NoCapacity {
+		t.Errorf("spot launch at the trace's 0: %v; want no capacity", err)
+	}
+}
+
 func poolState(t *testing.T, m Market, key Pool) PoolState {
 	t.Helper()
 	for _, ps := range m.Pools {
@@ -247,7 +271,7 @@ func TestLaunchFailuresAreClassified(t *testing.T) {
 }
 
 func TestAcquireFailsOverAndJoinsEveryFailure(t *testing.T) {
-	c, _ := newMarket(t, points(0), points(1), nil)
+	c, _ := newMarket(t, points(0), points(1, 2), nil) // zone-b: a trace of counts, one in stock now
 	offs, _ := c.Offerings(context.Background(), spec.Resources{GPUs: 1, InstanceTypes: []string{"p3.2xlarge"}})
 	spotA, spotB := offs[0], offs[2] // zone-a: spot, on-demand; zone-b: spot, on-demand
 	if spotA.Market != capacity.Spot || spotA.Zone != zoneA || spotB.Zone != zoneB || spotB.PricePerHour != 0.9701 {
@@ -498,5 +522,25 @@ func TestNewRejectsBadConfigs(t *testing.T) {
 				t.Error("New accepted it")
 			}
 		})
+	}
+}
+
+// HoldStock takes an instance's market in its zone out of stock for a
+// while, the trace notwithstanding: a drill's lost node finds no
+// replacement there.
+func TestHoldStock(t *testing.T) {
+	c, clock := newMarket(t, points(1), points(0), nil)
+	inst := mustLaunch(t, c, offer(v100A, capacity.Spot))
+	if err := c.HoldStock(inst.ID, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := launch(t, c, "", offer(v100A, capacity.Spot)); classOf(err) != capacity.NoCapacity {
+		t.Errorf("spot launch while held: %v; want no capacity", err)
+	}
+	mustLaunch(t, c, offer(v100A, capacity.OnDemand)) // the other market is not held
+	clock.Add(time.Minute)
+	mustLaunch(t, c, offer(v100A, capacity.Spot))
+	if err := c.HoldStock("i-nope", time.Minute); !capacity.IsNotFound(err) {
+		t.Errorf("HoldStock of an unknown instance: %v; want not found", err)
 	}
 }

@@ -356,8 +356,7 @@ func (h *Handler) allocate(overrides []override, market capacity.Market, strateg
 		return ps.OnDemandPrice
 	}
 	spare := func(oi int) int {
-		ps := pools[overrides[oi].pool]
-		return ps.SpotStock - ps.SpotRunning
+		return pools[overrides[oi].pool].SpotSpare()
 	}
 	order := make([]int, len(overrides))
 	for i := range order {
