@@ -383,6 +383,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.CheckpointURL == "" {
 		cfg.CheckpointURL = "file://" + filepath.Join(cfg.DataDir, "checkpoints")
 	}
+	if cfg.Workflows.Run.StoreURL == "" {
+		cfg.Workflows.Run.StoreURL = cfg.CheckpointURL
+	}
 	if len(cfg.SelfCommand) == 0 {
 		exe, err := os.Executable()
 		if err != nil {

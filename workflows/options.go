@@ -54,6 +54,10 @@ type RunOptions struct {
 	// and by a run on a market's clock, which prices its moves when it
 	// opens. Zeros (as in runs recorded before these) make moves free.
 	EgressUSDPerGB, CheckpointGB, TransferGbps float64
+	// StoreURL is the checkpoint store of runs whose spec names none: the
+	// worker's, which its node agents use too. A run shows it in its
+	// status, so `starter logs` finds the run's output from anywhere.
+	StoreURL string
 }
 
 // DefaultRunOptions are the options a TrainingRun uses unless the worker

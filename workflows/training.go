@@ -145,6 +145,7 @@ func (w *Workflows) startRun(ctx workflow.Context, input json.RawMessage, carrie
 	r.Status = Status{
 		ID: js.ID, Team: js.Team, Tier: string(js.Tier), State: StatePending,
 		Priority: js.Priority, StartedAt: workflow.Now(ctx), Failures: []Failure{}, BudgetUSD: js.BudgetUSD,
+		StoreURL: activities.StoreURL(js.Checkpoint.URL, r.opts.StoreURL),
 	}
 	if err := r.registerHandlers(ctx); err != nil {
 		return nil, err

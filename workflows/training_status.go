@@ -39,12 +39,16 @@ type Status struct {
 	Step           int64                     `json:"step"`
 	TotalSteps     int64                     `json:"total_steps"`
 	LastCheckpoint *activities.CheckpointRef `json:"last_checkpoint"`
-	Instance       *InstanceRef              `json:"instance"`
-	Preemptions    int                       `json:"preemptions"`
-	Recoveries     int                       `json:"recoveries"`
-	CostUSD        float64                   `json:"cost_usd"`
-	LostWorkSecs   float64                   `json:"lost_work_seconds"`
-	Failures       []Failure                 `json:"failures"`
+	// StoreURL is the store the run's checkpoints and trainer output go
+	// to: its spec's checkpoint.url, or the worker's; "" for a run
+	// recorded before runs said.
+	StoreURL     string       `json:"store_url,omitempty"`
+	Instance     *InstanceRef `json:"instance"`
+	Preemptions  int          `json:"preemptions"`
+	Recoveries   int          `json:"recoveries"`
+	CostUSD      float64      `json:"cost_usd"`
+	LostWorkSecs float64      `json:"lost_work_seconds"`
+	Failures     []Failure    `json:"failures"`
 
 	Attempt int `json:"attempt"`
 	// Restarts counts, by cause, the restarts after faults that the spec's
