@@ -263,7 +263,11 @@ func serviceLine(st workflows.ServiceStatus, at time.Time) string {
 const shownDecisions = 5
 
 func printServiceStatus(w io.Writer, st workflows.ServiceStatus) {
-	fmt.Fprintf(w, "service    %s (team %s, tier %s, priority %d)\n", st.ID, st.Team, st.Tier, st.Priority)
+	placement := "placement " + st.Placement
+	if st.Placement == "" {
+		placement = "tier " + st.Tier // a status from before services said
+	}
+	fmt.Fprintf(w, "service    %s (team %s, %s, priority %d)\n", st.ID, st.Team, placement, st.Priority)
 	fmt.Fprintf(w, "state      %s since %s\n", st.State, st.StartedAt.Format(time.RFC3339))
 	fmt.Fprintf(w, "desired    %d replicas, %d warm (%s); bounds %d..%d\n",
 		st.Desired.Replicas, st.Desired.Warm, st.Desired.Reason, st.MinReplicas, st.MaxReplicas)
@@ -304,9 +308,7 @@ func printServiceStatus(w io.Writer, st workflows.ServiceStatus) {
 		label := map[bool]string{true: "decisions"}[i == 0]
 		fmt.Fprintf(w, "%-10s %s %d replicas, %d warm: %s\n", label, d.Time.Format(time.TimeOnly), d.Replicas, d.Warm, d.Reason)
 	}
-	for _, f := range st.Failures {
-		fmt.Fprintf(w, "failure    %s %s %s: %s\n", f.Time.Format(time.TimeOnly), f.Class, f.Offering, f.Message)
-	}
+	printFailures(w, st.Failures, st.StockOuts)
 }
 
 func poolCommand() *cobra.Command {

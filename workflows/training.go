@@ -357,6 +357,7 @@ func (r *run) end(ctx workflow.Context, err error) (Status, error) {
 			state = stateFailedClass + app.Type()
 		}
 		_ = workflow.UpsertTypedSearchAttributes(ctx, AttrState.ValueSet(state))
+		r.showDetails(ctx)
 		return r.snapshot(ctx), err
 	}
 	return r.snapshot(ctx), nil
@@ -390,6 +391,7 @@ func (r *run) recordFailures(ctx workflow.Context, err error) []activities.Failu
 
 func (r *run) addFailure(ctx workflow.Context, class, offering, msg string) {
 	r.Status.Failures = addFailure(ctx, r.Status.Failures, class, offering, msg)
+	r.Status.StockOuts = addStockOut(ctx, r.Status.StockOuts, class, offering)
 }
 
 // owner is who the run's instances are acquired for.

@@ -19,8 +19,8 @@ func (r *run) details(now time.Time) string {
 	st := r.Status
 	var lines []string
 	head := "**" + string(st.State) + "**"
-	if r.Paused {
-		head += " (paused)"
+	if r.Paused && st.State != StatePaused {
+		head += " (pausing)"
 	}
 	if st.TotalSteps > 0 {
 		head += " · step " + strconv.FormatInt(st.Step, 10) + " of " + strconv.FormatInt(st.TotalSteps, 10) +
@@ -57,11 +57,18 @@ func (r *run) details(now time.Time) string {
 	}
 	lines = append(lines, "preemptions "+strconv.Itoa(st.Preemptions)+" · recoveries "+strconv.Itoa(st.Recoveries)+
 		" · restarts "+strconv.Itoa(st.Restarts.Total())+" · lost work "+time.Duration(st.LostWorkSecs*float64(time.Second)).Round(time.Second).String())
-	if n := len(st.Failures); n > 0 {
-		f := st.Failures[n-1]
+	ended := st.State == StateCompleted || st.State == StateFailed || st.State == StateCancelled
+	fs, so := FoldStockOuts(st.Failures, st.StockOuts)
+	if so != nil && !ended {
+		lines = append(lines, so.line(" UTC"))
+	}
+	// A run that ended shows only the failure that ended it, if any, and
+	// no longer what it may acquire.
+	if n := len(fs); n > 0 && (!ended || st.State == StateFailed) {
+		f := fs[n-1]
 		lines = append(lines, "last failure: "+f.Class+" on "+f.Offering+": "+f.Message)
 	}
-	if n := len(r.Offerings); n > 0 {
+	if n := len(r.Offerings); n > 0 && !ended {
 		names := make([]string, 0, min(n, 4))
 		for _, o := range r.Offerings[:min(n, 4)] {
 			names = append(names, offeringName(o)+" "+dollars(o.PricePerHour)+"/h")

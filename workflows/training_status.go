@@ -27,6 +27,10 @@ const (
 	stateFailedClass       = "failed:" // prefix for RefuelState when a class explains the failure
 )
 
+// StateStopped is a service stopped as services end (stop-service), every
+// replica given back; its workflow is cancelled.
+const StateStopped State = "stopped"
+
 // Status is the answer to the "status" query (design section 3); fields
 // are only ever added.
 type Status struct {
@@ -39,16 +43,12 @@ type Status struct {
 	Step           int64                     `json:"step"`
 	TotalSteps     int64                     `json:"total_steps"`
 	LastCheckpoint *activities.CheckpointRef `json:"last_checkpoint"`
-	// StoreURL is the store the run's checkpoints and trainer output go
-	// to: its spec's checkpoint.url, or the worker's; "" for a run
-	// recorded before runs said.
-	StoreURL     string       `json:"store_url,omitempty"`
-	Instance     *InstanceRef `json:"instance"`
-	Preemptions  int          `json:"preemptions"`
-	Recoveries   int          `json:"recoveries"`
-	CostUSD      float64      `json:"cost_usd"`
-	LostWorkSecs float64      `json:"lost_work_seconds"`
-	Failures     []Failure    `json:"failures"`
+	Instance       *InstanceRef              `json:"instance"`
+	Preemptions    int                       `json:"preemptions"`
+	Recoveries     int                       `json:"recoveries"`
+	CostUSD        float64                   `json:"cost_usd"`
+	LostWorkSecs   float64                   `json:"lost_work_seconds"`
+	Failures       []Failure                 `json:"failures"`
 
 	Attempt int `json:"attempt"`
 	// Restarts counts, by cause, the restarts after faults that the spec's
@@ -81,6 +81,13 @@ type Status struct {
 	Market *MarketStatus `json:"market,omitempty"`
 	// Admission is the run's place with the capacity pool, when one runs.
 	Admission *AdmissionStatus `json:"admission,omitempty"`
+	// StoreURL is the store the run's checkpoints and trainer output go
+	// to: its spec's checkpoint.url, or the worker's; "" for a run
+	// recorded before runs said.
+	StoreURL string `json:"store_url,omitempty"`
+	// StockOuts counts the failures of class no-capacity, every one,
+	// however few of them failures still lists.
+	StockOuts *StockOuts `json:"stock_outs,omitempty"`
 }
 
 // InstanceRef is the instance a run holds now.
