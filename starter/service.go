@@ -279,8 +279,12 @@ func printServiceStatus(w io.Writer, st workflows.ServiceStatus) {
 		fmt.Fprintf(w, "lost       %d replicas whose instance the cloud took back, each replaced\n", st.ReplicasLost)
 	}
 	if m := st.LastMetrics; m != nil {
-		fmt.Fprintf(w, "load       %g qps, queue %g, gpu %.0f%% over %d replicas at %s\n",
-			m.QPS, m.QueueLength, 100*m.GPUUtilization, m.Replicas, m.At.Format(time.TimeOnly))
+		stale := ""
+		if strings.HasPrefix(st.Desired.Reason, "metrics stale") {
+			stale = " (stale: the schedules and min_replicas decide until metrics come again)"
+		}
+		fmt.Fprintf(w, "load       %g qps, queue %g, gpu %.0f%% over %d replicas at %s%s\n",
+			m.QPS, m.QueueLength, 100*m.GPUUtilization, m.Replicas, m.At.Format(time.TimeOnly), stale)
 	} else {
 		fmt.Fprintf(w, "load       none reported yet (starter load %s --qps N)\n", st.ID)
 	}

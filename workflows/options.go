@@ -130,6 +130,10 @@ type ServiceOptions struct {
 	// LossCheckInterval is how often the service asks the clouds whether
 	// they took back a replica's instance (see goCheckForLoss); 0 never.
 	LossCheckInterval time.Duration
+	// MetricsStaleAfter is how long a service's latest metrics report
+	// counts: past it with none newer, it scales to what its schedules
+	// and min_replicas say (autoscale.Autoscaler.StaleAfter); 0 never.
+	MetricsStaleAfter time.Duration
 }
 
 // DefaultServiceOptions are the options an InferenceService uses unless
@@ -141,6 +145,9 @@ func DefaultServiceOptions() ServiceOptions {
 		MaxFailureBackoff: 15 * time.Minute,
 		MaxHistory:        5000,
 		LossCheckInterval: 30 * time.Second,
+		// Load generators and metrics pipelines report every few seconds:
+		// five minutes of silence means they stopped.
+		MetricsStaleAfter: 5 * time.Minute,
 	}
 }
 
