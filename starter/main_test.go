@@ -13,7 +13,7 @@ import (
 	"refuel/jobs"
 )
 
-// documented are the commands of the README and design section 3, each
+// documented are the commands of the README and docs/contracts.md, each
 // with whether it talks to Temporal (and so takes the client flags).
 var documented = map[string]bool{
 	"submit": true, "list": true, "status": true, "wait": true, "cancel": true, "logs": true,

@@ -24,7 +24,7 @@ import (
 // instances; gives capacity back burst and most expensive first; and
 // continues as new, carrying all of it, before its history grows long.
 //
-// Its input is one ServiceSpec (design section 3). carried is nil on a
+// Its input is one ServiceSpec (docs/contracts.md). carried is nil on a
 // first start: a client that passes only the spec, from any SDK, leaves
 // it out, and the Go SDK decodes a missing trailing argument as its zero
 // value. Continue-as-new hands the service's state on in it. A Go client

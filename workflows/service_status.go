@@ -13,7 +13,7 @@ import (
 )
 
 // ServiceStatus is an InferenceService's answer to the "status" query
-// (design section 3); fields are only ever added.
+// (docs/contracts.md); fields are only ever added.
 type ServiceStatus struct {
 	ID          string `json:"id"`
 	Team        string `json:"team"`

@@ -31,7 +31,7 @@ const (
 // replica given back; its workflow is cancelled.
 const StateStopped State = "stopped"
 
-// Status is the answer to the "status" query (design section 3); fields
+// Status is the answer to the "status" query (docs/contracts.md); fields
 // are only ever added.
 type Status struct {
 	ID             string                    `json:"id"`

@@ -34,7 +34,7 @@ const (
 	DefaultMaxRestarts        = 3
 )
 
-// JobSpec is one training run as a pipeline submits it (design section 3).
+// JobSpec is one training run as a pipeline submits it (docs/contracts.md).
 // The same struct is the TrainingRun workflow's input, serialised as JSON.
 type JobSpec struct {
 	ID         string     `json:"id"`
