@@ -10,28 +10,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"refuel/internal/cluster"
+	"refuel/jobs"
 	"refuel/workflows"
 )
-
-// listView is a query of the Web UI's workflow list that shows one side
-// of refuel's state.
-type listView struct {
-	name, query string
-}
-
-// listViews are the views `starter ui` prints, in the order an operator
-// looks: the runs, what waits, what failed, the services, the pool. Each
-// leaves out the janitor's rows.
-var listViews = []listView{
-	{"training runs", `WorkflowType="TrainingRun"`},
-	{"runs training now", `WorkflowType="TrainingRun" AND RefuelState="running"`},
-	{"runs waiting for capacity", `WorkflowType="TrainingRun" AND RefuelState IN ("waiting-for-capacity","queued","preempted","acquiring")`},
-	{"runs paused or over budget", `WorkflowType="TrainingRun" AND RefuelState IN ("paused","over-budget")`},
-	{"runs that failed", `WorkflowType="TrainingRun" AND ExecutionStatus="Failed"`},
-	{"inference services", `WorkflowType="InferenceService"`},
-	{"refuel without the janitor", `WorkflowType!="Janitor"`},
-	{"one team's runs and services (edit the team)", `RefuelTeam="nlp"`},
-}
 
 func uiCommand() *cobra.Command {
 	cmd := &cobra.Command{
@@ -58,8 +39,8 @@ each queued request waits.`,
 
 func printViews(w io.Writer, ui, ns string) {
 	base := ui + "/namespaces/" + url.PathEscape(ns)
-	for _, v := range listViews {
-		fmt.Fprintf(w, "%s\n  %s\n  %s/workflows?query=%s\n", v.name, v.query, base, url.QueryEscape(v.query))
+	for _, v := range jobs.Views {
+		fmt.Fprintf(w, "%s\n  %s\n  %s/workflows?query=%s\n", v.Name, v.Query, base, url.QueryEscape(v.Query))
 	}
 	fmt.Fprintf(w, "the capacity pool\n  %s/workflows/%s\n", base, workflows.PoolWorkflowID)
 }

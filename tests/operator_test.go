@@ -9,6 +9,7 @@ import (
 	"time"
 
 	sdkpb "go.temporal.io/api/sdk/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -75,6 +76,17 @@ func TestOperatorSeesTheRunAndThePool(t *testing.T) {
 	}
 	if cur := currentDetails(t, wctx, s.Client, workflows.PoolWorkflowID); !strings.Contains(cur, "**base** 0 of 1 GPUs in use") || !strings.Contains(cur, "burst pools: cloud 0 of 1") {
 		t.Errorf("pool details %q; want base and burst in use", cur)
+	}
+
+	// Every list view of starter ui is a query the server takes.
+	for _, v := range jobs.Views {
+		n, err := s.Client.CountWorkflow(wctx, &workflowservice.CountWorkflowExecutionsRequest{Query: v.Query})
+		if err != nil {
+			t.Errorf("view %q (%s): %v", v.Name, v.Query, err)
+		}
+		if v.Name == "training runs" && n.GetCount() != 1 {
+			t.Errorf("view %q counts %d runs; want the one", v.Name, n.GetCount())
+		}
 	}
 
 	// Another run of the same job id (a client other than the starter,
