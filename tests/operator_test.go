@@ -80,12 +80,8 @@ func TestOperatorSeesTheRunAndThePool(t *testing.T) {
 
 	// Every list view of starter ui is a query the server takes.
 	for _, v := range jobs.Views {
-		n, err := s.Client.CountWorkflow(wctx, &workflowservice.CountWorkflowExecutionsRequest{Query: v.Query})
-		if err != nil {
+		if _, err := s.Client.CountWorkflow(wctx, &workflowservice.CountWorkflowExecutionsRequest{Query: v.Query}); err != nil {
 			t.Errorf("view %q (%s): %v", v.Name, v.Query, err)
-		}
-		if v.Name == "training runs" && n.GetCount() != 1 {
-			t.Errorf("view %q counts %d runs; want the one", v.Name, n.GetCount())
 		}
 	}
 
