@@ -132,6 +132,12 @@ func printStatus(w io.Writer, st workflows.Status, live activities.Progress) {
 	if m := st.Market; m != nil && m.Why != "" {
 		fmt.Fprintf(w, "market     %s\n", m.Why)
 	}
+	if until := st.WaitingUntil; until != nil && st.State == workflows.StateWaiting {
+		fmt.Fprintf(w, "waiting    out %s until %s, then tries its offerings again\n", st.WaitingOn, until.Local().Format(time.TimeOnly))
+	}
+	if a := st.Admission; a != nil && a.Queued {
+		fmt.Fprintf(w, "queued     with the capacity pool (starter pool says why each request waits)\n")
+	}
 	fmt.Fprintf(w, "preempted  %d, recovered %d, lost work %.1fs\n", st.Preemptions, st.Recoveries, st.LostWorkSecs)
 	if r := st.Restarts; r.Total() > 0 || r.ControlPlane > 0 {
 		fmt.Fprintf(w, "restarts   trainer %d, agent %d, instance lost %d (max_restarts caps these); control plane %d\n",

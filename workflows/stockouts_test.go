@@ -55,6 +55,12 @@ func TestDetailsClearWhenTheRunEnds(t *testing.T) {
 		wantNone []string
 	}{
 		"waiting":   {r: base(StateWaiting), want: []string{"stock-outs: 18, last 18:27:34 UTC in us-west-2a", "may acquire"}, wantNone: []string{"sufficient"}},
+		"waiting, until": {r: func() *run {
+			r := base(StateWaiting)
+			until := at.Add(40 * time.Second)
+			r.Status.WaitingUntil, r.Status.WaitingOn = &until, string(capacity.NoCapacity)
+			return r
+		}(), want: []string{"waits out no-capacity until 18:28:14 UTC, then tries its offerings again"}},
 		"completed": {r: base(StateCompleted), wantNone: []string{"stock-outs", "may acquire", "last failure"}},
 		"paused":    {r: func() *run { r := base(StatePaused); r.Paused = true; return r }(), want: []string{"**paused** ·"}},
 	}

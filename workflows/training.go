@@ -284,7 +284,12 @@ func (r *run) backOff(ctx workflow.Context, details []activities.FailureDetail, 
 	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrState.ValueSet(string(StateWaiting)+":"+string(waitingOn(details))))
 	wait := jittered(*backoff, r.identity, r.Attempts)
 	summary := "wait " + wait.Round(time.Second).String() + " for capacity (" + string(waitingOn(details)) + ")"
-	if _, err := waitFor(ctx, wait, summary, func() bool { return r.Paused || r.yieldAsked() }); err != nil {
+	until := workflow.Now(ctx).Add(wait)
+	r.Status.WaitingUntil, r.Status.WaitingOn = &until, string(waitingOn(details))
+	r.showDetails(ctx)
+	_, err := waitFor(ctx, wait, summary, func() bool { return r.Paused || r.yieldAsked() })
+	r.Status.WaitingUntil, r.Status.WaitingOn = nil, ""
+	if err != nil {
 		return false, err
 	}
 	*backoff = min(2**backoff, r.opts.MaxCapacityBackoff)

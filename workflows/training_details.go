@@ -17,6 +17,7 @@ func (r *run) showDetails(ctx workflow.Context) {
 // details is the run now, as markdown a person reads at a glance.
 func (r *run) details(now time.Time) string {
 	st := r.Status
+	ended := st.State == StateCompleted || st.State == StateFailed || st.State == StateCancelled
 	var lines []string
 	head := "**" + string(st.State) + "**"
 	if r.Paused && st.State != StatePaused {
@@ -48,6 +49,12 @@ func (r *run) details(now time.Time) string {
 	if why := r.marketWhy(); why != "" {
 		lines = append(lines, "market: "+why)
 	}
+	if until := st.WaitingUntil; until != nil && st.State == StateWaiting {
+		lines = append(lines, "waits out "+st.WaitingOn+" until "+until.UTC().Format("15:04:05")+" UTC, then tries its offerings again")
+	}
+	if a := st.Admission; a != nil && a.Queued && !ended {
+		lines = append(lines, "queued with the capacity pool: the "+PoolWorkflowID+" workflow's details say why each request waits")
+	}
 	if p := r.Pool; p != nil && p.Grant != nil {
 		where := "burst pool " + p.Grant.Pool
 		if p.Grant.Node != "" {
@@ -57,7 +64,6 @@ func (r *run) details(now time.Time) string {
 	}
 	lines = append(lines, "preemptions "+strconv.Itoa(st.Preemptions)+" · recoveries "+strconv.Itoa(st.Recoveries)+
 		" · restarts "+strconv.Itoa(st.Restarts.Total())+" · lost work "+time.Duration(st.LostWorkSecs*float64(time.Second)).Round(time.Second).String())
-	ended := st.State == StateCompleted || st.State == StateFailed || st.State == StateCancelled
 	fs, so := FoldStockOuts(st.Failures, st.StockOuts)
 	if so != nil && !ended {
 		lines = append(lines, so.line(" UTC"))

@@ -88,6 +88,11 @@ type Status struct {
 	// StockOuts counts the failures of class no-capacity, every one,
 	// however few of them failures still lists.
 	StockOuts *StockOuts `json:"stock_outs,omitempty"`
+	// WaitingUntil is when a run waiting for capacity on its own tries
+	// the offerings again, and WaitingOn the class of failure it waits
+	// out; unset while it does not wait so.
+	WaitingUntil *time.Time `json:"waiting_until,omitempty"`
+	WaitingOn    string     `json:"waiting_on,omitempty"`
 }
 
 // InstanceRef is the instance a run holds now.
