@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -47,5 +48,32 @@ func TestPoolDetailsSayWhyEachWaits(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("details lack %q:\n%s", want, got)
 		}
+	}
+}
+
+// BenchmarkPoolDetails is the cost of one refresh of the pool's details
+// with n requests queued, which poolDetailsEvery bounds.
+//
+//	go test ./workflows -run '^$' -bench BenchmarkPoolDetails
+func BenchmarkPoolDetails(b *testing.B) {
+	for _, n := range []int{100, 5000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			now := time.Date(2026, 4, 27, 18, 0, 0, 0, time.UTC)
+			s := admission.New(poolConfig())
+			for i := range n {
+				r := admission.Request{ID: "r" + strconv.Itoa(i), Owner: "r" + strconv.Itoa(i), Kind: admission.Training, Priority: i % 100,
+					Tier: spec.TierFlexible, Resources: spec.Resources{GPUs: 1}, EnqueuedAt: now.Add(-time.Duration(i) * time.Second)}
+				if err := s.Enqueue(r, r.EnqueuedAt); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for b.Loop() {
+				st := PoolStatus{Running: s.Running}
+				for _, r := range s.Queue(now) {
+					st.Waiting = append(st.Waiting, QueuedRequest{Request: r, EffectivePriority: s.Effective(r, now)})
+				}
+				_ = poolDetails(s, st, now)
+			}
+		})
 	}
 }
