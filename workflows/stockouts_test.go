@@ -54,7 +54,7 @@ func TestDetailsClearWhenTheRunEnds(t *testing.T) {
 		want     []string
 		wantNone []string
 	}{
-		"waiting":   {r: base(StateWaiting), want: []string{"stock-outs: 18, last 18:27:34 UTC in us-west-2a", "may acquire"}, wantNone: []string{"sufficient"}},
+		"waiting": {r: base(StateWaiting), want: []string{"stock-outs: 18, last 18:27:34 UTC in us-west-2a", "may acquire"}, wantNone: []string{"sufficient"}},
 		"waiting, until": {r: func() *run {
 			r := base(StateWaiting)
 			until := at.Add(40 * time.Second)
