@@ -367,6 +367,7 @@ func printPool(w io.Writer, st workflows.PoolStatus, now time.Time) {
 		// The pool answers in admission order: first is admitted first.
 		fmt.Fprintln(w, "waiting, in admission order")
 		rows := [][]string{{"#", "ID", "KIND", "TEAM", "PRIORITY", "EFFECTIVE", "WAITED", "STATE"}}
+		var whys []string
 		for i, q := range st.Waiting {
 			state := "queued"
 			if q.Paused {
@@ -374,8 +375,15 @@ func printPool(w io.Writer, st workflows.PoolStatus, now time.Time) {
 			}
 			rows = append(rows, []string{fmt.Sprint(i + 1), q.ID, string(q.Kind), orDash(q.Team), fmt.Sprint(q.Priority),
 				fmt.Sprintf("%.1f", q.EffectivePriority), q.Waited(now).Round(time.Second).String(), state})
+			if q.Why != "" {
+				whys = append(whys, fmt.Sprintf("  %d. %s: %s", i+1, q.ID, q.Why))
+			}
 		}
 		writeTable(w, "  ", rows)
+		if len(whys) > 0 {
+			fmt.Fprintln(w, "why each waits")
+			fmt.Fprintln(w, strings.Join(whys, "\n"))
+		}
 	}
 	if len(st.Running) == 0 {
 		fmt.Fprintln(w, "running    none")

@@ -448,5 +448,6 @@ func (p *capacityPool) status(ctx workflow.Context) PoolStatus {
 		st.BaseGPUs += n.GPUs
 	}
 	st.FreeBaseGPUs = st.BaseGPUs - used
+	explainWaits(s, st)
 	return st
 }

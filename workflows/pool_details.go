@@ -43,7 +43,8 @@ func (p *capacityPool) showDetails(ctx workflow.Context) {
 	workflow.SetCurrentDetails(ctx, poolDetails(p.state, p.status(ctx), now))
 }
 
-// poolDetails is the pool now, as markdown a person reads at a glance.
+// poolDetails is the pool now, as markdown a person reads at a glance;
+// st is its status, whose queue says why each request waits.
 func poolDetails(s *admission.State, st PoolStatus, now time.Time) string {
 	lines := []string{"**base** " + strconv.Itoa(st.BaseGPUs-st.FreeBaseGPUs) + " of " + strconv.Itoa(st.BaseGPUs) + " GPUs in use (" +
 		strconv.Itoa(st.Base) + " instances) · **burst** " + strconv.Itoa(st.Burst) + " instances · **" + strconv.Itoa(len(st.Waiting)) +
@@ -73,7 +74,7 @@ func poolDetails(s *admission.State, st PoolStatus, now time.Time) string {
 		r := q.Request
 		lines = append(lines, strconv.Itoa(i+1)+". "+r.ID+" ("+string(r.Kind)+", priority "+strconv.Itoa(r.Priority)+
 			" ranked at "+strconv.FormatFloat(q.EffectivePriority, 'f', 1, 64)+", "+shape(r)+", waiting "+
-			now.Sub(r.EnqueuedAt).Round(time.Second).String()+"): "+waitsFor(s, st, i))
+			now.Sub(r.EnqueuedAt).Round(time.Second).String()+"): "+q.Why)
 	}
 	if n := len(st.Waiting) - poolShownWaiting; n > 0 {
 		lines = append(lines, "and "+strconv.Itoa(n)+" more (starter pool lists them all)")
@@ -91,6 +92,13 @@ func shape(r admission.Request) string {
 		return strconv.Itoa(n) + " nodes × " + gpus
 	}
 	return gpus
+}
+
+// explainWaits says in st why each request of its queue waits.
+func explainWaits(s *admission.State, st PoolStatus) {
+	for i := range st.Waiting {
+		st.Waiting[i].Why = waitsFor(s, st, i)
+	}
 }
 
 // waitsFor says why the i-th request of the queue waits.

@@ -35,6 +35,7 @@ func TestPoolDetailsSayWhyEachWaits(t *testing.T) {
 	for _, r := range s.Queue(now) {
 		st.Waiting = append(st.Waiting, QueuedRequest{Request: r, EffectivePriority: s.Effective(r, now)})
 	}
+	explainWaits(s, st)
 	got := poolDetails(s, st, now)
 	for _, want := range []string{
 		"**base** 1 of 1 GPUs in use (1 instances) · **burst** 1 instances · **3 waiting**",
@@ -72,6 +73,7 @@ func BenchmarkPoolDetails(b *testing.B) {
 				for _, r := range s.Queue(now) {
 					st.Waiting = append(st.Waiting, QueuedRequest{Request: r, EffectivePriority: s.Effective(r, now)})
 				}
+				explainWaits(s, st)
 				_ = poolDetails(s, st, now)
 			}
 		})
