@@ -4,7 +4,7 @@ BIN     := bin
 DATA    ?= .refuel
 TRACES  ?= ../shared/traces
 
-.PHONY: build run test lint unit fuzz e2e python3-torch postgresql bench bench-policy bench-autoscale bench-scale bench-pool clean
+.PHONY: build run test lint unit fuzz e2e python3-torch postgresql bench traces bench-policy bench-autoscale bench-scale bench-pool clean
 
 build:
 	@echo "building bin/worker, bin/starter and bin/refuel-bench (the first build compiles the Temporal server: a few minutes)"
@@ -82,6 +82,12 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./pkg/...
 	$(GO) test -run '^$$' -bench IdleVirtualInstance -benchtime 200x ./tests/
 
+# The benchmarks' traces (availability/, preemption/, inference/) are not
+# in the repository: TRACES names where they are. The built-in market's
+# traces (pkg/cloud/sim/traces) are enough for starter sim and sim-bench.
+traces:
+	@test -d $(TRACES)/availability || { echo "make: no traces in TRACES=$(TRACES): give the directory holding availability/, preemption/ and inference/ (make bench-policy TRACES=DIR), or run bin/starter sim-bench --traces pkg/cloud/sim/traces/aws-10-26-2022 on the traces built into refuel"; exit 2; }
+
 # Market policies over every availability trace: 48h of work, 52h and 70h
 # deadlines, 10 start offsets per trace (issue 4's table), with refuel's
 # bound when each window's statistics are known in advance, and the
@@ -90,7 +96,7 @@ bench:
 # zones replayed together but not priced apart (the optimum across priced
 # regions at their 30 s ticks takes tens of minutes); then both again for
 # a gang of 4 nodes, over fewer windows.
-bench-policy:
+bench-policy: traces
 	$(GO) build -o $(BIN)/sim-bench-starter ./starter
 	$(BIN)/sim-bench-starter sim-bench --traces $(TRACES)/availability --known-statistics
 	$(BIN)/sim-bench-starter sim-bench --traces $(TRACES)/preemption --known-statistics --priced-regions=false
@@ -104,7 +110,7 @@ bench-policy:
 # provisioning and an oracle. SEED=2 or 3 gives the shapes refuel was not
 # tuned on.
 SEED ?= 1
-bench-autoscale:
+bench-autoscale: traces
 	$(GO) run ./starter autoscale-bench --trace $(TRACES)/inference/azure-llm-conv-2023-11-16.csv --seed $(SEED)
 
 # A thousand training runs on one worker (virtual instances on the sim

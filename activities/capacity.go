@@ -134,12 +134,18 @@ func (a *Capacity) Acquire(ctx context.Context, req capacity.Request) (capacity.
 		details = append(details, FailureDetail{Class: capacity.Unknown, Message: err.Error()})
 	}
 	class := capacity.ClassOf(err)
-	activity.GetLogger(ctx).Warn("acquire failed", "run", req.RunID, "attempt", req.Attempt, "class", class, "failures", capacity.Summary(err))
+	opts := temporal.ApplicationErrorOptions{NonRetryable: !class.Remedy().Retry, Details: []any{details}}
+	log := activity.GetLogger(ctx).Warn
+	if stockOutsOnly(details) {
+		// A stock-out is the market's ordinary answer, which the run
+		// waits out: benign, so the SDK logs it at debug rather than as
+		// an activity error, and it counts in no failure metric.
+		opts.Category = temporal.ApplicationErrorCategoryBenign
+		log = activity.GetLogger(ctx).Info
+	}
+	log("acquire failed", "run", req.RunID, "attempt", req.Attempt, "class", class, "failures", capacity.Summary(err))
 	return capacity.Instance{}, temporal.NewApplicationErrorWithOptions(
-		fmt.Sprintf("no offering could be acquired (%s): %s", class, capacity.Summary(err)),
-		string(class),
-		temporal.ApplicationErrorOptions{NonRetryable: !class.Remedy().Retry, Details: []any{details}},
-	)
+		fmt.Sprintf("no offering could be acquired (%s): %s", class, capacity.Summary(err)), string(class), opts)
 }
 
 // Release terminates an instance; one that is already gone is fine.
@@ -320,4 +326,14 @@ func timeAcquisition(ctx context.Context, g providerGroup, inst capacity.Instanc
 	}
 	activity.GetMetricsHandler(ctx).WithTags(map[string]string{telemetry.LabelProvider: g.provider, telemetry.LabelMarket: market, telemetry.LabelOutcome: outcome}).
 		Timer(telemetry.AcquisitionSeconds).Record(took)
+}
+
+// stockOutsOnly reports whether every offering tried was out of stock.
+func stockOutsOnly(details []FailureDetail) bool {
+	for _, d := range details {
+		if d.Class != capacity.NoCapacity {
+			return false
+		}
+	}
+	return len(details) > 0
 }

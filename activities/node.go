@@ -212,6 +212,7 @@ func (n *Node) attach(ctx context.Context, in TrainingInput, workflowID string) 
 	if err != nil {
 		return nil, err
 	}
+	store.SetRun(in.RunIdentity)
 	_, total := n.command(in)
 	trainCtx, stop := context.WithCancel(context.Background())
 	t := &trainerRun{
@@ -303,6 +304,11 @@ func (n *Node) train(ctx context.Context, in TrainingInput, store *checkpoint.St
 		// The instance is gone: like a machine without power, it answers
 		// nothing, and the run learns it from the missing heartbeats.
 		return TrainingResult{}, activity.ErrResultPending
+	}
+	var foreign *checkpoint.ForeignRunError
+	if errors.As(err, &foreign) {
+		// No retry makes another run's checkpoint this run's.
+		return TrainingResult{}, temporal.NewNonRetryableApplicationError(foreign.Error(), "checkpoint", nil)
 	}
 	var none *checkpoint.NotFoundError
 	if errors.As(err, &none) && len(none.Skipped) > 0 {

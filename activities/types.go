@@ -138,6 +138,10 @@ type TrainingInput struct {
 	// continued as new and has not attached yet) before the agent stops
 	// it at a checkpoint; 0 is DefaultControlPlaneTolerance.
 	ControlPlaneTolerance time.Duration `json:"control_plane_tolerance,omitempty"`
+	// RunIdentity is the run's first run ID: its checkpoints' manifests
+	// carry it, and the agent resumes from none another run wrote. ""
+	// (runs recorded before) checks nothing.
+	RunIdentity string `json:"run_identity,omitempty"`
 }
 
 // Gang is one node's place in a gang: its rank, how many nodes train

@@ -34,7 +34,7 @@ import (
 )
 
 // ScaleReport is the last line of `refuel-bench scale --json`, which
-// `starter scale-bench --json` runs (design section 3).
+// `starter scale-bench --json` runs (docs/contracts.md).
 type ScaleReport struct {
 	Runs                      int     `json:"runs"`
 	Completed                 int     `json:"completed"`

@@ -35,7 +35,7 @@ func startBase(c pool.Config, launcher local.LauncherConfig) (*local.Cloud, erro
 // hands the file to the one already running: a worker restart with an
 // edited file reconfigures the pool without losing its queue.
 func EnsurePool(ctx context.Context, c client.Client, cfg pool.Config, maxHistory int) error {
-	opts := client.StartWorkflowOptions{ID: workflows.PoolWorkflowID, TaskQueue: workflows.TaskQueue}
+	opts := client.StartWorkflowOptions{ID: workflows.PoolWorkflowID, TaskQueue: workflows.TaskQueue, StaticSummary: workflows.PoolSummary(cfg)}
 	in := workflows.PoolInput{Config: cfg, MaxHistory: maxHistory}
 	if _, err := c.SignalWithStartWorkflow(ctx, workflows.PoolWorkflowID, workflows.SignalPoolConfigure, cfg, opts, workflows.CapacityPoolName, in); err != nil {
 		return fmt.Errorf("start the capacity pool: %w", err)

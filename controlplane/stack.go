@@ -383,6 +383,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.CheckpointURL == "" {
 		cfg.CheckpointURL = "file://" + filepath.Join(cfg.DataDir, "checkpoints")
 	}
+	if cfg.Workflows.Run.StoreURL == "" {
+		cfg.Workflows.Run.StoreURL = cfg.CheckpointURL
+	}
 	if len(cfg.SelfCommand) == 0 {
 		exe, err := os.Executable()
 		if err != nil {
@@ -425,18 +428,36 @@ func (cfg Config) withDefaults() (Config, error) {
 // JanitorScheduleID is the schedule that runs the janitor.
 const JanitorScheduleID = "refuel-janitor"
 
-// EnsureJanitorSchedule creates the janitor's schedule if it is missing.
+// janitorSpan is how long one janitor workflow passes for: the workflow
+// list gains a janitor row an hour, not one a minute.
+const janitorSpan = time.Hour
+
+// EnsureJanitorSchedule creates the janitor's schedule, or brings one an
+// older refuel made (one workflow a pass) up to date. The schedule fires
+// every `every`; a janitor still running skips the firing, and the one
+// it started passes every `every` for janitorSpan.
 func EnsureJanitorSchedule(ctx context.Context, c client.Client, every time.Duration) error {
-	_, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{
-		ID:   JanitorScheduleID,
-		Spec: client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}},
-		Action: &client.ScheduleWorkflowAction{
-			ID: "refuel-janitor-run", Workflow: workflows.JanitorName, TaskQueue: workflows.TaskQueue,
-			WorkflowRunTimeout: 10 * time.Minute,
-		},
-	})
+	spec := client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}}
+	action := &client.ScheduleWorkflowAction{
+		ID: "refuel-janitor-run", Workflow: workflows.JanitorName, TaskQueue: workflows.TaskQueue,
+		Args:               []any{&workflows.JanitorInput{Every: every, Span: janitorSpan}},
+		WorkflowRunTimeout: janitorSpan + 10*time.Minute,
+	}
+	_, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{ID: JanitorScheduleID, Spec: spec, Action: action})
 	var exists *serviceerror.AlreadyExists
-	if err != nil && !errors.As(err, &exists) && !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
+	if errors.As(err, &exists) || errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
+		err = c.ScheduleClient().GetHandle(ctx, JanitorScheduleID).Update(ctx, client.ScheduleUpdateOptions{
+			DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+				if a, ok := in.Description.Schedule.Action.(*client.ScheduleWorkflowAction); ok && len(a.Args) > 0 {
+					return nil, temporal.ErrSkipScheduleUpdate // made by this refuel, or another worker got there first
+				}
+				in.Description.Schedule.Spec = &spec
+				in.Description.Schedule.Action = action
+				return &client.ScheduleUpdate{Schedule: &in.Description.Schedule}, nil
+			},
+		})
+	}
+	if err != nil {
 		return fmt.Errorf("janitor schedule: %w", err)
 	}
 	return nil

@@ -15,7 +15,7 @@ import (
 	"refuel/workflows"
 )
 
-// DrillReport is what `starter drill --json` prints (design section 3).
+// DrillReport is what `starter drill --json` prints (docs/contracts.md).
 type DrillReport struct {
 	Passed              bool    `json:"passed"`
 	WorkflowID          string  `json:"workflow_id"`

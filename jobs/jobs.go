@@ -108,12 +108,19 @@ func WaitFor(ctx context.Context, c client.Client, id string, cond func(workflow
 	}
 }
 
-// LiveStep reads the training activity's latest heartbeat: status moves
-// at checkpoints, the heartbeat every second. 0 when none is running.
+// LiveStep is the step of the training activity's latest heartbeat; 0
+// when none is running.
 func LiveStep(ctx context.Context, c client.Client, id string) int64 {
+	return LiveProgress(ctx, c, id).Step
+}
+
+// LiveProgress reads the training activity's latest heartbeat: status
+// moves at checkpoints, the heartbeat every second, and it knows the
+// steps in all before the first checkpoint. Zero when none is running.
+func LiveProgress(ctx context.Context, c client.Client, id string) activities.Progress {
 	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
-		return 0
+		return activities.Progress{}
 	}
 	for _, pa := range desc.GetPendingActivities() {
 		if pa.GetActivityType().GetName() != activities.RunTrainingName || pa.GetHeartbeatDetails() == nil {
@@ -121,10 +128,10 @@ func LiveStep(ctx context.Context, c client.Client, id string) int64 {
 		}
 		var p activities.Progress
 		if err := converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &p); err == nil {
-			return p.Step
+			return p
 		}
 	}
-	return 0
+	return activities.Progress{}
 }
 
 // Pause asks a run to checkpoint, give its instance back and wait.

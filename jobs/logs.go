@@ -10,11 +10,16 @@ import (
 	"go.temporal.io/sdk/converter"
 )
 
-// StoreURL is the bucket of a run's checkpoints and logs: its spec's
-// checkpoint.url, read from the start of its history with dc (the
-// client's, so an encrypted spec decodes), or fallback when the spec
-// names none.
+// StoreURL is the bucket of a run's checkpoints and logs: the store its
+// status records, so the answer is the same from any directory and after
+// its instances are gone. A run recorded before runs said, or one no
+// worker answers for, is read from the start of its history with dc (the
+// client's, so an encrypted spec decodes): its spec's checkpoint.url, or
+// fallback when the spec names none.
 func StoreURL(ctx context.Context, c client.Client, dc converter.DataConverter, id, fallback string) (string, error) {
+	if st, err := Status(ctx, c, id); err == nil && st.StoreURL != "" {
+		return st.StoreURL, nil
+	}
 	iter := c.GetWorkflowHistory(ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	if !iter.HasNext() {
 		return "", fmt.Errorf("%s has no history", id)

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -10,12 +11,31 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+
+	"refuel/workflows"
 )
 
-// historyClient serves a run's first history event.
+// historyClient serves a run's first history event, and its status
+// when it has one.
 type historyClient struct {
 	client.Client
-	input *commonpb.Payloads
+	input  *commonpb.Payloads
+	status *workflows.Status
+}
+
+func (h historyClient) QueryWorkflow(context.Context, string, string, string, ...any) (converter.EncodedValue, error) {
+	if h.status == nil {
+		return nil, errors.New("no worker answers the query")
+	}
+	return statusValue{*h.status}, nil
+}
+
+type statusValue struct{ st workflows.Status }
+
+func (v statusValue) HasValue() bool { return true }
+func (v statusValue) Get(p any) error {
+	*p.(*workflows.Status) = v.st
+	return nil
 }
 
 func (h historyClient) GetWorkflowHistory(context.Context, string, string, bool, enums.HistoryEventFilterType) client.HistoryEventIterator {
@@ -47,12 +67,21 @@ func TestStoreURL(t *testing.T) {
 	}
 	cases := map[string]struct {
 		input    *commonpb.Payloads
+		status   *workflows.Status
 		fallback string
 		want     string
 		wantErr  string
 	}{
 		"the spec's store": {
 			input: payloads(map[string]any{"id": "j", "checkpoint": map[string]any{"url": "s3://bucket/ckpt"}}, nil), fallback: "file:///x",
+			want: "s3://bucket/ckpt",
+		},
+		"the store the status records": {
+			input: payloads(map[string]any{"id": "j"}), status: &workflows.Status{StoreURL: "file:///worker/data/checkpoints"},
+			fallback: "file:///here/.refuel/checkpoints", want: "file:///worker/data/checkpoints",
+		},
+		"a status from before runs said": {
+			input: payloads(map[string]any{"id": "j", "checkpoint": map[string]any{"url": "s3://bucket/ckpt"}}), status: &workflows.Status{},
 			want: "s3://bucket/ckpt",
 		},
 		"the worker's default": {input: payloads(map[string]any{"id": "j"}), fallback: "file:///data/checkpoints", want: "file:///data/checkpoints"},
@@ -65,7 +94,7 @@ func TestStoreURL(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := StoreURL(context.Background(), historyClient{input: tc.input}, dc, "j", tc.fallback)
+			got, err := StoreURL(context.Background(), historyClient{input: tc.input, status: tc.status}, dc, "j", tc.fallback)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want it to contain %q", err, tc.wantErr)

@@ -73,7 +73,7 @@ was cancelled or terminated, or the check it runs failed; 2 a usage mistake.`,
 	add(groupRuns, submitCommand(), listCommand(), statusCommand(), waitCommand(), cancelCommand(), logsCommand(),
 		pauseCommand(), resumeCommand(), priorityCommand(), budgetCommand(), interruptCommand())
 	add(groupServices, serveCommand(), loadCommand(), serviceStatusCommand(), stopServiceCommand(), poolCommand())
-	add(groupCluster, setupCommand(), drillCommand(), demoCommand(), costCommand(), simCommand(), completionCommand())
+	add(groupCluster, setupCommand(), drillCommand(), demoCommand(), costCommand(), uiCommand(), simCommand(), completionCommand())
 	add(groupBench, benchCommands()...)
 	root.AddCommand(benchGroup())
 	return root

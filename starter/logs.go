@@ -35,7 +35,7 @@ func logsCommand() *cobra.Command {
 	follow := fs.Bool("follow", false, "keep printing new output until the run ends")
 	attempt := fs.Int("attempt", 0, "print only attempt N (status shows a run's attempt)")
 	storeURL := fs.String("checkpoint-url", defaultStoreURL(),
-		"checkpoint store of runs whose spec names none: the worker's --checkpoint-url (default REFUEL_CHECKPOINT_URL, else the worker's default file://<data-dir>/checkpoints)")
+		"checkpoint store of runs that do not record theirs in status (started by an older refuel) and whose spec names none: the worker's --checkpoint-url (default REFUEL_CHECKPOINT_URL, else <REFUEL_DATA_DIR, or ./.refuel>/checkpoints)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if *attempt < 0 {
 			return usagef("--attempt %d: attempts are numbered from 1; leave it out for every attempt", *attempt)

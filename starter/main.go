@@ -18,7 +18,7 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// Exit statuses (design section 3).
+// Exit statuses (docs/contracts.md).
 const (
 	exitOK     = 0 // success
 	exitFailed = 1 // the command failed, or the run it watches failed, was cancelled or terminated; a failed check

@@ -13,14 +13,14 @@ import (
 	"refuel/jobs"
 )
 
-// documented are the commands of the README and design section 3, each
+// documented are the commands of the README and docs/contracts.md, each
 // with whether it talks to Temporal (and so takes the client flags).
 var documented = map[string]bool{
 	"submit": true, "list": true, "status": true, "wait": true, "cancel": true, "logs": true,
 	"pause": true, "resume": true, "priority": true, "budget": true, "interrupt": true,
 	"serve": true, "load": true, "service-status": true, "stop-service": true, "pool": true,
 	"setup": true, "drill": true, "demo": true, "cost": true,
-	"sim": false, "completion": false, "scale-bench": false, "sim-bench": false, "autoscale-bench": false,
+	"sim": false, "completion": false, "ui": true, "scale-bench": false, "sim-bench": false, "autoscale-bench": false,
 	"bench scale": false, "bench sim": false, "bench autoscale": false,
 }
 

@@ -16,7 +16,7 @@ import (
 // completion runs it) against 79 MB and 0.04 s without.
 const benchBinary = "refuel-bench"
 
-// scaleBenchCommand is `starter scale-bench` (design section 3): it runs
+// scaleBenchCommand is `starter scale-bench` (docs/contracts.md): it runs
 // `refuel-bench scale` with the same arguments and exit status.
 func scaleBenchCommand() *cobra.Command {
 	cmd := &cobra.Command{

@@ -263,7 +263,11 @@ func serviceLine(st workflows.ServiceStatus, at time.Time) string {
 const shownDecisions = 5
 
 func printServiceStatus(w io.Writer, st workflows.ServiceStatus) {
-	fmt.Fprintf(w, "service    %s (team %s, tier %s, priority %d)\n", st.ID, st.Team, st.Tier, st.Priority)
+	placement := "placement " + st.Placement
+	if st.Placement == "" {
+		placement = "tier " + st.Tier // a status from before services said
+	}
+	fmt.Fprintf(w, "service    %s (team %s, %s, priority %d)\n", st.ID, st.Team, placement, st.Priority)
 	fmt.Fprintf(w, "state      %s since %s\n", st.State, st.StartedAt.Format(time.RFC3339))
 	fmt.Fprintf(w, "desired    %d replicas, %d warm (%s); bounds %d..%d\n",
 		st.Desired.Replicas, st.Desired.Warm, st.Desired.Reason, st.MinReplicas, st.MaxReplicas)
@@ -275,8 +279,12 @@ func printServiceStatus(w io.Writer, st workflows.ServiceStatus) {
 		fmt.Fprintf(w, "lost       %d replicas whose instance the cloud took back, each replaced\n", st.ReplicasLost)
 	}
 	if m := st.LastMetrics; m != nil {
-		fmt.Fprintf(w, "load       %g qps, queue %g, gpu %.0f%% over %d replicas at %s\n",
-			m.QPS, m.QueueLength, 100*m.GPUUtilization, m.Replicas, m.At.Format(time.TimeOnly))
+		stale := ""
+		if strings.HasPrefix(st.Desired.Reason, "metrics stale") {
+			stale = " (stale: the schedules and min_replicas decide until metrics come again)"
+		}
+		fmt.Fprintf(w, "load       %g qps, queue %g, gpu %.0f%% over %d replicas at %s%s\n",
+			m.QPS, m.QueueLength, 100*m.GPUUtilization, m.Replicas, m.At.Format(time.TimeOnly), stale)
 	} else {
 		fmt.Fprintf(w, "load       none reported yet (starter load %s --qps N)\n", st.ID)
 	}
@@ -304,9 +312,7 @@ func printServiceStatus(w io.Writer, st workflows.ServiceStatus) {
 		label := map[bool]string{true: "decisions"}[i == 0]
 		fmt.Fprintf(w, "%-10s %s %d replicas, %d warm: %s\n", label, d.Time.Format(time.TimeOnly), d.Replicas, d.Warm, d.Reason)
 	}
-	for _, f := range st.Failures {
-		fmt.Fprintf(w, "failure    %s %s %s: %s\n", f.Time.Format(time.TimeOnly), f.Class, f.Offering, f.Message)
-	}
+	printFailures(w, st.Failures, st.StockOuts)
 }
 
 func poolCommand() *cobra.Command {
@@ -361,6 +367,7 @@ func printPool(w io.Writer, st workflows.PoolStatus, now time.Time) {
 		// The pool answers in admission order: first is admitted first.
 		fmt.Fprintln(w, "waiting, in admission order")
 		rows := [][]string{{"#", "ID", "KIND", "TEAM", "PRIORITY", "EFFECTIVE", "WAITED", "STATE"}}
+		var whys []string
 		for i, q := range st.Waiting {
 			state := "queued"
 			if q.Paused {
@@ -368,8 +375,15 @@ func printPool(w io.Writer, st workflows.PoolStatus, now time.Time) {
 			}
 			rows = append(rows, []string{fmt.Sprint(i + 1), q.ID, string(q.Kind), orDash(q.Team), fmt.Sprint(q.Priority),
 				fmt.Sprintf("%.1f", q.EffectivePriority), q.Waited(now).Round(time.Second).String(), state})
+			if q.Why != "" {
+				whys = append(whys, fmt.Sprintf("  %d. %s: %s", i+1, q.ID, q.Why))
+			}
 		}
 		writeTable(w, "  ", rows)
+		if len(whys) > 0 {
+			fmt.Fprintln(w, "why each waits")
+			fmt.Fprintln(w, strings.Join(whys, "\n"))
+		}
 	}
 	if len(st.Running) == 0 {
 		fmt.Fprintln(w, "running    none")

@@ -429,7 +429,8 @@ func TestPrintPool(t *testing.T) {
 			{Request: admission.Request{ID: "sweep-b", Kind: admission.Training, Team: "research", Priority: 20, EnqueuedAt: t0}, EffectivePriority: 30},
 			{Request: admission.Request{ID: "eval", Kind: admission.Training, Priority: 25, EnqueuedAt: t0.Add(30 * time.Minute),
 				Paused: true, PausedAt: t0.Add(50 * time.Minute)}, EffectivePriority: 26.67},
-			{Request: admission.Request{ID: "chat/r4", Kind: admission.Service, Team: "serving", Priority: 10, EnqueuedAt: t0.Add(59 * time.Minute)}, EffectivePriority: 10.17},
+			{Request: admission.Request{ID: "chat/r4", Kind: admission.Service, Team: "serving", Priority: 10, EnqueuedAt: t0.Add(59 * time.Minute)}, EffectivePriority: 10.17,
+				Why: "behind sweep-b, admitted first"},
 		},
 		Running: []admission.Allocation{
 			{Request: admission.Request{ID: "llm", Kind: admission.Training}, Layer: admission.BaseLayer, Node: "dc-0", Offerings: []capacity.Offering{dc}, Bound: true},
@@ -452,6 +453,7 @@ func TestPrintPool(t *testing.T) {
 				"1 ":         strings.Fields("1 sweep-b training research 20 30.0 1h0m0s queued"),
 				"2 ":         strings.Fields("2 eval training - 25 26.7 20m0s paused"),
 				"3 ":         strings.Fields("3 chat/r4 service serving 10 10.2 1m0s queued"),
+				"3.":         strings.Fields("3. chat/r4: behind sweep-b, admitted first"),
 				"llm":        strings.Fields("llm training base dc-0 running base/p3.2xlarge/dc-1/on-demand $1.2000/h"),
 				"chat/r1":    strings.Fields("chat/r1 service base dc-1 yielding base/p3.2xlarge/dc-1/on-demand $1.2000/h"),
 				"sweep-a":    strings.Fields("sweep-a training burst aws running sim/p3.2xlarge/us-west-2a/spot $0.9701/h"),

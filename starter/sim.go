@@ -20,7 +20,7 @@ import (
 const simUsage = `usage: starter sim --trace FILE [--trace FILE ...] [flags]
 
 Replays spot availability traces (shared/traces format) under market
-policies, with the simulation model of design section 3. Several --trace
+policies, with the simulation model of docs/contracts.md. Several --trace
 files are several zones the job may move between.
 
 With --nodes N the job is a gang of N instances held at once in one zone
@@ -200,7 +200,7 @@ func (f simFlags) check() error {
 }
 
 // simRow is one window replayed under one policy. The first nine fields
-// are the contract of design section 3; the rest were added.
+// are the contract of docs/contracts.md; the rest were added.
 type simRow struct {
 	Policy        policy.Name `json:"policy"`
 	Start         int         `json:"start"`

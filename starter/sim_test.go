@@ -47,7 +47,7 @@ func simJSON(t *testing.T, args ...string) []map[string]any {
 	return rows
 }
 
-// checkRow checks the fields design section 3 promises, and their types.
+// checkRow checks the fields docs/contracts.md promises, and their types.
 func checkRow(t *testing.T, row map[string]any) {
 	t.Helper()
 	kinds := map[string]string{

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
+	"refuel/activities"
 	"refuel/jobs"
 	"refuel/workflows"
 )
@@ -44,7 +45,7 @@ func statusCommand() *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(st)
 			}
-			printStatus(stdout, st, jobs.LiveStep(ctx, c, id))
+			printStatus(stdout, st, jobs.LiveProgress(ctx, c, id))
 			return nil
 		})
 	}
@@ -61,7 +62,7 @@ func watchStatus(ctx context.Context, c client.Client, id string, stdout io.Writ
 			b, _ := json.Marshal(st)
 			fmt.Fprintln(stdout, string(b))
 		} else {
-			fmt.Fprintln(stdout, statusLine(st, jobs.LiveStep(ctx, c, id)))
+			fmt.Fprintln(stdout, statusLine(st, jobs.LiveProgress(ctx, c, id)))
 		}
 		if w, err := jobs.Describe(ctx, c, id); err == nil && !w.Running {
 			// A run that failed, was cancelled or terminated is a failure
@@ -79,10 +80,16 @@ func watchStatus(ctx context.Context, c client.Client, id string, stdout io.Writ
 	}
 }
 
+// liveProgress is the run's step and steps in all: the status's, moved on by
+// the heartbeat's, which knows them before the first checkpoint.
+func liveProgress(st workflows.Status, live activities.Progress) (step, total int64) {
+	return max(st.Step, live.Step), max(st.TotalSteps, live.TotalSteps)
+}
+
 // statusLine is one line of live progress.
-func statusLine(st workflows.Status, live int64) string {
-	step := max(st.Step, live)
-	bar := progressBar(step, st.TotalSteps, 20)
+func statusLine(st workflows.Status, live activities.Progress) string {
+	step, total := liveProgress(st, live)
+	bar := progressBar(step, total, 20)
 	where := "-"
 	if st.Instance != nil {
 		where = st.Instance.ID + " (" + st.Instance.Market + ")"
@@ -91,7 +98,7 @@ func statusLine(st workflows.Status, live int64) string {
 		where += fmt.Sprintf(" and %d more node%s", n-1, map[bool]string{true: "s"}[n > 2])
 	}
 	return fmt.Sprintf("%s %-22s %s step %d/%d  on %s  preempted %d recovered %d  $%.4f",
-		time.Now().Format("15:04:05"), st.State, bar, step, st.TotalSteps, where, st.Preemptions, st.Recoveries, st.CostUSD)
+		time.Now().Format("15:04:05"), st.State, bar, step, total, where, st.Preemptions, st.Recoveries, st.CostUSD)
 }
 
 // shortOf says how many nodes a gang asked for when it trains on fewer
@@ -115,10 +122,11 @@ func progressBar(done, total int64, width int) string {
 	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
 }
 
-func printStatus(w io.Writer, st workflows.Status, live int64) {
+func printStatus(w io.Writer, st workflows.Status, live activities.Progress) {
 	fmt.Fprintf(w, "job        %s (team %s, tier %s, priority %d)\n", st.ID, st.Team, st.Tier, st.Priority)
-	fmt.Fprintf(w, "state      %s%s\n", st.State, map[bool]string{true: " (paused)"}[st.Paused])
-	fmt.Fprintf(w, "progress   %s step %d of %d\n", progressBar(max(st.Step, live), st.TotalSteps, 30), max(st.Step, live), st.TotalSteps)
+	fmt.Fprintf(w, "state      %s%s\n", st.State, map[bool]string{true: " (pausing)"}[st.Paused && st.State != workflows.StatePaused])
+	step, total := liveProgress(st, live)
+	fmt.Fprintf(w, "progress   %s step %d of %d\n", progressBar(step, total, 30), step, total)
 	if ck := st.LastCheckpoint; ck != nil {
 		fmt.Fprintf(w, "checkpoint step %d at %s\n           %s\n", ck.Step, ck.Time.Format(time.RFC3339), ck.URL)
 	}
@@ -140,6 +148,12 @@ func printStatus(w io.Writer, st workflows.Status, live int64) {
 	if m := st.Market; m != nil && m.Why != "" {
 		fmt.Fprintf(w, "market     %s\n", m.Why)
 	}
+	if until := st.WaitingUntil; until != nil && st.State == workflows.StateWaiting {
+		fmt.Fprintf(w, "waiting    out %s until %s, then tries its offerings again\n", st.WaitingOn, until.Local().Format(time.TimeOnly))
+	}
+	if a := st.Admission; a != nil && a.Queued {
+		fmt.Fprintf(w, "queued     with the capacity pool (starter pool says why each request waits)\n")
+	}
 	fmt.Fprintf(w, "preempted  %d, recovered %d, lost work %.1fs\n", st.Preemptions, st.Recoveries, st.LostWorkSecs)
 	if r := st.Restarts; r.Total() > 0 || r.ControlPlane > 0 {
 		fmt.Fprintf(w, "restarts   trainer %d, agent %d, instance lost %d (max_restarts caps these); control plane %d\n",
@@ -149,7 +163,22 @@ func printStatus(w io.Writer, st workflows.Status, live int64) {
 		fmt.Fprintf(w, "moved      %d times from on-demand back to spot\n", st.Changeovers)
 	}
 	fmt.Fprintf(w, "cost       $%.4f\n", st.CostUSD)
-	for _, f := range st.Failures {
+	if st.StoreURL != "" {
+		fmt.Fprintf(w, "store      %s (starter logs %s)\n", st.StoreURL, st.ID)
+	}
+	printFailures(w, st.Failures, st.StockOuts)
+}
+
+// printFailures prints the stock-outs in one line and each failure that
+// is a failure in its own.
+func printFailures(w io.Writer, failures []workflows.Failure, stockOuts *workflows.StockOuts) {
+	fs, so := workflows.FoldStockOuts(failures, stockOuts)
+	if so != nil {
+		local := *so
+		local.Last = local.Last.Local()
+		fmt.Fprintln(w, local)
+	}
+	for _, f := range fs {
 		fmt.Fprintf(w, "failure    %s %s %s: %s\n", f.Time.Format(time.TimeOnly), f.Class, f.Offering, f.Message)
 	}
 }

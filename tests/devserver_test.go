@@ -23,7 +23,7 @@ import (
 )
 
 // refuelSearchAttributes are the attributes of the external contract
-// (design §3) that the dev server must register.
+// (docs/contracts.md) that the dev server must register.
 var refuelSearchAttributes = map[string]enums.IndexedValueType{
 	"RefuelTeam":     enums.INDEXED_VALUE_TYPE_KEYWORD,
 	"RefuelTier":     enums.INDEXED_VALUE_TYPE_KEYWORD,

@@ -159,7 +159,12 @@ func ec2sim(args []string) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	announce(cloud, ln.Addr().String(), *traces, *speed, *notice, *agents)
+	source := *traces
+	if source == "" {
+		// --traces left out: the default market built into the binary.
+		source = sim.BuiltIn + sim.BuiltInMarkets[0]
+	}
+	announce(cloud, ln.Addr().String(), source, *speed, *notice, *agents)
 	if *report > 0 {
 		go reportMarket(ctx, cloud, *report, log)
 	}

@@ -62,6 +62,7 @@ func serve(args []string) int {
 		deployment = fs.String("deployment", envOr("REFUEL_DEPLOYMENT", activities.DefaultDeployment), "this control plane's name, tagged refuel:deployment on every instance it launches; its janitor releases only those, so deployments can share a cloud account (env REFUEL_DEPLOYMENT)")
 		stopWait   = fs.Duration("stop-timeout", durationEnv("REFUEL_STOP_TIMEOUT", controlplane.DefaultStopTimeout), "on SIGTERM or SIGINT, how long the activities in flight (an Acquire mid-launch, a Release) get to finish before they are cancelled and left to another worker (env REFUEL_STOP_TIMEOUT)")
 		tolerance  = fs.Duration("control-plane-tolerance", wf.Run.ControlPlaneTolerance, "how long a run waits to hear again from the agent of an instance its cloud still runs (Temporal or its database away or slow) before it counts the instance lost; the agent trains on meanwhile")
+		stale      = fs.Duration("metrics-stale-after", wf.Service.MetricsStaleAfter, "how long a service's latest metrics signal counts: past it with none newer it scales to what its schedules and min_replicas say, and its status says why; 0 keeps the latest for ever")
 		memory     = fs.String("market-memory", os.Getenv("REFUEL_MARKET_MEMORY"), "bucket URL of the market memory (stock logs, checkpoint logs) every worker of the deployment shares and learns from as one, e.g. s3://BUCKET?prefix=refuel-memory/; default file://DATA_DIR/market-memory, this worker's alone (env REFUEL_MARKET_MEMORY)")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
 		logJSON    = fs.Bool("log-json", false, "log JSON lines instead of console text")
@@ -98,6 +99,7 @@ func serve(args []string) int {
 		return 2
 	}
 	wf.Run.ControlPlaneTolerance = *tolerance
+	wf.Service.MetricsStaleAfter = *stale
 	var simControlToken string
 	if *simToken != "" {
 		if simControlToken, err = secretfile.Token(*simToken); err != nil {

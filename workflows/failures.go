@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,13 +24,90 @@ type Failure struct {
 // maxFailures bounds how many failures status keeps (the newest).
 const maxFailures = 20
 
-// addFailure appends a failure to fs, keeping the newest maxFailures.
+// addFailure appends a failure to fs, keeping maxFailures: past them the
+// oldest stock-out goes first, so a wait through a long stock-out does not
+// push the failures that are failures out of status (StockOuts counts
+// them all).
 func addFailure(ctx workflow.Context, fs []Failure, class, offering, msg string) []Failure {
 	fs = append(fs, Failure{Class: class, Offering: offering, Message: msg, Time: workflow.Now(ctx)})
-	if n := len(fs); n > maxFailures {
-		fs = fs[n-maxFailures:]
+	if len(fs) <= maxFailures {
+		return fs
 	}
-	return fs
+	for i, f := range fs {
+		if f.Class == string(capacity.NoCapacity) {
+			return append(fs[:i], fs[i+1:]...)
+		}
+	}
+	return fs[1:]
+}
+
+// StockOuts folds the stock-outs a run or service met (failures of class
+// no-capacity: the market's ordinary answer, which it waits out) into a
+// count and the latest, which status shows in one line.
+type StockOuts struct {
+	Count    int       `json:"count"`
+	Last     time.Time `json:"last"`
+	Offering string    `json:"offering"`
+	Zone     string    `json:"zone"`
+}
+
+// addStockOut counts a failure of class no-capacity on offering (a key
+// provider/type/zone/market) into so; any other class leaves so as it is.
+func addStockOut(ctx workflow.Context, so *StockOuts, class, offering string) *StockOuts {
+	if class != string(capacity.NoCapacity) {
+		return so
+	}
+	next := StockOuts{Last: workflow.Now(ctx), Offering: offering}
+	if so != nil {
+		next.Count = so.Count
+	}
+	next.Count++
+	next.Zone = zoneOf(offering)
+	return &next
+}
+
+// zoneOf is the zone of an offering key (provider/type/zone/market).
+func zoneOf(key string) string {
+	if parts := strings.Split(key, "/"); len(parts) == 4 {
+		return parts[2]
+	}
+	return ""
+}
+
+// String is the stock-outs in a line: "stock-outs: 18, last 18:27:34 in
+// us-west-2a", the time in Last's location.
+func (so StockOuts) String() string { return so.line("") }
+
+// line is String with tz after the time, for details read in UTC.
+func (so StockOuts) line(tz string) string {
+	where := so.Zone
+	if where == "" {
+		where = so.Offering
+	}
+	return "stock-outs: " + strconv.Itoa(so.Count) + ", last " + so.Last.Format(time.TimeOnly) + tz + " in " + where
+}
+
+// FoldStockOuts is status's failures without the stock-outs, and the
+// stock-outs counted: so when the status has it, else those the failures
+// list (a status recorded before stock-outs were counted).
+func FoldStockOuts(fs []Failure, so *StockOuts) ([]Failure, *StockOuts) {
+	var rest []Failure
+	var listed *StockOuts
+	for _, f := range fs {
+		if f.Class != string(capacity.NoCapacity) {
+			rest = append(rest, f)
+			continue
+		}
+		n := 1
+		if listed != nil {
+			n = listed.Count + 1
+		}
+		listed = &StockOuts{Count: n, Last: f.Time, Offering: f.Offering, Zone: zoneOf(f.Offering)}
+	}
+	if so != nil {
+		return rest, so
+	}
+	return rest, listed
 }
 
 // failureDetails are the classified failures an Acquire error carries;

@@ -15,15 +15,52 @@ type JanitorReport struct {
 	Released []string `json:"released"`
 }
 
+// JanitorInput makes one janitor workflow pass again and again: every
+// Every, for Span, so the schedule that starts it adds one row to the
+// workflow list per Span rather than one a minute (the schedule skips its
+// firings while a janitor runs). nil, as the schedules made before it
+// pass, is one pass.
+type JanitorInput struct {
+	Every time.Duration `json:"every"`
+	Span  time.Duration `json:"span"`
+}
+
+// janitorMaxHistory ends a janitor early whose passes made its history
+// long (many instances checked); the schedule starts the next.
+const janitorMaxHistory = 10000
+
 // Janitor releases instances refuel launched that no running run owns any
 // more: their run was terminated (no cleanup code runs then), or a release
-// failed. A Temporal Schedule starts it every minute.
-func Janitor(ctx workflow.Context) (JanitorReport, error) {
+// failed. A Temporal Schedule starts it; it passes every in.Every for
+// in.Span, and its result is its last pass.
+func Janitor(ctx workflow.Context, in *JanitorInput) (JanitorReport, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           TaskQueue,
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 	})
+	end := workflow.Now(ctx)
+	if in != nil {
+		end = end.Add(in.Span)
+	}
+	for {
+		report, err := janitorPass(ctx)
+		if err != nil || in == nil || in.Every <= 0 {
+			return report, err
+		}
+		info := workflow.GetInfo(ctx)
+		if !workflow.Now(ctx).Add(in.Every).Before(end) || info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= janitorMaxHistory {
+			return report, nil
+		}
+		if err := workflow.Sleep(ctx, in.Every); err != nil {
+			return report, err
+		}
+	}
+}
+
+// janitorPass lists the instances refuel launched and releases those no
+// running run owns.
+func janitorPass(ctx workflow.Context) (JanitorReport, error) {
 	var managed []activities.ManagedInstance
 	if err := workflow.ExecuteActivity(ctx, activities.ListManagedName).Get(ctx, &managed); err != nil {
 		return JanitorReport{}, err

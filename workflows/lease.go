@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
@@ -55,6 +56,10 @@ type leaseAsk struct {
 	layer     admission.Layer
 	node      string // the base machine, on the base layer
 	maxPrice  float64
+	// pool is the burst pool of the pools file that granted the
+	// capacity, which the ledger books it to; "" books it to the
+	// offering's provider (the base group's provider on base).
+	pool string
 }
 
 func (a leaseAsk) tags() map[string]string {
@@ -91,7 +96,7 @@ func (b *Leases) acquire(ctx workflow.Context, who owner, ask leaseAsk) (*Lease,
 	l := &Lease{Instance: inst, Attempt: req.Attempt, Since: workflow.Now(ctx), Team: ask.team}
 	o := inst.Offering
 	b.Ledger.Open(cost.Segment{
-		InstanceID: inst.ID, Pool: o.Provider, Market: string(o.Market), Offering: o.Key(),
+		InstanceID: inst.ID, Pool: cmp.Or(ask.pool, o.Provider), Market: string(o.Market), Offering: o.Key(),
 		PricePerHour: o.PricePerHour, Start: l.Since,
 	})
 	return l, nil

@@ -8,7 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 )
 
-// Names in the external contract (design section 3). Add, never rename.
+// Names in the external contract (docs/contracts.md). Add, never rename.
 const (
 	TaskQueue = "refuel"
 

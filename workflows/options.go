@@ -54,6 +54,10 @@ type RunOptions struct {
 	// and by a run on a market's clock, which prices its moves when it
 	// opens. Zeros (as in runs recorded before these) make moves free.
 	EgressUSDPerGB, CheckpointGB, TransferGbps float64
+	// StoreURL is the checkpoint store of runs whose spec names none: the
+	// worker's, which its node agents use too. A run shows it in its
+	// status, so `starter logs` finds the run's output from anywhere.
+	StoreURL string
 }
 
 // DefaultRunOptions are the options a TrainingRun uses unless the worker
@@ -126,6 +130,10 @@ type ServiceOptions struct {
 	// LossCheckInterval is how often the service asks the clouds whether
 	// they took back a replica's instance (see goCheckForLoss); 0 never.
 	LossCheckInterval time.Duration
+	// MetricsStaleAfter is how long a service's latest metrics report
+	// counts: past it with none newer, it scales to what its schedules
+	// and min_replicas say (autoscale.Autoscaler.StaleAfter); 0 never.
+	MetricsStaleAfter time.Duration
 }
 
 // DefaultServiceOptions are the options an InferenceService uses unless
@@ -137,6 +145,9 @@ func DefaultServiceOptions() ServiceOptions {
 		MaxFailureBackoff: 15 * time.Minute,
 		MaxHistory:        5000,
 		LossCheckInterval: 30 * time.Second,
+		// Load generators and metrics pipelines report every few seconds:
+		// five minutes of silence means they stopped.
+		MetricsStaleAfter: 5 * time.Minute,
 	}
 }
 

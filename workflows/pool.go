@@ -80,6 +80,7 @@ func CapacityPool(ctx workflow.Context, in PoolInput) error {
 	signals := p.channels(ctx)
 	p.flush(ctx)
 	p.schedule(ctx)
+	p.showDetails(ctx)
 	check := timer(ctx, ownersCheckEvery, "look for holders that ended")
 	for ctx.Err() == nil && !p.tooLong(ctx) {
 		sel := workflow.NewSelector(ctx)
@@ -97,6 +98,7 @@ func CapacityPool(ctx workflow.Context, in PoolInput) error {
 			sel.Select(ctx)
 		}
 		p.schedule(ctx)
+		p.showDetails(ctx)
 	}
 	if ctx.Err() != nil {
 		return temporal.NewCanceledError()
@@ -137,6 +139,8 @@ type capacityPool struct {
 	closing    bool
 	checking   bool
 	returned   workflow.Channel
+	// detailsAt is when showDetails last refreshed the Web UI's details.
+	detailsAt time.Time
 }
 
 func newCapacityPool(ctx workflow.Context, in PoolInput, atScale bool) (*capacityPool, error) {
@@ -453,5 +457,6 @@ func (p *capacityPool) status(ctx workflow.Context) PoolStatus {
 		st.BaseGPUs += n.GPUs
 	}
 	st.FreeBaseGPUs = st.BaseGPUs - used
+	explainWaits(s, st)
 	return st
 }

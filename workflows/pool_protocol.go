@@ -84,4 +84,7 @@ type PoolStatus struct {
 type QueuedRequest struct {
 	admission.Request
 	EffectivePriority float64 `json:"effective_priority"`
+	// Why says why it waits: paused, fits nowhere its tier may use,
+	// behind the head of the queue, or, at the head, for what.
+	Why string `json:"why,omitempty"`
 }

@@ -24,7 +24,7 @@ import (
 // instances; gives capacity back burst and most expensive first; and
 // continues as new, carrying all of it, before its history grows long.
 //
-// Its input is one ServiceSpec (design section 3). carried is nil on a
+// Its input is one ServiceSpec (docs/contracts.md). carried is nil on a
 // first start: a client that passes only the spec, from any SDK, leaves
 // it out, and the Go SDK decodes a missing trailing argument as its zero
 // value. Continue-as-new hands the service's state on in it. A Go client
@@ -269,7 +269,7 @@ func (s *service) end(ctx workflow.Context, err error) (ServiceStatus, error) {
 	var canceled *temporal.CanceledError
 	cancelled := errors.As(err, &canceled)
 	if cancelled {
-		reason, s.state = activities.ReleaseCleanup, StateCancelled
+		reason, s.state = activities.ReleaseCleanup, StateStopped
 	}
 	s.draining = false
 	for _, r := range s.Replicas {
@@ -298,6 +298,8 @@ func (s *service) snapshot(ctx workflow.Context) ServiceStatus {
 		CostUSD:         s.EarlierCostUSD + s.Ledger.CostUSD(now),
 		Ledger:          s.Ledger,
 		Failures:        append([]Failure{}, s.Failures...), // [] rather than null for clients
+		StockOuts:       s.StockOuts,
+		Placement:       string(s.spec.Placement),
 		Decisions:       append([]DecisionRecord{}, s.Decisions...),
 		StartedAt:       s.StartedAt,
 		ReplicasLost:    s.ReplicasLost,
@@ -326,4 +328,5 @@ func (s *service) replica(id string) *ServiceReplica {
 
 func (s *service) addFailure(ctx workflow.Context, class, offering, msg string) {
 	s.Failures = addFailure(ctx, s.Failures, class, offering, msg)
+	s.StockOuts = addStockOut(ctx, s.StockOuts, class, offering)
 }

@@ -143,7 +143,7 @@ func (s *service) acquisition(ctx workflow.Context, r *ServiceReplica) (leaseAsk
 		a.offerings = r.Grant.Offerings[:min(1, len(r.Grant.Offerings))]
 		a.layer, a.node = admission.BaseLayer, r.Grant.Node
 	default:
-		a.offerings = r.Grant.Offerings
+		a.offerings, a.pool = r.Grant.Offerings, r.Grant.Pool
 	}
 	if len(a.offerings) == 0 {
 		return a, temporal.NewNonRetryableApplicationError(

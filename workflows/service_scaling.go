@@ -28,6 +28,11 @@ func (s *service) observe(ctx workflow.Context, m autoscale.Metrics) {
 // it. Status keeps the decisions that changed the fleet, not every one.
 func (s *service) decide(ctx workflow.Context) {
 	now := workflow.Now(ctx)
+	// Services recorded before options were decide as they did: their
+	// latest report counts for ever.
+	if s.Options != nil {
+		s.Autoscaler.StaleAfter = s.opts.MetricsStaleAfter
+	}
 	d := s.Autoscaler.Decide(now, s.fleet())
 	if len(s.Decisions) == 0 || d.Replicas != s.Desired.Replicas || d.Warm != s.Desired.Warm {
 		s.Decisions = append(s.Decisions, DecisionRecord{Time: now, Replicas: d.Replicas, Warm: d.Warm, Reason: d.Reason, Explanation: d.Explanation})

@@ -191,3 +191,30 @@ func TestReleaseOrder(t *testing.T) {
 		})
 	}
 }
+
+// A service whose metrics stop (a load generator stopped with Ctrl-C)
+// does not stay sized for its last reading: once no report came for
+// MetricsStaleAfter it goes to min_replicas, and its status says why.
+func TestServiceScalesInWhenMetricsGoStale(t *testing.T) {
+	t.Parallel()
+	c := &serviceCloud{fakeCloud: &fakeCloud{}}
+	p := &fakePool{}
+	env := newServiceEnv(t, c, p)
+	every(env, 10*time.Second, 5*time.Second, 15*time.Minute, func() {
+		p.grant(env, func(n int, r admission.Request) (admission.Allocation, bool) { return onBurst(spotA), true })
+	})
+	reportQPS(env, 10*time.Second, 3*time.Minute, 6) // 3 replicas' worth, then silence
+	loaded := statusAt(t, env, 3*time.Minute)
+	stale := statusAt(t, env, 14*time.Minute)
+	runUntilCancelled(t, env, 15*time.Minute, serviceSpec(nil))
+
+	if loaded.Desired.Replicas != 3 {
+		t.Fatalf("under load: desired %+v; want 3", loaded.Desired)
+	}
+	if stale.Desired.Replicas != 1 || stale.Desired.Reason != "metrics stale; min_replicas" || stale.Ready != 1 {
+		t.Errorf("after the metrics stopped: desired %+v, %d ready; want min_replicas' 1, because the metrics are stale", stale.Desired, stale.Ready)
+	}
+	if m := stale.Market; m == nil || !strings.Contains(m.Why, "no metrics came for") {
+		t.Errorf("market %+v; want it to say no metrics came", m)
+	}
+}

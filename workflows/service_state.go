@@ -43,6 +43,7 @@ type ServiceState struct {
 	LastMetrics *autoscale.Metrics `json:"last_metrics,omitempty"`
 	Decisions   []DecisionRecord   `json:"decisions"`
 	Failures    []Failure          `json:"failures"`
+	StockOuts   *StockOuts         `json:"stock_outs,omitempty"`
 	StartedAt   time.Time          `json:"started_at"`
 	// ReplicasLost counts replicas whose instance the cloud took back.
 	ReplicasLost int `json:"replicas_lost,omitempty"`

@@ -13,7 +13,7 @@ import (
 )
 
 // ServiceStatus is an InferenceService's answer to the "status" query
-// (design section 3); fields are only ever added.
+// (docs/contracts.md); fields are only ever added.
 type ServiceStatus struct {
 	ID          string `json:"id"`
 	Team        string `json:"team"`
@@ -50,6 +50,11 @@ type ServiceStatus struct {
 	// Market says why the fleet is what it is, as a run's status.market
 	// does: the autoscaler's latest decision in a line a person reads.
 	Market *ServiceMarket `json:"market,omitempty"`
+	// Placement is the spec's placement (spot-first, on-demand); Tier is
+	// the job tier whose markets match it, for the RefuelTier filter.
+	Placement string `json:"placement,omitempty"`
+	// StockOuts counts the failures of class no-capacity, every one.
+	StockOuts *StockOuts `json:"stock_outs,omitempty"`
 }
 
 // ServiceMarket is a service's latest scaling decision, explained.
@@ -132,8 +137,12 @@ func (s *service) showDetails(ctx workflow.Context) {
 		}
 		lines = append(lines, line)
 	}
-	if n := len(s.Failures); n > 0 {
-		f := s.Failures[n-1]
+	fs, so := FoldStockOuts(s.Failures, s.StockOuts)
+	if so != nil {
+		lines = append(lines, so.line(" UTC"))
+	}
+	if n := len(fs); n > 0 {
+		f := fs[n-1]
 		lines = append(lines, "last failure: "+f.Class+" on "+f.Offering+": "+f.Message)
 	}
 	workflow.SetCurrentDetails(ctx, strings.Join(lines, "  \n"))

@@ -311,7 +311,7 @@ func TestServiceCancelReleasesEverything(t *testing.T) {
 	if rel := sorted(p.refs(SignalPoolRelease)); !cmp.Equal(rel, []string{"svc/r1", "svc/r2", "svc/r3"}) {
 		t.Errorf("pool told of %v; want every replica, the queued warm one too", rel)
 	}
-	if st.State != StateCancelled || len(st.Replicas) != 0 {
+	if st.State != StateStopped || len(st.Replicas) != 0 {
 		t.Errorf("final status %s with %v; want cancelled with nothing held", st.State, replicaIDs(st))
 	}
 }

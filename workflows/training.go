@@ -151,6 +151,7 @@ func (w *Workflows) startRun(ctx workflow.Context, input json.RawMessage, carrie
 	r.Status = Status{
 		ID: js.ID, Team: js.Team, Tier: string(js.Tier), State: StatePending,
 		Priority: js.Priority, StartedAt: workflow.Now(ctx), Failures: []Failure{}, BudgetUSD: js.BudgetUSD,
+		StoreURL: activities.StoreURL(js.Checkpoint.URL, r.opts.StoreURL),
 	}
 	if err := r.registerHandlers(ctx); err != nil {
 		return nil, err
@@ -289,7 +290,12 @@ func (r *run) backOff(ctx workflow.Context, details []activities.FailureDetail, 
 	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrState.ValueSet(string(StateWaiting)+":"+string(waitingOn(details))))
 	wait := jittered(*backoff, r.identity, r.Attempts)
 	summary := "wait " + wait.Round(time.Second).String() + " for capacity (" + string(waitingOn(details)) + ")"
-	if _, err := waitFor(ctx, wait, summary, func() bool { return r.Paused || r.yieldAsked() }); err != nil {
+	until := workflow.Now(ctx).Add(wait)
+	r.Status.WaitingUntil, r.Status.WaitingOn = &until, string(waitingOn(details))
+	r.showDetails(ctx)
+	_, err := waitFor(ctx, wait, summary, func() bool { return r.Paused || r.yieldAsked() })
+	r.Status.WaitingUntil, r.Status.WaitingOn = nil, ""
+	if err != nil {
 		return false, err
 	}
 	*backoff = min(2**backoff, r.opts.MaxCapacityBackoff)
@@ -364,6 +370,7 @@ func (r *run) end(ctx workflow.Context, err error) (Status, error) {
 			state = stateFailedClass + app.Type()
 		}
 		_ = workflow.UpsertTypedSearchAttributes(ctx, AttrState.ValueSet(state))
+		r.showDetails(ctx)
 		return r.snapshot(ctx), err
 	}
 	return r.snapshot(ctx), nil
@@ -397,6 +404,7 @@ func (r *run) recordFailures(ctx workflow.Context, err error) []activities.Failu
 
 func (r *run) addFailure(ctx workflow.Context, class, offering, msg string) {
 	r.Status.Failures = addFailure(ctx, r.Status.Failures, class, offering, msg)
+	r.Status.StockOuts = addStockOut(ctx, r.Status.StockOuts, class, offering)
 }
 
 // owner is who the run's instances are acquired for.

@@ -112,7 +112,7 @@ func (r *run) startAttempt(ctx workflow.Context) {
 	l := r.Lease
 	started := workflow.Now(ctx)
 	in := activities.TrainingInput{
-		Spec: r.spec, Attempt: l.Attempt, InstanceID: l.Instance.ID, CheckpointURL: r.spec.Checkpoint.URL,
+		Spec: r.spec, Attempt: l.Attempt, InstanceID: l.Instance.ID, CheckpointURL: r.spec.Checkpoint.URL, RunIdentity: r.identity,
 		CheckpointInterval: r.checkpointInterval(ctx), StopGrace: r.opts.StopGrace,
 	}
 	if r.nodes() > 1 {

@@ -65,7 +65,7 @@ func (r *run) continueTraining(ctx workflow.Context) error {
 func (r *run) resumeTraining(ctx workflow.Context) (attemptEnd, error) {
 	l, t := r.Lease, r.Training
 	in := activities.TrainingInput{
-		Spec: r.spec, Attempt: l.Attempt, InstanceID: l.Instance.ID, CheckpointURL: r.spec.Checkpoint.URL,
+		Spec: r.spec, Attempt: l.Attempt, InstanceID: l.Instance.ID, CheckpointURL: r.spec.Checkpoint.URL, RunIdentity: r.identity,
 		CheckpointInterval: t.Interval, StopGrace: r.opts.StopGrace,
 	}
 	r.Training = nil

@@ -17,10 +17,11 @@ func (r *run) showDetails(ctx workflow.Context) {
 // details is the run now, as markdown a person reads at a glance.
 func (r *run) details(now time.Time) string {
 	st := r.Status
+	ended := st.State == StateCompleted || st.State == StateFailed || st.State == StateCancelled
 	var lines []string
 	head := "**" + string(st.State) + "**"
-	if r.Paused {
-		head += " (paused)"
+	if r.Paused && st.State != StatePaused {
+		head += " (pausing)"
 	}
 	if st.TotalSteps > 0 {
 		head += " · step " + strconv.FormatInt(st.Step, 10) + " of " + strconv.FormatInt(st.TotalSteps, 10) +
@@ -52,6 +53,12 @@ func (r *run) details(now time.Time) string {
 	if why := r.marketWhy(); why != "" {
 		lines = append(lines, "market: "+why)
 	}
+	if until := st.WaitingUntil; until != nil && st.State == StateWaiting {
+		lines = append(lines, "waits out "+st.WaitingOn+" until "+until.UTC().Format("15:04:05")+" UTC, then tries its offerings again")
+	}
+	if a := st.Admission; a != nil && a.Queued && !ended {
+		lines = append(lines, "queued with the capacity pool: the "+PoolWorkflowID+" workflow's details say why each request waits")
+	}
 	if p := r.Pool; p != nil && p.Grant != nil {
 		where := "burst pool " + p.Grant.Pool
 		if p.Grant.Node != "" {
@@ -64,11 +71,17 @@ func (r *run) details(now time.Time) string {
 	}
 	lines = append(lines, "preemptions "+strconv.Itoa(st.Preemptions)+" · recoveries "+strconv.Itoa(st.Recoveries)+
 		" · restarts "+strconv.Itoa(st.Restarts.Total())+" · lost work "+time.Duration(st.LostWorkSecs*float64(time.Second)).Round(time.Second).String())
-	if n := len(st.Failures); n > 0 {
-		f := st.Failures[n-1]
+	fs, so := FoldStockOuts(st.Failures, st.StockOuts)
+	if so != nil && !ended {
+		lines = append(lines, so.line(" UTC"))
+	}
+	// A run that ended shows only the failure that ended it, if any, and
+	// no longer what it may acquire.
+	if n := len(fs); n > 0 && (!ended || st.State == StateFailed) {
+		f := fs[n-1]
 		lines = append(lines, "last failure: "+f.Class+" on "+f.Offering+": "+f.Message)
 	}
-	if n := len(r.Offerings); n > 0 {
+	if n := len(r.Offerings); n > 0 && !ended {
 		names := make([]string, 0, min(n, 4))
 		for _, o := range r.Offerings[:min(n, 4)] {
 			names = append(names, offeringName(o)+" "+dollars(o.PricePerHour)+"/h")

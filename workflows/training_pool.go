@@ -137,7 +137,9 @@ func (poolGrant) next(ctx workflow.Context, r *run) (*ask, error) {
 		a.layer, a.node = admission.BaseLayer, g.Node
 		return a, nil
 	}
-	return r.askFor(capacity.Order(capacity.Within(r.Offerings, g.Offerings), r.spec.Tier, r.AvoidZone)), nil
+	a := r.askFor(capacity.Order(capacity.Within(r.Offerings, g.Offerings), r.spec.Tier, r.AvoidZone))
+	a.pool = g.Pool
+	return a, nil
 }
 
 // acquired tells the pool which burst offering the run got.

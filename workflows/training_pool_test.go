@@ -82,6 +82,11 @@ func TestTrainingRunAsksThePoolAndYields(t *testing.T) {
 	if f.acquired[1].Offering != spotA {
 		t.Errorf("second instance %s; want %s, the run's offering within the grant", f.acquired[1].Offering.Key(), spotA.Key())
 	}
+	// Cost is booked to the pools file's pools: the base group's
+	// provider, then the burst pool by its name, not its cloud's.
+	if _, ok := st.Cost.ByPool["cloud"]; !ok || len(st.Cost.ByPool) != 2 {
+		t.Errorf("cost by pool %+v; want the base provider's and the burst pool cloud's", st.Cost.ByPool)
+	}
 	if diff := cmp.Diff(f.releasedReasons(), []activities.ReleaseReason{activities.ReleaseYielded, activities.ReleaseCompleted}); diff != "" {
 		t.Errorf("releases, got(-), want(+):\n%s", diff)
 	}

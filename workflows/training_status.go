@@ -27,7 +27,11 @@ const (
 	stateFailedClass       = "failed:" // prefix for RefuelState when a class explains the failure
 )
 
-// Status is the answer to the "status" query (design section 3); fields
+// StateStopped is a service stopped as services end (stop-service), every
+// replica given back; its workflow is cancelled.
+const StateStopped State = "stopped"
+
+// Status is the answer to the "status" query (docs/contracts.md); fields
 // are only ever added.
 type Status struct {
 	ID             string                    `json:"id"`
@@ -82,6 +86,18 @@ type Status struct {
 	Market *MarketStatus `json:"market,omitempty"`
 	// Admission is the run's place with the capacity pool, when one runs.
 	Admission *AdmissionStatus `json:"admission,omitempty"`
+	// StoreURL is the store the run's checkpoints and trainer output go
+	// to: its spec's checkpoint.url, or the worker's; "" for a run
+	// recorded before runs said.
+	StoreURL string `json:"store_url,omitempty"`
+	// StockOuts counts the failures of class no-capacity, every one,
+	// however few of them failures still lists.
+	StockOuts *StockOuts `json:"stock_outs,omitempty"`
+	// WaitingUntil is when a run waiting for capacity on its own tries
+	// the offerings again, and WaitingOn the class of failure it waits
+	// out; unset while it does not wait so.
+	WaitingUntil *time.Time `json:"waiting_until,omitempty"`
+	WaitingOn    string     `json:"waiting_on,omitempty"`
 }
 
 // InstanceRef is the instance a run holds now.

@@ -20,7 +20,7 @@ import (
 	"refuel/internal/codec"
 )
 
-// Defaults of the embedded stack (design section 3).
+// Defaults of the embedded stack (docs/contracts.md).
 const (
 	DefaultNamespace    = "default"
 	DefaultFrontendAddr = "127.0.0.1:7233"

@@ -346,6 +346,10 @@ func (r *run) prepare(ctx context.Context) error {
 	// download before falling back to the one before it.
 	var skipped []*checkpoint.CorruptError
 	for _, m := range ms {
+		if want := r.cfg.Store.Run(); m.Run != "" && want != "" && m.Run != want {
+			r.say("checkpoint step %d was written by another run of this job id (%s): the trainer does not start", m.Step, m.Run)
+			return &checkpoint.ForeignRunError{URL: r.cfg.Store.URL(), JobID: r.cfg.JobID, Step: m.Step, Run: m.Run, Want: want}
+		}
 		err := r.cfg.Store.Restore(ctx, m, filepath.Join(dir, stepName(m.Step)))
 		var corrupt *checkpoint.CorruptError
 		if errors.As(err, &corrupt) {

@@ -595,3 +595,43 @@ func TestRunRefusesToTrainOverCorruptCheckpoints(t *testing.T) {
 		})
 	}
 }
+
+// A run resumes from its own checkpoints and those written before
+// manifests named their run, and refuses a checkpoint another run of the
+// same job id wrote: the trainer does not start.
+func TestRunRefusesAnotherRunsCheckpoint(t *testing.T) {
+	cases := map[string]struct {
+		writer, reader string
+		refused        bool
+	}{
+		"its own":                  {writer: "run-a", reader: "run-a"},
+		"written before runs said": {writer: "", reader: "run-a"},
+		"a reader that names none": {writer: "run-a", reader: ""},
+		"another run's":            {writer: "run-a", reader: "run-b", refused: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			h.store.SetRun(tc.writer)
+			h.seed(900)
+			h.store.SetRun(tc.reader)
+			res, err := h.run(context.Background(), h.config("complete", "FAKE_STEPS=3"))()
+			var foreign *checkpoint.ForeignRunError
+			if !tc.refused {
+				if err != nil || res.Outcome != Completed || !strings.HasPrefix(h.stdout.String(), "RESUMED step=900 ") {
+					t.Fatalf("Run = %s, %v; trainer output %q; want a completion from step 900", res.Outcome, err, h.stdout.String())
+				}
+				return
+			}
+			if !errors.As(err, &foreign) || foreign.Step != 900 || foreign.Run != tc.writer || foreign.Want != tc.reader {
+				t.Fatalf("Run = %v; want a ForeignRunError for step 900 by %s", err, tc.writer)
+			}
+			if !strings.Contains(err.Error(), "give this job another id or another checkpoint.url") {
+				t.Errorf("error %q does not say what to do", err)
+			}
+			if h.stdout.Len() != 0 {
+				t.Errorf("the trainer ran: %q", h.stdout.String())
+			}
+		})
+	}
+}

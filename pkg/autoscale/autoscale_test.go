@@ -3,6 +3,7 @@ package autoscale
 import (
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -342,6 +343,45 @@ func TestDecisionsExplainThemselves(t *testing.T) {
 			_, d := feed(a, at.Add(every), tc.steps, tc.after, f)
 			if d.Explanation != tc.want {
 				t.Errorf("got  %q\nwant %q", d.Explanation, tc.want)
+			}
+		})
+	}
+}
+
+// A service whose metrics stopped goes to what its schedules and
+// min_replicas say once the latest report is older than StaleAfter,
+// rather than stay sized for a reading that no longer holds.
+func TestStaleMetrics(t *testing.T) {
+	window := []spec.ScalingWindow{{Cron: "0 8 * * *", Duration: spec.Duration(10 * time.Hour), MinReplicas: 3}}
+	cases := map[string]struct {
+		staleAfter time.Duration
+		min        int
+		schedules  []spec.ScalingWindow
+		silence    time.Duration
+		want       int
+		reason     string
+	}{
+		"fresh":                  {staleAfter: 5 * time.Minute, min: 1, silence: time.Minute, want: 8, reason: "load"},
+		"stale, to min_replicas": {staleAfter: 5 * time.Minute, min: 1, silence: 6 * time.Minute, want: 1, reason: "metrics stale; min_replicas"},
+		"stale, to none":         {staleAfter: 5 * time.Minute, min: 0, silence: 6 * time.Minute, want: 0, reason: "metrics stale"},
+		"stale, to the schedule": {staleAfter: 5 * time.Minute, min: 1, schedules: window, silence: 6 * time.Minute, want: 3, reason: "metrics stale; scheduled window"},
+		"never stale (0)":        {staleAfter: 0, min: 1, silence: time.Hour, want: 8, reason: "load"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			a := autoscaler(t, func(s *spec.ServiceSpec) {
+				s.MinReplicas, s.Schedules = tc.min, tc.schedules
+				s.Target = spec.ScalingTarget{QPS: 10}
+			})
+			a.StaleAfter = tc.staleAfter
+			start := monday.Add(9 * time.Hour)
+			last, d := feed(a, start, 60, Metrics{QPS: 75, Replicas: 8}, Fleet{Ready: 8})
+			if d.Replicas != 8 {
+				t.Fatalf("with fresh metrics %d replicas (%s); want 8", d.Replicas, d.Reason)
+			}
+			d = a.Decide(last.Add(tc.silence), Fleet{Ready: 8})
+			if d.Replicas != tc.want || !strings.HasPrefix(d.Reason, tc.reason) {
+				t.Errorf("after %s without metrics: %d replicas (%s: %s); want %d (%s)", tc.silence, d.Replicas, d.Reason, d.Explanation, tc.want, tc.reason)
 			}
 		})
 	}

@@ -39,6 +39,12 @@ type Autoscaler struct {
 	// Since is the first decision: nothing is released before a whole
 	// DownscaleDelay of wants is known.
 	Since time.Time `json:"since,omitzero"`
+	// StaleAfter is how long the latest report counts: past it with no
+	// newer one (the load generator or the metrics pipeline stopped), the
+	// load is unknown and the fleet is what the schedules and
+	// min_replicas say, rather than sized for a reading that no longer
+	// holds. 0 keeps the latest report for ever. Its owner sets it.
+	StaleAfter time.Duration `json:"-"`
 }
 
 // Point is one value at one time.
@@ -180,7 +186,15 @@ func (a *Autoscaler) Decide(now time.Time, f Fleet) Decision {
 	have := f.Replicas()
 	want, reason := have, "no load known yet"
 	why := func(n int) string { return fmt.Sprintf("%s: no load reported yet", replicas(n)) }
-	if len(a.Loads) > 0 {
+	stale, silent := a.stale(now)
+	if stale {
+		want, reason = 0, "metrics stale"
+		why = func(n int) string {
+			return fmt.Sprintf("%s: no metrics for %s (stale after %s), so the schedules and min_replicas decide",
+				replicas(n), minutes(silent), minutes(a.StaleAfter))
+		}
+	}
+	if len(a.Loads) > 0 && !stale {
 		p := peak(a.Loads)
 		expect := p + a.margin()*scale(p)
 		want = replicasFor(expect)
@@ -204,10 +218,20 @@ func (a *Autoscaler) Decide(now time.Time, f Fleet) Decision {
 		why = func(n int) string {
 			return fmt.Sprintf("%s: a scheduled window asks for %d within %s", replicas(n), floor, minutes(lead))
 		}
+		if stale {
+			reason = "metrics stale; scheduled window"
+			why = func(n int) string {
+				return fmt.Sprintf("%s: no metrics for %s (stale after %s); a scheduled window asks for %d within %s",
+					replicas(n), minutes(silent), minutes(a.StaleAfter), floor, minutes(lead))
+			}
+		}
 	}
 	wanted := want
 	a.Wants = dropBefore(append(a.Wants, Point{now, float64(want)}), now.Add(-max(s.UpscaleDelay.D(), s.DownscaleDelay.D())))
 	switch {
+	case stale:
+		// The stale time is itself a long delay: the fleet goes to what
+		// the schedules and min_replicas say at once.
 	case want > have && s.UpscaleDelay > 0:
 		// Scale up only as far as has been wanted throughout the delay.
 		if held := int(minSince(a.Wants, now.Add(-s.UpscaleDelay.D()))); held < want {
@@ -231,6 +255,11 @@ func (a *Autoscaler) Decide(now time.Time, f Fleet) Decision {
 		}
 	}
 	switch {
+	case want < s.MinReplicas && stale:
+		want, reason = s.MinReplicas, "metrics stale; min_replicas"
+		why = func(n int) string {
+			return fmt.Sprintf("%s: min_replicas, as no metrics came for %s (stale after %s)", replicas(n), minutes(silent), minutes(a.StaleAfter))
+		}
 	case want < s.MinReplicas:
 		want, reason = s.MinReplicas, "min_replicas"
 		why = func(n int) string { return fmt.Sprintf("%s: min_replicas (%d wanted)", replicas(n), wanted) }
@@ -239,6 +268,17 @@ func (a *Autoscaler) Decide(now time.Time, f Fleet) Decision {
 		why = func(n int) string { return fmt.Sprintf("%s: capped at max_replicas (%d wanted)", replicas(n), wanted) }
 	}
 	return Decision{Replicas: want, Warm: s.WarmPool, Reason: reason, Explanation: why(want)}
+}
+
+// stale reports whether the latest report is older than StaleAfter at
+// now, and how old it is. A service that never had a report is not
+// stale: its load is simply not known yet.
+func (a *Autoscaler) stale(now time.Time) (bool, time.Duration) {
+	if a.StaleAfter <= 0 || len(a.Reports) == 0 {
+		return false, 0
+	}
+	age := now.Sub(a.Reports[len(a.Reports)-1].At)
+	return age >= a.StaleAfter, age
 }
 
 // replicas writes a count of replicas: "1 replica", "3 replicas".

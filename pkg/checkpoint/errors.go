@@ -19,6 +19,23 @@ func (e *NotFoundError) Error() string {
 	return fmt.Sprintf("checkpoint: no good checkpoint under %s (%d incomplete or corrupt skipped)", e.URL, len(e.Skipped))
 }
 
+// ForeignRunError means the job's newest checkpoint was written by another
+// run with the same job id (a job submitted again, or a second stack on
+// the same store): resuming from it would continue someone else's work.
+type ForeignRunError struct {
+	URL   string
+	JobID string
+	Step  int64
+	// Run wrote the checkpoint; Want is the run that found it.
+	Run, Want string
+}
+
+func (e *ForeignRunError) Error() string {
+	return fmt.Sprintf("checkpoint: step %d under %s was written by another run of job %s (run %s; this is run %s): "+
+		"refusing to resume from it. Remove %s if that work is done with, or give this job another id or another checkpoint.url",
+		e.Step, e.URL, e.JobID, e.Run, e.Want, e.URL)
+}
+
 // CorruptError says why a checkpoint cannot be trusted: its manifest is
 // missing or unreadable, or one of its files is missing or differs from the
 // manifest.

@@ -15,6 +15,11 @@ type Manifest struct {
 	CreatedAt  time.Time `json:"created_at"`
 	InstanceID string    `json:"instance_id"`
 	Files      []File    `json:"files"`
+	// Run is the identity of the run that wrote it (a TrainingRun's
+	// first run ID, the same across continue-as-new): a later run with
+	// the same job id does not take it for its own. "" in checkpoints
+	// written before manifests said.
+	Run string `json:"run,omitempty"`
 }
 
 // File is one file of a checkpoint. Path is relative to the checkpoint's

@@ -5,6 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
 
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
@@ -86,5 +91,28 @@ func (s *Store) deleteStep(ctx context.Context, step int64) error {
 			return fmt.Errorf("checkpoint: delete step %d: %w", step, err)
 		}
 	}
+	s.removeEmptyDirs(stepDir(step))
 	return nil
+}
+
+// removeEmptyDirs removes the directories left empty under prefix in a
+// bucket on the local file system, whose driver deletes files but not
+// the directories that held them. Others have no directories.
+func (s *Store) removeEmptyDirs(prefix string) {
+	u, err := url.Parse(s.url)
+	if err != nil || u.Scheme != "file" {
+		return
+	}
+	root := filepath.Join(filepath.FromSlash(u.Path), filepath.FromSlash(prefix))
+	var dirs []string
+	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, path)
+		}
+		return nil
+	})
+	// Deepest first; a directory that is not empty stays.
+	for _, d := range slices.Backward(dirs) {
+		_ = os.Remove(d)
+	}
 }

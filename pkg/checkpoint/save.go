@@ -33,7 +33,7 @@ func (s *Store) Save(ctx context.Context, step int64, dir, instanceID string) (M
 	}
 	s.forget(step)
 
-	m := Manifest{JobID: s.jobID, Step: step, InstanceID: instanceID, Files: []File{}}
+	m := Manifest{JobID: s.jobID, Step: step, InstanceID: instanceID, Files: []File{}, Run: s.run}
 	dirs := map[string]bool{}
 	for _, p := range paths {
 		f, fileDir, err := s.upload(ctx, step, dir, p)

@@ -18,5 +18,9 @@ func (s *Store) OpenShard(ctx context.Context, rank int) (*Store, error) {
 	if rank < 1 {
 		return nil, fmt.Errorf("checkpoint: shards are of ranks 1 and above, not %d: rank 0's checkpoints are the job's", rank)
 	}
-	return open(ctx, s.bucketURL, s.jobID, fmt.Sprintf("%s/%s/rank-%d/", s.jobID, shardsDir, rank))
+	shard, err := open(ctx, s.bucketURL, s.jobID, fmt.Sprintf("%s/%s/rank-%d/", s.jobID, shardsDir, rank))
+	if err == nil {
+		shard.SetRun(s.run)
+	}
+	return shard, err
 }

@@ -32,6 +32,9 @@ type Store struct {
 	bucketURL string
 	// shared is set for a mem:// bucket, which outlives the Store.
 	shared bool
+	// run is the identity of the run whose checkpoints the store saves
+	// (see SetRun); "" for none.
+	run string
 
 	mu sync.Mutex
 	// trusted maps a step to the hash of the manifest this Store wrote or
@@ -50,6 +53,14 @@ func Open(ctx context.Context, bucketURL, jobID string) (*Store, error) {
 	}
 	return open(ctx, bucketURL, jobID, jobID+"/")
 }
+
+// SetRun names the run whose checkpoints the store saves: each manifest
+// it writes says so, and the node agent restores none another run of the
+// same job id wrote (*ForeignRunError). Call it before using the store.
+func (s *Store) SetRun(run string) { s.run = run }
+
+// Run is the run SetRun named; "" for none.
+func (s *Store) Run() string { return s.run }
 
 // open opens the bucket at bucketURL for the checkpoints of jobID kept
 // under prefix: the job's own, or a rank's shards beside them.

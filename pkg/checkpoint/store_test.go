@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -396,6 +397,12 @@ func TestPrune(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.wantLeft, left); diff != "" {
 				t.Errorf("left (-want +got):\n%s", diff)
+			}
+			// No empty step-N/data directories stay behind on disk.
+			for _, step := range gone {
+				if _, err := os.Stat(filepath.Join(dir, "job-1", stepDir(step))); !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("step %d's directory stays: %v", step, err)
+				}
 			}
 		})
 	}

@@ -30,7 +30,7 @@ import (
 )
 
 // Options configures Start. Zero values mean the defaults listed; the
-// worker binary passes the contract's addresses (design §3) explicitly.
+// worker binary passes the contract's addresses (docs/contracts.md) explicitly.
 type Options struct {
 	// DataDir holds the SQLite file DataDir/temporal.db so runs survive a
 	// restart of the process. "" keeps everything in memory, for tests: each

@@ -1,4 +1,4 @@
-// Package replay is the trace-driven simulation model that design section 3
+// Package replay is the trace-driven simulation model that docs/contracts.md
 // fixes for `starter sim` and policy tests: time advances in ticks of the
 // traces' gap; point i > 0 means spot can be had during tick i; at each tick
 // boundary the run holds nothing, spot (only if in stock) or on-demand;

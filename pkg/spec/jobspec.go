@@ -37,7 +37,7 @@ const (
 	DefaultShrinkAfter = 2 * time.Minute
 )
 
-// JobSpec is one training run as a pipeline submits it (design section 3).
+// JobSpec is one training run as a pipeline submits it (docs/contracts.md).
 // The same struct is the TrainingRun workflow's input, serialised as JSON.
 type JobSpec struct {
 	ID         string     `json:"id"`

@@ -39,7 +39,7 @@ const (
 )
 
 // ServiceSpec is one inference service, the InferenceService workflow's
-// input (design section 3).
+// input (docs/contracts.md).
 type ServiceSpec struct {
 	ID          string `json:"id"`
 	Team        string `json:"team,omitempty"`

@@ -1,6 +1,6 @@
 // Package trainer is the demo trainer: mini-batch SGD on a synthetic
 // linear-regression problem, deterministic to the bit, that honours the
-// node agent's trainer contract (design section 3). It is the `trainer`
+// node agent's trainer contract (docs/contracts.md). It is the `trainer`
 // subcommand of the worker binary and what the interruption drill runs.
 //
 // # The problem
