@@ -33,11 +33,11 @@ func TestBaseNode(t *testing.T) {
 		want     []admission.NodeState
 		refused  bool
 	}{
-		"leaves":         {token: token, want: []admission.NodeState{"ready", "left"}},
+		"leaves": {token: token, want: []admission.NodeState{"ready", "left"}},
 		// and its process joins again after a restart: one machine.
 		"goes silent, rejoins": {token: token, presence: errors.New("heartbeat timeout"), want: []admission.NodeState{"ready", "lost", "ready", "left"}},
-		"drains, leaves": {token: token, drain: true, want: []admission.NodeState{"ready", "draining", "left"}},
-		"wrong token":    {token: []byte("not-the-token-0123456"), refused: true},
+		"drains, leaves":       {token: token, drain: true, want: []admission.NodeState{"ready", "draining", "left"}},
+		"wrong token":          {token: []byte("not-the-token-0123456"), refused: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
