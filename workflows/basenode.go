@@ -208,3 +208,22 @@ func presenceOptions(ctx workflow.Context, st BaseNodeStatus) workflow.Context {
 		WaitForCancellation:    false,
 	})
 }
+
+// RunsOn lists the requests holding GPUs on the base machine name, in
+// the pool's status: what a drain waits to see gone.
+func RunsOn(st PoolStatus, name string) []string {
+	out := []string{}
+	for _, a := range st.Running {
+		if a.Layer != admission.BaseLayer {
+			continue
+		}
+		on := a.Node == name
+		for _, n := range a.Nodes {
+			on = on || n.Node == name
+		}
+		if on {
+			out = append(out, a.Request.ID)
+		}
+	}
+	return out
+}
