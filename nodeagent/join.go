@@ -40,12 +40,13 @@ func JoinMain(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("join", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		name         = fs.String("name", "", "the machine's name in the base group, e.g. gpu-node-01 (required)")
-		gpus         = fs.Int("gpus", 0, "GPUs the machine offers; 0 counts them with nvidia-smi")
+		name         = fs.String("name", "", "the machine's name in the base group, e.g. gpu-node-01 (default: --kube-node)")
+		gpus         = fs.Int("gpus", 0, "GPUs the machine offers; 0 reads them from --kube-node, or counts them with nvidia-smi")
+		kubeNode     = fs.String("kube-node", "", "the Kubernetes node this pod runs on: --gpus from its allocatable nvidia.com/gpu (in-cluster)")
 		instanceType = fs.String("instance-type", "", "what runs' resources.instance_types match; default gpu.<N>x")
 		zone         = fs.String("zone", "", "where the machine is (rack, data centre), for runs' resources.zones")
 		price        = fs.Float64("price-per-hour", 0, "what an hour of the machine costs (amortised or reserved), for cost reports")
-		tokenFile    = fs.String("token-file", os.Getenv("REFUEL_JOIN_TOKEN_FILE"), "the deployment's join token (the pools file's base.token_file); env REFUEL_JOIN_TOKEN_FILE")
+		tokenFile    = fs.String("token-file", os.Getenv("REFUEL_JOIN_TOKEN_FILE"), "the deployment's join token, as the pools file's base.token_file holds it (env REFUEL_JOIN_TOKEN_FILE)")
 		dir          = fs.String("dir", ".", "scratch directory for checkpoints and logs")
 		readyFile    = fs.String("ready-file", "", "file created once the machine joined and serves its task queue")
 		stopTimeout  = fs.Duration("stop-timeout", 2*time.Minute, "on SIGTERM, how long the machine's runs have to checkpoint and move before it leaves")
@@ -58,8 +59,11 @@ func JoinMain(args []string, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	if *name == "" {
+		*name = *kubeNode // a DaemonSet's machine is its node
+	}
 	if *gpus == 0 {
-		n, err := countGPUs()
+		n, err := machineGPUs(*kubeNode)
 		if err != nil {
 			fmt.Fprintf(stderr, "join: --gpus not given and %v: give --gpus N\n", err)
 			return 2
@@ -222,6 +226,21 @@ func (m *machine) leave(c client.Client) {
 		return
 	}
 	m.log.Info("drained; leaving the base group")
+}
+
+// machineGPUs reads the GPUs of the machine: from its Kubernetes node
+// when it is one, else from nvidia-smi.
+func machineGPUs(kubeNode string) (int, error) {
+	if kubeNode == "" {
+		return countGPUs()
+	}
+	k, err := inCluster()
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return k.nodeGPUs(ctx, kubeNode)
 }
 
 // countGPUs asks nvidia-smi how many GPUs the machine has.
