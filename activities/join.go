@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -69,13 +70,17 @@ type PresenceInput struct {
 // heartbeats until the machine leaves (Leaving closes: it drained and
 // stops), or the pool cancels it (the machine joined again).
 type Presence struct {
-	Session string
 	Leaving <-chan struct{}
+	session atomic.Value
 }
+
+// SetSession is the session the process joined under, the one whose
+// presence it serves.
+func (p *Presence) SetSession(s string) { p.session.Store(s) }
 
 // Serve is the NodePresence activity.
 func (p *Presence) Serve(ctx context.Context, in PresenceInput) error {
-	if in.Session != p.Session {
+	if s, _ := p.session.Load().(string); in.Session != s {
 		// Scheduled for this machine's previous process, which is gone.
 		return temporal.NewNonRetryableApplicationError("presence of another session of the machine", "StaleSession", nil)
 	}

@@ -27,6 +27,7 @@ import (
 	"refuel/internal/cluster"
 	"refuel/internal/telemetry"
 	"refuel/jobs"
+	"refuel/pkg/admission"
 	"refuel/pkg/pool"
 	"refuel/workflows"
 )
@@ -157,7 +158,8 @@ func (m *machine) run(ctx context.Context) error {
 	}
 	m.agent.Signaler = c
 	leaving := make(chan struct{})
-	presence := &activities.Presence{Session: m.session, Leaving: leaving}
+	presence := &activities.Presence{Leaving: leaving}
+	presence.SetSession(m.session)
 	w := worker.New(c, st.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize: 8, MaxConcurrentActivityTaskPollers: 2, DisableWorkflowWorker: true,
 		WorkerStopTimeout: m.stopTimeout,
@@ -174,10 +176,37 @@ func (m *machine) run(ctx context.Context) error {
 		}
 	}
 	m.log.Info("joined the base group; serving", zap.String("task_queue", st.TaskQueue), zap.Int("gpus", m.node.GPUs), zap.Int("joins", st.Joins))
-	<-ctx.Done()
+	m.stayJoined(ctx, c, presence, max(st.HeartbeatTimeout, time.Second))
 	m.leave(c)
 	close(leaving)
 	return nil
+}
+
+// stayJoined looks at the machine's membership every so often until ctx
+// ends: a machine the pool counted lost while its process ran (the
+// cluster did not hear it for a while) joins again, as a restarted one
+// would.
+func (m *machine) stayJoined(ctx context.Context, c client.Client, presence *activities.Presence, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		v, err := c.QueryWorkflow(ctx, workflows.BaseNodeID(m.node.Name), "", workflows.QueryStatus)
+		var st workflows.BaseNodeStatus
+		if err != nil || v.Get(&st) != nil || st.State != admission.NodeLost && st.State != admission.NodeLeft {
+			continue
+		}
+		m.log.Warn("the pool counted this machine lost while it ran; joining again")
+		m.session = newSession()
+		presence.SetSession(m.session)
+		if _, err := m.join(ctx, c); err != nil {
+			m.log.Error("joining again failed; trying on", zap.Error(err))
+		}
+	}
 }
 
 // join admits the machine through its BaseNode workflow, started if it

@@ -73,6 +73,10 @@ type BaseNodeStatus struct {
 	HeartbeatTimeout time.Duration `json:"heartbeat_timeout,omitempty"`
 }
 
+// presenceStartTimeout is the least time a joined process has to take up
+// its presence.
+const presenceStartTimeout = 30 * time.Second
+
 // joinWait is how long a BaseNode workflow started by a join waits for
 // that join to be admitted; a refused one ends it.
 const joinWait = time.Minute
@@ -196,12 +200,14 @@ func (n *baseNode) set(ctx workflow.Context, st admission.NodeState) {
 
 // presenceOptions run NodePresence on the machine's queue: lost after
 // the heartbeat timeout, or when no process of the machine takes it up
-// within it; never retried, as a new process joins anew.
+// within presenceStartTimeout (a process polls moments after its join,
+// but a busy machine may take seconds); never retried, as a process
+// that finds itself lost joins anew.
 func presenceOptions(ctx workflow.Context, st BaseNodeStatus) workflow.Context {
 	hb := st.HeartbeatTimeout
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:              st.TaskQueue,
-		ScheduleToStartTimeout: hb,
+		ScheduleToStartTimeout: max(hb, presenceStartTimeout),
 		StartToCloseTimeout:    100 * 365 * 24 * time.Hour,
 		HeartbeatTimeout:       hb,
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
