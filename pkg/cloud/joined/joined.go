@@ -30,7 +30,9 @@ type Machine struct {
 // NotJoinedError says no machine of the name has joined.
 type NotJoinedError struct{ Name string }
 
-func (e *NotJoinedError) Error() string { return fmt.Sprintf("no machine %q has joined the base group", e.Name) }
+func (e *NotJoinedError) Error() string {
+	return fmt.Sprintf("no machine %q has joined the base group", e.Name)
+}
 
 // Directory finds joined machines by name. Machine returns a
 // *NotJoinedError for a name that never joined.
