@@ -3,6 +3,9 @@ GO      ?= go
 BIN     := bin
 DATA    ?= .refuel
 TRACES  ?= ../shared/traces
+# The token machines join `make run`'s base group with: the token_file of
+# examples/pools-joined.yaml.
+JOIN_TOKEN := .refuel/join-token
 
 .PHONY: build run test lint unit fuzz e2e python3-torch postgresql bench bench-policy bench-autoscale bench-scale bench-pool clean
 
@@ -18,7 +21,7 @@ build:
 # Ctrl-C stops everything (the machines drain and leave first).
 run: build
 	@mkdir -p $(DATA)/machines
-	@[ -s $(DATA)/join-token ] || { umask 077; od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > $(DATA)/join-token; }
+	@mkdir -p $(dir $(JOIN_TOKEN)); [ -s $(JOIN_TOKEN) ] || { umask 077; od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > $(JOIN_TOKEN); }
 	@rm -f $(DATA)/machines/*.ready
 	@echo "starting refuel (logs: $(DATA)/worker.log; the base machines': $(DATA)/machines/*.log)"
 	@$(BIN)/worker --data-dir $(DATA) --pools examples/pools-joined.yaml > $(DATA)/worker.log 2>&1 & wpid=$$!; \
@@ -26,7 +29,7 @@ run: build
 	for i in $$(seq 120); do $(BIN)/starter pool > /dev/null 2>&1 && break; sleep 1; done; \
 	for m in dc-1 dc-2; do \
 		$(BIN)/worker join --name $$m --gpus 1 --instance-type p3.2xlarge --zone dc-1 --price-per-hour 1.20 \
-			--token-file $(DATA)/join-token --dir $(DATA)/machines/$$m --ready-file $(DATA)/machines/$$m.ready \
+			--token-file $(JOIN_TOKEN) --dir $(DATA)/machines/$$m --ready-file $(DATA)/machines/$$m.ready \
 			--checkpoint-url file://$(abspath $(DATA))/checkpoints > $(DATA)/machines/$$m.log 2>&1 & jpids="$$jpids $$!"; \
 	done; \
 	for i in $$(seq 60); do [ -f $(DATA)/machines/dc-1.ready ] && [ -f $(DATA)/machines/dc-2.ready ] && break; sleep 1; done; \
