@@ -21,7 +21,7 @@ type Node struct {
 	GPUs         int       `json:"gpus"`
 	State        string    `json:"state"` // ready, draining or lost
 	Runs         []string  `json:"runs"`
-	LastSeen     time.Time `json:"last_seen,omitzero"`
+	LastSeen     time.Time `json:"last_seen"`
 	InstanceType string    `json:"instance_type"`
 	Zone         string    `json:"zone,omitempty"`
 	PricePerHour float64   `json:"price_per_hour,omitempty"`

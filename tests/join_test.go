@@ -189,6 +189,8 @@ func TestJoinedBaseMachines(t *testing.T) {
 		t.Errorf("machines after the rejoin: %+v; want m1 and m2, %s joined twice", ns, killed)
 	}
 	waitPool(t, ctx, s, "one base GPU ready (the other draining)", func(p workflows.PoolStatus) bool { return p.BaseGPUs == 1 })
+	recordHistory(t, s.Client, workflows.BaseNodeID(killed), "base-node")
+	recordHistory(t, s.Client, "j2", "training-run-node-lost")
 	for _, id := range []string{"j1", "j2", "j3"} {
 		_ = s.Client.CancelWorkflow(ctx, id, "")
 	}
