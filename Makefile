@@ -3,6 +3,9 @@ GO      ?= go
 BIN     := bin
 DATA    ?= .refuel
 TRACES  ?= ../shared/traces
+# The token machines join `make run`'s base group with: the token_file of
+# examples/pools-joined.yaml.
+JOIN_TOKEN := .refuel/join-token
 
 .PHONY: build run test lint unit fuzz e2e python3-torch postgresql bench traces bench-policy bench-autoscale bench-scale bench-pool clean
 
@@ -12,13 +15,25 @@ build:
 	$(GO) build -o $(BIN)/refuel-bench ./bench
 
 # Starts the control plane (embedded Temporal server, Web UI, local cloud,
-# metrics) in the background, logging to $(DATA)/worker.log, then drives
-# the demo in the foreground. Ctrl-C stops everything.
+# metrics) in the background, logging to $(DATA)/worker.log, then two
+# machines that join its base group (`worker join`, each with a directory
+# of its own, as on two servers), then drives the demo in the foreground.
+# Ctrl-C stops everything (the machines drain and leave first).
 run: build
-	@mkdir -p $(DATA)
-	@echo "starting refuel (logs: $(DATA)/worker.log)"
-	@$(BIN)/worker --data-dir $(DATA) --pools examples/pools.yaml > $(DATA)/worker.log 2>&1 & wpid=$$!; \
-	trap 'kill $$wpid 2>/dev/null; wait $$wpid 2>/dev/null' EXIT INT TERM; \
+	@mkdir -p $(DATA)/machines
+	@mkdir -p $(dir $(JOIN_TOKEN)); [ -s $(JOIN_TOKEN) ] || { umask 077; od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > $(JOIN_TOKEN); }
+	@rm -f $(DATA)/machines/*.ready
+	@echo "starting refuel (logs: $(DATA)/worker.log; the base machines': $(DATA)/machines/*.log)"
+	@$(BIN)/worker --data-dir $(DATA) --pools examples/pools-joined.yaml > $(DATA)/worker.log 2>&1 & wpid=$$!; \
+	trap 'kill $$jpids 2>/dev/null; wait $$jpids 2>/dev/null; kill $$wpid 2>/dev/null; wait $$wpid 2>/dev/null' EXIT INT TERM; \
+	for i in $$(seq 120); do $(BIN)/starter pool > /dev/null 2>&1 && break; sleep 1; done; \
+	for m in dc-1 dc-2; do \
+		$(BIN)/worker join --name $$m --gpus 1 --instance-type p3.2xlarge --zone dc-1 --price-per-hour 1.20 \
+			--token-file $(JOIN_TOKEN) --dir $(DATA)/machines/$$m --ready-file $(DATA)/machines/$$m.ready \
+			--checkpoint-url file://$(abspath $(DATA))/checkpoints > $(DATA)/machines/$$m.log 2>&1 & jpids="$$jpids $$!"; \
+	done; \
+	for i in $$(seq 60); do [ -f $(DATA)/machines/dc-1.ready ] && [ -f $(DATA)/machines/dc-2.ready ] && break; sleep 1; done; \
+	$(BIN)/starter nodes; \
 	$(BIN)/starter demo || { tail -20 $(DATA)/worker.log; exit 1; }; \
 	echo "Web UI: http://127.0.0.1:8233  metrics: http://127.0.0.1:9464/metrics  (Ctrl-C to stop)"; \
 	wait $$wpid

@@ -37,7 +37,7 @@ var _ Signaler = client.Client(nil)
 // Node is the training activity a node agent serves on its instance's own
 // task queue: the workflow's way to run a job on exactly this machine.
 type Node struct {
-	InstanceID       string
+	InstanceID       string // empty on a joined machine: each attempt names its own
 	Dir              string // the instance's scratch space
 	MetadataEndpoint string // IMDS-compatible endpoint for interruption notices
 	DefaultStoreURL  string // checkpoint store for specs that name none
@@ -60,6 +60,16 @@ type Node struct {
 
 	mu       sync.Mutex
 	attempts map[attemptKey]*trainerRun
+}
+
+// instanceFor is the instance an attempt runs on: the agent's own, or on
+// a machine that joined the base group (InstanceID empty), the run's
+// turn on it that the attempt names.
+func (n *Node) instanceFor(in TrainingInput) string {
+	if n.InstanceID != "" {
+		return n.InstanceID
+	}
+	return in.InstanceID
 }
 
 // RunTraining runs one attempt of a job under the node agent: restore the
@@ -218,7 +228,7 @@ func (n *Node) attach(ctx context.Context, in TrainingInput, workflowID string) 
 	t := &trainerRun{
 		rep: &reporter{
 			node: n, store: store, workflowID: workflowID, signalEvery: in.SignalEvery,
-			progress: Progress{Attempt: in.Attempt, InstanceID: n.InstanceID, TotalSteps: total},
+			progress: Progress{Attempt: in.Attempt, InstanceID: n.instanceFor(in), TotalSteps: total},
 			outage:   outage,
 		},
 		stop: stop,
@@ -290,7 +300,7 @@ func (n *Node) train(ctx context.Context, in TrainingInput, store *checkpoint.St
 		Store:              store,
 		RestartFromScratch: in.Spec.Checkpoint.RestartFromScratch,
 		Keep:               in.Spec.Checkpoint.Keep,
-		InstanceID:         n.InstanceID,
+		InstanceID:         n.instanceFor(in),
 		JobID:              in.Spec.ID,
 		MetadataEndpoint:   n.MetadataEndpoint,
 		StopGrace:          in.StopGrace,

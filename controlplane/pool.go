@@ -2,21 +2,82 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"refuel/activities"
+	"refuel/pkg/admission"
 	"refuel/pkg/capacity"
+	"refuel/pkg/cloud/joined"
 	"refuel/pkg/cloud/local"
 	"refuel/pkg/pool"
 	"refuel/workflows"
 )
 
-// startBase runs the base group's machines as a local cloud of their own,
-// named for the group's provider: each machine's instances are node-agent
-// processes, as on any other cloud of this control plane.
-func startBase(c pool.Config, launcher local.LauncherConfig) (*local.Cloud, error) {
+// startBase returns the base group's provider. The machines the pools
+// file lists or counts run as a local cloud of their own (listed), named
+// for the group's provider: each machine's instances are node-agent
+// processes, as on any other cloud of this control plane. With base.join
+// the machines that joined are base machines too, found through their
+// BaseNode workflows.
+func startBase(c pool.Config, launcher local.LauncherConfig, tc client.Client) (base capacity.Provider, listed *local.Cloud, err error) {
+	if len(c.Base.Inventory()) > 0 {
+		if listed, err = startListed(c, launcher); err != nil {
+			return nil, nil, err
+		}
+	}
+	if !c.Base.Join {
+		return listed, listed, nil
+	}
+	joins := joined.New(c.Base.Provider, joinedDirectory{tc})
+	if listed == nil {
+		return joins, nil, nil
+	}
+	var names []string
+	for _, n := range c.Base.Inventory() {
+		names = append(names, n.Name)
+	}
+	return &joined.Beside{Cloud: joins, Listed: listed, Names: names}, listed, nil
+}
+
+// joinedDirectory finds joined machines through their BaseNode workflows.
+type joinedDirectory struct{ c client.Client }
+
+func (d joinedDirectory) Machine(ctx context.Context, name string) (joined.Machine, error) {
+	v, err := d.c.QueryWorkflow(ctx, workflows.BaseNodeID(name), "", workflows.QueryStatus)
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return joined.Machine{}, &joined.NotJoinedError{Name: name}
+	}
+	if err != nil {
+		return joined.Machine{}, err
+	}
+	var st workflows.BaseNodeStatus
+	if err := v.Get(&st); err != nil {
+		return joined.Machine{}, err
+	}
+	present := st.State == admission.NodeReady || st.State == admission.NodeDraining
+	return joined.Machine{Name: name, TaskQueue: st.TaskQueue, Present: present}, nil
+}
+
+// joinChecker is the VerifyJoin activity's: the token of the pools
+// file's base.token_file, or none (every join refused) without base.join.
+func joinChecker(c *pool.Config) (*activities.Joins, error) {
+	if c == nil || !c.Base.Join {
+		return &activities.Joins{}, nil
+	}
+	tok, err := pool.ReadToken(c.Base.TokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("pools file base.token_file: %w", err)
+	}
+	return &activities.Joins{Token: tok, HeartbeatTimeout: c.Base.HeartbeatTimeoutOrDefault()}, nil
+}
+
+func startListed(c pool.Config, launcher local.LauncherConfig) (*local.Cloud, error) {
 	var offerings []capacity.Offering
 	for _, n := range c.Base.Inventory() {
 		o := n.Offering(c.Base.Provider)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
@@ -194,14 +195,22 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	s.Provider = set.provider
 	providers := []capacity.Provider{set.provider}
 	if cfg.Pools != nil {
-		if s.Base, err = startBase(*cfg.Pools, launcher); err != nil {
+		base, listed, err := startBase(*cfg.Pools, launcher, s.Client)
+		if err != nil {
 			return nil, err
 		}
-		s.closers = append(s.closers, func() { _ = s.Base.Close() })
-		providers = append(providers, s.Base)
-		// A base machine can be drained with notice too (maintenance), so
-		// the drill works on whichever layer its run was granted.
-		set.interrupters = append(set.interrupters, s.Base)
+		providers = append(providers, base)
+		if listed != nil {
+			s.Base = listed
+			s.closers = append(s.closers, func() { _ = s.Base.Close() })
+			// A base machine can be drained with notice too (maintenance), so
+			// the drill works on whichever layer its run was granted.
+			set.interrupters = append(set.interrupters, s.Base)
+		}
+	}
+	joins, err := joinChecker(cfg.Pools)
+	if err != nil {
+		return nil, err
 	}
 	if s.Memory, err = openMarketMemory(ctx, cfg); err != nil {
 		return nil, err
@@ -220,6 +229,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		Interceptors:      []interceptor.WorkerInterceptor{s.inFlight},
 	})
 	Register(s.worker, cfg.Workflows, caps, jan)
+	s.worker.RegisterActivityWithOptions(joins.Verify, activity.RegisterOptions{Name: activities.VerifyJoinName})
 	if err := s.worker.Start(); err != nil {
 		return nil, fmt.Errorf("control-plane worker: %w", err)
 	}

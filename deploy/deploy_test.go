@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -126,6 +127,14 @@ func manifests(t *testing.T) (deploys []appsv1.Deployment, services []corev1.Ser
 				var v batchv1.Job
 				strict(&v)
 				jobs = append(jobs, v)
+			case "apps/v1 DaemonSet":
+				strict(&appsv1.DaemonSet{})
+			case "v1 ServiceAccount":
+				strict(&corev1.ServiceAccount{})
+			case "rbac.authorization.k8s.io/v1 ClusterRole":
+				strict(&rbacv1.ClusterRole{})
+			case "rbac.authorization.k8s.io/v1 ClusterRoleBinding":
+				strict(&rbacv1.ClusterRoleBinding{})
 			case "monitoring.coreos.com/v1 ServiceMonitor":
 				var v monitoringv1.ServiceMonitor
 				strict(&v)
@@ -328,10 +337,80 @@ func TestInvocationsListEveryRefuelBinaryTheFilesStart(t *testing.T) {
 			t.Errorf("%s: starter %v; want starter setup", inv.Where, inv.Args)
 		}
 	}
-	if got["worker"] != 2 || got["starter"] != 2 || len(got) != 2 {
-		t.Errorf("binaries started: %v; want the worker and starter setup, in compose and on Kubernetes", got)
+	if got["worker"] != 3 || got["starter"] != 2 || len(got) != 2 {
+		t.Errorf("binaries started: %v; want the worker and starter setup, in compose and on Kubernetes, and worker join on Kubernetes", got)
 	}
 	if flags := Flags([]string{"setup", "--retention", "72h", "--wait=3m", "-log-json"}); !slices.Equal(flags, []string{"retention", "wait", "log-json"}) {
 		t.Errorf("Flags: %v", flags)
+	}
+}
+
+// The DaemonSet runs `worker join` on every GPU node, named after the
+// node, its GPUs read from the node (so its service account may get
+// nodes), with the deployment's token, and time to drain before the
+// kubelet kills it.
+func TestJoinDaemonSetRunsWorkerJoinOnEveryGPUNode(t *testing.T) {
+	ms, err := ReadManifests(filepath.Join("kubernetes", "join-daemonset.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds appsv1.DaemonSet
+	var sa corev1.ServiceAccount
+	var role rbacv1.ClusterRole
+	var binding rbacv1.ClusterRoleBinding
+	for _, m := range ms {
+		var v any
+		switch m.Kind {
+		case "DaemonSet":
+			v = &ds
+		case "ServiceAccount":
+			v = &sa
+		case "ClusterRole":
+			v = &role
+		case "ClusterRoleBinding":
+			v = &binding
+		default:
+			t.Fatalf("unexpected %s", m.Kind)
+		}
+		if err := yaml.UnmarshalStrict(m.Doc, v); err != nil {
+			t.Fatalf("%s: %v", m.Kind, err)
+		}
+	}
+	pod := ds.Spec.Template.Spec
+	for k, v := range ds.Spec.Selector.MatchLabels {
+		if ds.Spec.Template.Labels[k] != v {
+			t.Errorf("the DaemonSet's selector %s=%s does not match its pods", k, v)
+		}
+	}
+	if pod.NodeSelector["nvidia.com/gpu.present"] != "true" {
+		t.Errorf("node selector %v; want GPU nodes only", pod.NodeSelector)
+	}
+	c := pod.Containers[0]
+	args := strings.Join(c.Args, " ")
+	if c.Args[0] != "join" || !strings.Contains(args, "--kube-node $(NODE_NAME)") || !strings.Contains(args, "--token-file ") {
+		t.Errorf("args %v; want join --kube-node $(NODE_NAME) --token-file FILE", c.Args)
+	}
+	nodeName := false
+	for _, e := range c.Env {
+		nodeName = nodeName || e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName"
+	}
+	if !nodeName {
+		t.Error("NODE_NAME is not the pod's spec.nodeName")
+	}
+	tokenMounted := false
+	for _, m := range c.VolumeMounts {
+		for _, v := range pod.Volumes {
+			tokenMounted = tokenMounted || m.Name == v.Name && v.Secret != nil && strings.Contains(args, "--token-file "+m.MountPath+"/")
+		}
+	}
+	if !tokenMounted {
+		t.Error("--token-file is not in a mounted Secret")
+	}
+	if pod.ServiceAccountName != sa.Name || binding.Subjects[0].Name != sa.Name || binding.RoleRef.Name != role.Name ||
+		!slices.Contains(role.Rules[0].Resources, "nodes") || !slices.Equal(role.Rules[0].Verbs, []string{"get"}) {
+		t.Errorf("service account %q bound to %q: rules %+v; want get on nodes, nothing more", sa.Name, binding.RoleRef.Name, role.Rules)
+	}
+	if g := pod.TerminationGracePeriodSeconds; g == nil || *g <= 120 || !strings.Contains(args, "--stop-timeout 2m") {
+		t.Errorf("grace %v for a --stop-timeout of 2m; want more than the drain takes", g)
 	}
 }

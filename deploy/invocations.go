@@ -138,6 +138,12 @@ func manifestInvocations(file string) ([]Invocation, error) {
 				return nil, fmt.Errorf("%s: %w", file, err)
 			}
 			pod = d.Spec.Template.Spec
+		case "apps/v1 DaemonSet":
+			var d appsv1.DaemonSet
+			if err := yaml.UnmarshalStrict(m.Doc, &d); err != nil {
+				return nil, fmt.Errorf("%s: %w", file, err)
+			}
+			pod = d.Spec.Template.Spec
 		case "batch/v1 Job":
 			var j batchv1.Job
 			if err := yaml.UnmarshalStrict(m.Doc, &j); err != nil {

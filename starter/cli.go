@@ -72,7 +72,8 @@ was cancelled or terminated, or the check it runs failed; 2 a usage mistake.`,
 	}
 	add(groupRuns, submitCommand(), listCommand(), statusCommand(), waitCommand(), cancelCommand(), logsCommand(),
 		pauseCommand(), resumeCommand(), priorityCommand(), budgetCommand(), interruptCommand())
-	add(groupServices, serveCommand(), loadCommand(), serviceStatusCommand(), stopServiceCommand(), poolCommand())
+	add(groupServices, serveCommand(), loadCommand(), serviceStatusCommand(), stopServiceCommand(), poolCommand(),
+		nodesCommand(), drainCommand(), undrainCommand())
 	add(groupCluster, setupCommand(), drillCommand(), demoCommand(), costCommand(), uiCommand(), simCommand(), completionCommand())
 	add(groupBench, benchCommands()...)
 	root.AddCommand(benchGroup())

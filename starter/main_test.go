@@ -19,6 +19,7 @@ var documented = map[string]bool{
 	"submit": true, "list": true, "status": true, "wait": true, "cancel": true, "logs": true,
 	"pause": true, "resume": true, "priority": true, "budget": true, "interrupt": true,
 	"serve": true, "load": true, "service-status": true, "stop-service": true, "pool": true,
+	"nodes": true, "drain": true, "undrain": true,
 	"setup": true, "drill": true, "demo": true, "cost": true,
 	"sim": false, "completion": false, "ui": true, "scale-bench": false, "sim-bench": false, "autoscale-bench": false,
 	"bench scale": false, "bench sim": false, "bench autoscale": false,

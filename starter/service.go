@@ -337,6 +337,10 @@ func poolCommand() *cobra.Command {
 				return enc.Encode(st)
 			}
 			printPool(stdout, st, time.Now())
+			if nodes, err := jobs.Nodes(ctx, c); err == nil && len(nodes) > 0 {
+				fmt.Fprintln(stdout, "joined machines")
+				printNodes(stdout, nodes, time.Now())
+			}
 			return nil
 		})
 	}

@@ -36,11 +36,17 @@ func TestDeployFilesPassOnlyFlagsAndVariablesTheBinariesHave(t *testing.T) {
 	}
 	// The standard Temporal client environment every binary reads.
 	temporalEnv := []string{"TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "TEMPORAL_API_KEY", "TEMPORAL_TLS", "TEMPORAL_PROFILE"}
+	// What the NVIDIA container runtime reads, for the trainers of joined machines.
+	runtimeEnv := []string{"NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"}
 	for _, inv := range invs {
 		var h string
 		switch inv.Binary {
 		case "worker":
-			h = helpOf(worker)
+			if len(inv.Args) > 0 && inv.Args[0] == "join" {
+				h = helpOf(worker, "join")
+			} else {
+				h = helpOf(worker)
+			}
 		case "starter":
 			if len(inv.Args) == 0 {
 				t.Errorf("%s: starter without a command", inv.Where)
@@ -63,9 +69,12 @@ func TestDeployFilesPassOnlyFlagsAndVariablesTheBinariesHave(t *testing.T) {
 				t.Errorf("%s passes --%s, which %s does not have", inv.Where, f, inv.Binary)
 			}
 		}
+		args := strings.Join(inv.Args, " ")
 		for _, e := range inv.Env {
 			switch {
 			case slices.Contains(temporalEnv, e):
+			case slices.Contains(runtimeEnv, e):
+			case strings.Contains(args, "$("+e+")"): // Kubernetes expands it into the arguments
 			case strings.HasPrefix(e, "REFUEL_") && strings.Contains(h, "env "+e+")"):
 			default:
 				t.Errorf("%s sets %s, which %s does not read", inv.Where, e, inv.Binary)

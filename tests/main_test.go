@@ -21,12 +21,15 @@ import (
 )
 
 // TestMain lets the test binary play the worker binary's other roles: the
-// local cloud starts it as `agent`, and agents start it as `trainer`.
+// local cloud starts it as `agent`, agents start it as `trainer`, and the
+// join tests as `join`.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "agent":
 			os.Exit(nodeagent.Main(os.Args[2:], os.Stderr))
+		case "join":
+			os.Exit(nodeagent.JoinMain(os.Args[2:], os.Stderr))
 		case "trainer":
 			os.Exit(trainer.Main(os.Args[2:], os.Stdout, os.Stderr))
 		}

@@ -52,6 +52,10 @@ var handlerDescriptions = map[string]string{
 	SignalPoolPriority:    "a queued request's priority changed",
 	SignalPoolPause:       "hold a queued request",
 	SignalPoolResume:      "let a held request be admitted again",
+	SignalPoolNode:        "a joined base machine is ready, draining, lost or left",
+	UpdateJoin:            "a machine joins the base group (worker join); refused without the deployment's token",
+	SignalDrain:           "move the machine's runs off it and place nothing new there",
+	SignalUndrain:         "the machine takes runs again",
 }
 
 // Search attributes operators filter runs by in the Web UI and CLI.

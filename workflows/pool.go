@@ -217,6 +217,27 @@ func (p *capacityPool) channels(ctx workflow.Context) []signalHandler {
 		onSignalOf(ctx, SignalPoolResume, func(ctx workflow.Context, ref PoolRef) {
 			ignore(SignalPoolResume, ref.ID, p.state.Resume(ref.ID, workflow.Now(ctx)))
 		}),
+		onSignalOf(ctx, SignalPoolNode, func(ctx workflow.Context, ch NodeChange) {
+			p.nodeChanged(ctx, ch)
+		}),
+	}
+}
+
+// nodeChanged takes a joined machine's new state: a ready one is a base
+// machine; the runs on one draining, lost or gone are asked to move
+// (from a lost one they recover from their checkpoints).
+func (p *capacityPool) nodeChanged(ctx workflow.Context, ch NodeChange) {
+	if ch.State == admission.NodeReady && !p.state.Config.Base.Join {
+		workflow.GetLogger(ctx).Warn("a machine joined but the pools file lets none join (base.join); nothing is placed on it", "node", ch.Node.Name)
+		return
+	}
+	reason := map[admission.NodeState]string{
+		admission.NodeDraining: "base machine " + ch.Node.Name + " is draining",
+		admission.NodeLost:     "base machine " + ch.Node.Name + " went silent (node-lost)",
+		admission.NodeLeft:     "base machine " + ch.Node.Name + " left the pool",
+	}[ch.State]
+	for _, a := range p.state.SetJoined(ch.Node, ch.State) {
+		p.yield(ctx, a, reason, "")
 	}
 }
 

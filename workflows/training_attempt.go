@@ -11,6 +11,7 @@ import (
 
 	"refuel/activities"
 	"refuel/internal/telemetry"
+	"refuel/pkg/capacity"
 	"refuel/pkg/policy"
 )
 
@@ -259,6 +260,11 @@ func (r *run) settle(ctx workflow.Context, e attemptEnd) error {
 			r.observeLastHeartbeat(e.err)
 			e.silent = true
 		}
+		if onJoinedMachine(r.Lease) {
+			r.addFailure(ctx, causeNodeLost, r.Lease.Offering().Key(), msg)
+			r.nodeLost(ctx, e)
+			return nil
+		}
 		r.addFailure(ctx, cause, r.Lease.Offering().Key(), msg)
 		r.preempted(ctx, e, r.Status.Step, false)
 		return r.restart(ctx, cause, msg)
@@ -343,6 +349,36 @@ func (r *run) preempted(ctx workflow.Context, e attemptEnd, atStep int64, withNo
 	m.Counter(telemetry.LostWorkSeconds).Inc(int64(lost))
 	r.enter(ctx, StatePreempted)
 	r.release(ctx, activities.ReleasePreempted)
+}
+
+// onJoinedMachine reports whether the lease is on a machine that joined
+// the base group: its loss is the machine's, cause node-lost.
+func onJoinedMachine(l *Lease) bool {
+	return l != nil && l.Instance.Tags[capacity.TagJoined] != ""
+}
+
+// nodeLost books a joined base machine gone silent under the run: the
+// work since the latest checkpoint is lost and the run recovers from it
+// elsewhere, as after a preemption, but it is no spot preemption and no
+// fault: counted apart (restarts node-lost), against no max_restarts,
+// and its release teaches the market memory nothing. The pool, told by
+// the machine's BaseNode workflow, asks the run to move; it waits for
+// that in admit.
+func (r *run) nodeLost(ctx workflow.Context, e attemptEnd) {
+	now := workflow.Now(ctx)
+	l := r.Lease
+	ckptStep := int64(0)
+	if r.Status.LastCheckpoint != nil {
+		ckptStep = r.Status.LastCheckpoint.Step
+	}
+	lost := r.lostWorkSeconds(now, e, r.Status.Step, ckptStep, false)
+	r.Ledger.AddLostWork(l.Instance.ID, lost)
+	r.Status.LostWorkSecs += lost
+	r.Status.Restarts.NodeLost++
+	r.Recovery = &Recovery{Since: now}
+	workflow.GetLogger(ctx).Warn("base machine lost under the run; recovering from the latest checkpoint", "instance", l.Instance.ID, "checkpoint", ckptStep)
+	r.enter(ctx, StatePreempted)
+	r.release(ctx, activities.ReleaseReason(causeNodeLost))
 }
 
 // lostWorkSeconds estimates the compute that must be redone: the steps

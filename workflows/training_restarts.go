@@ -25,6 +25,10 @@ type Restarts struct {
 	Agent        int `json:"agent"`
 	InstanceLost int `json:"instance_lost"`
 	ControlPlane int `json:"control-plane"`
+	// NodeLost counts base machines that joined the pool (`worker join`)
+	// and went silent under the run: capped by nothing, as the machine is
+	// the team's, not a market's.
+	NodeLost int `json:"node-lost"`
 }
 
 // Total is every restart a fault caused, the ones max_restarts caps.
@@ -38,6 +42,10 @@ const (
 	// causeControlPlane: the cluster was away or slow, never the
 	// instance. It feeds no stock log, checkpoint log or policy.
 	causeControlPlane = "control-plane"
+	// causeNodeLost: a joined base machine went silent. Neither a spot
+	// preemption nor a fault of the run: it feeds no stock log,
+	// checkpoint log or policy.
+	causeNodeLost = "node-lost"
 )
 
 // restartBackoffVersion marks runs that wait, with jitter, before

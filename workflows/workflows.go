@@ -30,6 +30,7 @@ func (w *Workflows) Register(r Registry) {
 	r.RegisterWorkflowWithOptions(CapacityPool, workflow.RegisterOptions{Name: CapacityPoolName})
 	r.RegisterWorkflowWithOptions(InjectInterruption, workflow.RegisterOptions{Name: InjectInterruptionName})
 	r.RegisterWorkflowWithOptions(Janitor, workflow.RegisterOptions{Name: JanitorName})
+	r.RegisterWorkflowWithOptions(BaseNode, workflow.RegisterOptions{Name: BaseNodeName})
 }
 
 // optionsVersion marks runs and services that record their options in

@@ -37,6 +37,8 @@ type Carry struct {
 	Running       CarriedAllocations `json:"running"`
 	ReservedSince time.Time          `json:"reserved_since,omitzero"`
 	ReserveAgain  time.Time          `json:"reserve_again,omitzero"`
+	// Joined are the machines that joined the base group.
+	Joined []JoinedNode `json:"joined,omitempty"`
 }
 
 // CarriedShape is what requests of one shape share.
@@ -101,7 +103,7 @@ const unset = math.MinInt64
 
 // Carry returns the state in its compact form, taken at at.
 func (s *State) Carry(at time.Time) *Carry {
-	c := &Carry{At: at, NextSeq: s.NextSeq, ReservedSince: s.ReservedSince, ReserveAgain: s.ReserveAgain}
+	c := &Carry{At: at, NextSeq: s.NextSeq, ReservedSince: s.ReservedSince, ReserveAgain: s.ReserveAgain, Joined: slices.Clone(s.Joined)}
 	w := carryWriter{c: c, shapes: map[string]int{}, offerings: map[capacity.Offering]int{}, lists: map[string]int{}, places: map[string]int{}}
 	for i, r := range s.Waiting {
 		w.request(&c.Waiting, i, r)
@@ -296,6 +298,8 @@ func (e *CarryError) Error() string {
 func (c *Carry) State(cfg pool.Config) (*State, error) {
 	s := New(cfg)
 	s.NextSeq, s.ReservedSince, s.ReserveAgain = c.NextSeq, c.ReservedSince, c.ReserveAgain
+	s.Joined = slices.Clone(c.Joined)
+	s.Nodes = s.inventory()
 	r := carryReader{c: c}
 	s.Waiting = r.requests("waiting", &c.Waiting)
 	ra := &c.Running

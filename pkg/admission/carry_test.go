@@ -75,6 +75,8 @@ func TestCarryGivesBackAnEqualState(t *testing.T) {
 		}
 	}
 	s.ReservedSince, s.ReserveAgain = now.Add(-time.Minute), now.Add(time.Hour)
+	s.SetJoined(pool.Node{Name: "joined-1", InstanceType: "a100-8x", GPUs: 8}, NodeReady)
+	s.SetJoined(pool.Node{Name: "joined-2", InstanceType: "a100-8x", GPUs: 8}, NodeDraining)
 	if len(s.Waiting) < 10 || len(s.Running) < 100 {
 		t.Fatalf("fixture: %d waiting, %d running", len(s.Waiting), len(s.Running))
 	}

@@ -104,6 +104,7 @@ func (s *State) Unready(now time.Time) []Allocation {
 // machine or pool the new file drops: it is given back when its holder
 // ends, and only new admissions follow the new file.
 func (s *State) Reconfigure(c pool.Config) {
-	s.Config, s.Nodes = c, c.Base.Inventory()
+	s.Config = c
+	s.Nodes = s.inventory()
 	s.ix = nil
 }

@@ -169,8 +169,11 @@ const (
 
 // State is the pool workflow's admission state. Create it with New.
 type State struct {
-	Config  pool.Config  `json:"config"`
-	Nodes   []pool.Node  `json:"nodes"`
+	Config pool.Config `json:"config"`
+	Nodes  []pool.Node `json:"nodes"`
+	// Joined are the machines that joined the base group, in the order
+	// they joined; Nodes holds those not draining after the pools file's.
+	Joined  []JoinedNode `json:"joined,omitempty"`
 	Waiting []Request    `json:"waiting,omitempty"`
 	Running []Allocation `json:"running,omitempty"`
 	NextSeq int64        `json:"next_seq"`

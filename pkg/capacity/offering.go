@@ -108,7 +108,10 @@ const (
 	TagPool     = "refuel:pool"
 	TagTeam     = "refuel:team"
 	// TagNode names the base machine an instance of the base group runs on.
-	TagNode   = "refuel:node"
+	TagNode = "refuel:node"
+	// TagJoined marks an instance on a machine that joined the base group
+	// (`worker join`): its loss is cause node-lost, not a fault of a cloud.
+	TagJoined = "refuel:joined"
 	ManagedBy = "refuel"
 )
 

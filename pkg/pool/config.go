@@ -54,6 +54,15 @@ const (
 	DefaultGangTimeout    = 10 * time.Minute
 )
 
+// DefaultHeartbeatTimeout finds a silent joined machine within a minute,
+// as a run finds a silent instance.
+const DefaultHeartbeatTimeout = time.Minute
+
+// HeartbeatTimeoutOrDefault is HeartbeatTimeout, or its default when unset.
+func (b BaseGroup) HeartbeatTimeoutOrDefault() time.Duration {
+	return cmp.Or(b.HeartbeatTimeout.D(), DefaultHeartbeatTimeout)
+}
+
 // ReserveTimeoutOrDefault is ReserveTimeout, or its default when unset.
 func (c Config) ReserveTimeoutOrDefault() time.Duration {
 	return cmp.Or(c.ReserveTimeout.D(), DefaultReserveTimeout)
@@ -76,6 +85,17 @@ type BaseGroup struct {
 	Provider string      `json:"provider,omitempty"`
 	Nodes    []BaseNode  `json:"nodes,omitempty"`
 	Counts   []BaseCount `json:"counts,omitempty"`
+	// Join makes the machines that have joined (`worker join`) base
+	// machines, beside any listed or counted here.
+	Join bool `json:"join,omitempty"`
+	// TokenFile holds the token a joining machine must present; required
+	// with Join. The control plane reads it; the pool workflow never sees
+	// the token.
+	TokenFile string `json:"token_file,omitempty"`
+	// HeartbeatTimeout is how long a joined machine may be silent before
+	// it is lost and its runs recover elsewhere; 0 means
+	// DefaultHeartbeatTimeout.
+	HeartbeatTimeout spec.Duration `json:"heartbeat_timeout,omitempty"`
 }
 
 // BaseNode is one named machine of the base group.

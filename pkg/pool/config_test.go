@@ -2,6 +2,7 @@ package pool
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -99,6 +100,9 @@ func TestValidateNamesEveryBadField(t *testing.T) {
 		"node type":         {func(c *Config) { c.Base.Nodes[0].InstanceType = " " }, []string{"base.nodes[0].instance_type"}},
 		"node gpus":         {func(c *Config) { c.Base.Nodes[0].GPUs = 0 }, []string{"base.nodes[0].gpus"}},
 		"count":             {func(c *Config) { c.Base.Counts[0].Count = 0 }, []string{"base.counts[0].count"}},
+		"join, no token":    {func(c *Config) { c.Base.Join = true }, []string{"base.token_file"}},
+		"token, no join":    {func(c *Config) { c.Base.TokenFile = "/t" }, []string{"base.token_file"}},
+		"heartbeat timeout": {func(c *Config) { c.Base.HeartbeatTimeout = -1 }, []string{"base.heartbeat_timeout"}},
 		"count price":       {func(c *Config) { c.Base.Counts[0].PricePerHour = -1 }, []string{"base.counts[0].price_per_hour"}},
 		"pool name":         {func(c *Config) { c.Burst[0].Name = "" }, []string{"burst[0].name"}},
 		"pool twice": {func(c *Config) {
@@ -186,5 +190,64 @@ func TestExamplePoolsFileIsValid(t *testing.T) {
 	}
 	if len(c.Base.Inventory()) == 0 || len(c.Burst) == 0 || c.PreemptGap != 1 {
 		t.Errorf("example: %d base machines, %d burst pools, preempt gap %d", len(c.Base.Inventory()), len(c.Burst), c.PreemptGap)
+	}
+}
+
+// A base group may be nothing but the machines that join.
+func TestParseConfigJoinedBase(t *testing.T) {
+	c, err := ParseConfig([]byte("base: {name: dc, join: true, token_file: /etc/refuel/join-token, heartbeat_timeout: 10s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Base.Join || len(c.Base.Inventory()) != 0 || c.Base.HeartbeatTimeoutOrDefault() != 10*time.Second {
+		t.Errorf("parsed %+v", c.Base)
+	}
+}
+
+func TestJoinProof(t *testing.T) {
+	tok := []byte("0123456789abcdef0123")
+	proof := JoinProof(tok, "gpu-01", "s1")
+	cases := map[string]struct {
+		token         []byte
+		name, session string
+		want          bool
+	}{
+		"right":         {tok, "gpu-01", "s1", true},
+		"wrong token":   {[]byte("fedcba98765432100123"), "gpu-01", "s1", false},
+		"other name":    {tok, "gpu-02", "s1", false},
+		"other session": {tok, "gpu-01", "s2", false},
+	}
+	for name, tc := range cases {
+		if got := CheckJoinProof(tc.token, tc.name, tc.session, proof); got != tc.want {
+			t.Errorf("%s: got %v, want %v", name, got, tc.want)
+		}
+	}
+}
+
+func TestReadTokenRefusesShortTokens(t *testing.T) {
+	dir := t.TempDir()
+	short, long := filepath.Join(dir, "short"), filepath.Join(dir, "long")
+	if err := os.WriteFile(short, []byte("abc\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(long, []byte(" 0123456789abcdef0123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadToken(short); err == nil || !strings.Contains(err.Error(), "openssl rand") {
+		t.Errorf("short token: %v", err)
+	}
+	if tok, err := ReadToken(long); err != nil || string(tok) != "0123456789abcdef0123" {
+		t.Errorf("long token: %q, %v", tok, err)
+	}
+}
+
+func TestValidateJoiningNamesFields(t *testing.T) {
+	err := ValidateJoining(Node{Name: "Bad Name", InstanceType: "a100-8x", GPUs: 0})
+	var ve *spec.ValidationError
+	if !errors.As(err, &ve) || !strings.Contains(err.Error(), "join.name") || !strings.Contains(err.Error(), "join.gpus") {
+		t.Errorf("got %v", err)
+	}
+	if err := ValidateJoining(Node{Name: "gpu-01", InstanceType: "a100-8x", GPUs: 8}); err != nil {
+		t.Errorf("good machine: %v", err)
 	}
 }

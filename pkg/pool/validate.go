@@ -29,7 +29,8 @@ const (
 	MaxInstances     = 10000
 	MaxAgingPerHour  = 1000
 	MaxPreemptAfter  = 7 * 24 * time.Hour
-	MaxTimeout       = 24 * time.Hour // reserve_timeout and gang_timeout
+	MaxTimeout       = 24 * time.Hour // reserve_timeout, gang_timeout and base.heartbeat_timeout
+	MaxPath          = 4096           // base.token_file
 )
 
 // Validate checks a normalised config and returns a *spec.ValidationError
@@ -42,7 +43,7 @@ func (c *Config) Validate() error {
 	} else {
 		c.validateBurst(ve)
 	}
-	if machines == 0 && len(c.Burst) == 0 {
+	if machines == 0 && len(c.Burst) == 0 && !c.Base.Join {
 		ve.Add("base", "has no machines and there are no burst pools", "list base nodes or counts, or add a burst pool")
 	}
 	if c.PreemptGap < 0 || c.PreemptGap > spec.MaxPriority {
@@ -102,9 +103,18 @@ func (c *Config) validateBurst(ve *spec.ValidationError) {
 // has, counting rather than listing them: a count is the user's number.
 func (c *Config) validateBase(ve *spec.ValidationError) int {
 	b := c.Base
-	if len(b.Nodes) > 0 || len(b.Counts) > 0 || b.Name != "" {
+	if len(b.Nodes) > 0 || len(b.Counts) > 0 || b.Name != "" || b.Join {
 		checkName(ve, "base.name", b.Name, "name the base group, e.g. dc1-a100")
 	}
+	switch {
+	case b.Join && b.TokenFile == "":
+		ve.Add("base.token_file", "is missing", "name the file holding the token a joining machine must present (base.join is set)")
+	case !b.Join && b.TokenFile != "":
+		ve.Add("base.token_file", "is set but base.join is not", "set base.join: true to let machines join, or drop token_file")
+	case len(b.TokenFile) > MaxPath:
+		ve.Add("base.token_file", fmt.Sprintf("is %d bytes long", len(b.TokenFile)), fmt.Sprintf("give a path of at most %d bytes", MaxPath))
+	}
+	checkTimeout(ve, "base.heartbeat_timeout", b.HeartbeatTimeout, "how long a joined machine may be silent before it is lost", DefaultHeartbeatTimeout)
 	if b.Provider != "" && !spec.ValidName(b.Provider) {
 		ve.Add("base.provider", fmt.Sprintf("%q is not a valid provider name", clip(b.Provider)), spec.NameFix)
 	}
