@@ -317,6 +317,7 @@ func (r *run) observeLastHeartbeat(err error) {
 // back what is left of it; the loop then acquires a replacement, trying
 // this zone last, and resumes from the latest checkpoint.
 func (r *run) preempted(ctx workflow.Context, e attemptEnd, atStep int64, withNotice bool) {
+	oneTrip := r.recoversInOneTrip(ctx)
 	now := workflow.Now(ctx)
 	l := r.Lease
 	ckptStep := int64(0)
@@ -337,6 +338,12 @@ func (r *run) preempted(ctx workflow.Context, e attemptEnd, atStep int64, withNo
 	m.Counter(telemetry.PreemptionsTotal).Inc(1)
 	m.Counter(telemetry.LostWorkSeconds).Inc(int64(lost))
 	r.enter(ctx, StatePreempted)
+	if oneTrip && withNotice {
+		// A silent loss waits before it restarts: its instance is
+		// released at once.
+		r.releaseLater(ctx, activities.ReleasePreempted)
+		return
+	}
 	r.release(ctx, activities.ReleasePreempted)
 }
 
