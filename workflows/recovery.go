@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"time"
+
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -21,8 +23,25 @@ func (r *run) recoversInOneTrip(ctx workflow.Context) bool {
 	if r.nodes() > 1 || workflow.GetVersion(ctx, oneTripRecoveryVersion, workflow.DefaultVersion, 1) < 1 {
 		return false
 	}
+	r.oneTrip = true
 	r.batchAttributes(ctx)
 	return true
+}
+
+// readMemory reads the market memory (StockHistory, PoolCheckpointLog).
+// A run that recovers in one trip reads it in a local activity, within
+// the workflow task, rather than in a round trip of its own: a read that
+// fails leaves the run to its priors either way.
+func (r *run) readMemory(ctx workflow.Context, name, summary string, arg any) workflow.Future {
+	if !r.oneTrip {
+		return workflow.ExecuteActivity(titled(controlOptions(ctx), summary), name, arg)
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
+		Summary:             summary,
+	})
+	return workflow.ExecuteLocalActivity(lctx, name, arg)
 }
 
 // releaseLater does what release does but for the Release activity

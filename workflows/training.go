@@ -109,6 +109,9 @@ type run struct {
 	// workflow task, heldAttrs until then (batchAttributes).
 	batching  bool
 	heldAttrs []temporal.SearchAttributeUpdate
+	// oneTrip is set once the run recovers the one-trip way
+	// (recoversInOneTrip).
+	oneTrip bool
 }
 
 // startRun takes up a carried state, or validates the spec, records the

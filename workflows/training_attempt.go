@@ -452,8 +452,7 @@ func (r *run) checkpointInterval(ctx workflow.Context) time.Duration {
 	c := r.spec.Checkpoint
 	var log policy.CheckpointLog
 	if workflow.GetVersion(ctx, autoCheckpointVersion, workflow.DefaultVersion, 1) >= 1 {
-		actx := titled(controlOptions(ctx), "what runs measured on "+offeringName(r.Lease.Offering())+" (interval: auto)")
-		err := workflow.ExecuteActivity(actx, activities.PoolCheckpointLogName, r.Lease.Offering()).Get(ctx, &log)
+		err := r.readMemory(ctx, activities.PoolCheckpointLogName, "what runs measured on "+offeringName(r.Lease.Offering())+" (interval: auto)", r.Lease.Offering()).Get(ctx, &log)
 		if err != nil {
 			workflow.GetLogger(ctx).Warn("pool's checkpoint log unavailable; checkpointing at the lower bound", "error", err)
 		}
