@@ -75,3 +75,27 @@ func TestRecoveryReleasesWithItsReplacementInOneTrip(t *testing.T) {
 
 // isVersionWrite is the SDK's own write of a change ID the run met.
 func isVersionWrite(step string) bool { return step == "upsert TemporalChangeVersion" }
+
+// A Replace whose release the provider refused launched nothing: the run
+// releases the lost instance on its own, then acquires.
+func TestRecoveryWhoseReleaseFailedReleasesApart(t *testing.T) {
+	t.Parallel()
+	f := &fakeCloud{offerings: []capacity.Offering{spotA, spotB}, trainings: []activities.TrainingOutcome{activities.OutcomePreempted}}
+	env := newEnv(t, f)
+	env.OnActivity(activities.ReplaceName, mock.Anything, mock.Anything).
+		Return(capacity.Instance{}, temporal.NewNonRetryableApplicationError("release of i-1 failed", activities.ReleaseFailedType, nil))
+	env.ExecuteWorkflow(TrainingRunName, job(spec.TierFlexible))
+	st, err := result(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Preemptions != 1 || st.Recoveries != 1 || len(st.Failures) != 0 {
+		t.Errorf("preemptions %d recoveries %d failures %v; want 1, 1 and none", st.Preemptions, st.Recoveries, st.Failures)
+	}
+	if got := f.releasedReasons(); len(got) != 2 || got[0] != activities.ReleasePreempted || got[1] != activities.ReleaseCompleted {
+		t.Errorf("released %v; want preempted then completed", got)
+	}
+	if len(f.requests) != 2 {
+		t.Errorf("%d acquisitions; want the first and the replacement", len(f.requests))
+	}
+}
