@@ -137,28 +137,6 @@ func (a *Capacity) Acquire(ctx context.Context, req capacity.Request) (capacity.
 
 // Release terminates an instance; one that is already gone is fine.
 func (a *Capacity) Release(ctx context.Context, in ReleaseInput) error {
-	return a.release(ctx, in, true)
-}
-
-// Replace releases in.Release's instance and then acquires as Acquire
-// does: a run's recovery in one round trip instead of two. The release
-// comes first, so a quota the old instance held is free for the new one.
-// A release that fails ends it before anything is launched, as an error
-// of type ReleaseFailedType. Acquire's retries (throttling) run it again:
-// the release then finds the instance gone, and the pool is taught only
-// by the first try.
-func (a *Capacity) Replace(ctx context.Context, in ReplaceInput) (capacity.Instance, error) {
-	first := !activity.IsActivity(ctx) || activity.GetInfo(ctx).Attempt <= 1
-	if err := a.release(ctx, in.Release, first); err != nil {
-		return capacity.Instance{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("release of %s failed: %v", in.Release.Instance.ID, err), ReleaseFailedType, err)
-	}
-	return a.Acquire(ctx, in.Request)
-}
-
-// release terminates an instance. Only the first call for a release
-// (first) counts it and teaches the market memory what its time showed.
-func (a *Capacity) release(ctx context.Context, in ReleaseInput, first bool) error {
 	p := a.provider(in.Instance.Offering.Provider)
 	if p == nil {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no provider named %q on this worker", in.Instance.Offering.Provider), "UnknownProvider", nil)
@@ -169,14 +147,27 @@ func (a *Capacity) release(ctx context.Context, in ReleaseInput, first bool) err
 	if err != nil && !capacity.IsNotFound(err) {
 		return err
 	}
-	if !first {
-		return nil
-	}
 	a.learnRelease(ctx, in)
 	activity.GetMetricsHandler(ctx).WithTags(map[string]string{
 		telemetry.LabelReason: string(in.Reason), telemetry.LabelMarket: string(in.Instance.Offering.Market), telemetry.LabelProvider: in.Instance.Offering.Provider,
 	}).Counter(telemetry.ReleasesTotal).Inc(1)
 	return nil
+}
+
+// Replace releases in.Release's instance and then acquires as Acquire
+// does: a run's recovery in one round trip instead of two. The release
+// comes first, so a quota the old instance held is free for the new one.
+// A release that fails ends it before anything is launched, as an error
+// of type ReleaseFailedType. A retry (Acquire's own, or on another worker
+// after this one died) releases again, as a retried Release does: the
+// instance is found gone, and the market memory counts each lesson once
+// by the instance's ID.
+func (a *Capacity) Replace(ctx context.Context, in ReplaceInput) (capacity.Instance, error) {
+	if err := a.Release(ctx, in.Release); err != nil {
+		return capacity.Instance{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("release of %s failed: %v", in.Release.Instance.ID, err), ReleaseFailedType, err)
+	}
+	return a.Acquire(ctx, in.Request)
 }
 
 // CapacityHeartbeatTimeout is how long an Acquire or Release may go
