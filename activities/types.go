@@ -13,6 +13,7 @@ const (
 	ListOfferingsName     = "ListOfferings"
 	AcquireName           = "Acquire"
 	ReleaseName           = "Release"
+	ReplaceName           = "Replace"
 	InterruptName         = "Interrupt"
 	RunTrainingName       = "RunTraining"
 	StopTrainingName      = "StopTraining"
@@ -62,6 +63,17 @@ type ReleaseInput struct {
 	// log for the `interval: auto` of later runs.
 	Log *policy.CheckpointLog `json:"log,omitempty"`
 }
+
+// ReplaceInput gives back an instance the market took and acquires its
+// replacement, in one activity (Capacity.Replace).
+type ReplaceInput struct {
+	Release ReleaseInput     `json:"release"`
+	Request capacity.Request `json:"request"`
+}
+
+// ReleaseFailedType is the error type of a Replace whose release failed,
+// before anything was acquired: the run then releases and acquires apart.
+const ReleaseFailedType = "ReleaseFailed"
 
 // InterruptInput asks a cloud to reclaim an instance the way a spot market
 // does: an interruption notice now, the instance gone after Grace.

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -399,6 +400,7 @@ func busyCores(n int) (stop func(), err error) {
 func (b *scaleBench) tally(ctx context.Context, c client.Client, ids []string, taken map[string]int, rep *ScaleReport) {
 	var mu sync.Mutex
 	var recoveries []float64
+	var slow []slowRecovery
 	var firstNotice, lastResume time.Time
 	classes := map[string]int{}
 	example := map[string]string{} // one message per class, for the log
@@ -430,6 +432,7 @@ func (b *scaleBench) tally(ctx context.Context, c client.Client, ids []string, t
 			if r := st.LastRecovery; r != nil && !r.ResumedAt.IsZero() {
 				rep.Recovered++
 				recoveries = append(recoveries, r.ResumedAt.Sub(p.Time).Seconds())
+				slow = append(slow, slowRecovery{id: ids[i], from: p.Time, to: r.ResumedAt})
 				if firstNotice.IsZero() || p.Time.Before(firstNotice) {
 					firstNotice = p.Time
 				}
@@ -444,10 +447,57 @@ func (b *scaleBench) tally(ctx context.Context, c client.Client, ids []string, t
 	for _, class := range slices.Sorted(maps.Keys(example)) {
 		b.say("  %s, for example %s", class, example[class])
 	}
+	b.showSlowest(ctx, c, slow)
 	slices.Sort(recoveries)
 	rep.RecoveryP50Seconds, rep.RecoveryP99Seconds = quantile(recoveries, 0.5), quantile(recoveries, 0.99)
 	if span := lastResume.Sub(firstNotice).Seconds(); span > 0 {
 		rep.RecoveriesPerSecond = float64(rep.Recovered) / span
+	}
+}
+
+// slowRecovery is one run's recovery: from its preemption as the run
+// recorded it to its resumption.
+type slowRecovery struct {
+	id       string
+	from, to time.Time
+}
+
+// showSlowest logs the slowest recoveries, each with what its history
+// recorded meanwhile, offset from the preemption: where a slow recovery
+// spent its time.
+func (b *scaleBench) showSlowest(ctx context.Context, c client.Client, recs []slowRecovery) {
+	slices.SortFunc(recs, func(x, y slowRecovery) int { return cmp.Compare(y.to.Sub(y.from), x.to.Sub(x.from)) })
+	for _, rec := range recs[:min(3, len(recs))] {
+		b.say("slow recovery: %s took %.1fs", rec.id, rec.to.Sub(rec.from).Seconds())
+		it := c.GetWorkflowHistory(ctx, rec.id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				b.say("  history: %v", err)
+				break
+			}
+			at := ev.GetEventTime().AsTime()
+			if at.Before(rec.from.Add(-2*time.Second)) || at.After(rec.to.Add(2*time.Second)) {
+				continue
+			}
+			what := strings.TrimPrefix(ev.GetEventType().String(), "EVENT_TYPE_")
+			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+				what += " " + a.GetActivityType().GetName() + " on " + a.GetTaskQueue().GetName()
+			}
+			if a := ev.GetWorkflowExecutionSignaledEventAttributes(); a != nil {
+				what += " " + a.GetSignalName()
+			}
+			if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && a.GetAttempt() > 1 {
+				what += fmt.Sprintf(" (try %d)", a.GetAttempt())
+			}
+			if f := ev.GetActivityTaskFailedEventAttributes().GetFailure(); f != nil {
+				what += ": " + f.GetMessage()
+			}
+			if a := ev.GetWorkflowTaskTimedOutEventAttributes(); a != nil {
+				what += " " + a.GetTimeoutType().String()
+			}
+			b.say("  %+7.2fs %s", at.Sub(rec.from).Seconds(), what)
+		}
 	}
 }
 

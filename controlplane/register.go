@@ -27,6 +27,7 @@ func Register(w worker.Registry, wf *workflows.Workflows, caps *activities.Capac
 		activities.MarketAtName:          caps.MarketAt,
 		activities.PoolCheckpointLogName: caps.PoolCheckpointLog,
 		activities.ReleaseName:           caps.Release,
+		activities.ReplaceName:           caps.Replace,
 		activities.LostInstancesName:     caps.LostInstances,
 		activities.StockHistoryName:      caps.StockHistory,
 		activities.InterruptName:         caps.Interrupt,

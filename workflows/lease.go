@@ -84,13 +84,24 @@ type owner struct{ id, identity string }
 // A failure carries every offering's classified reason (see
 // failureDetails).
 func (b *Leases) acquire(ctx workflow.Context, who owner, ask leaseAsk) (*Lease, error) {
+	return b.acquireReleasing(ctx, who, ask, nil)
+}
+
+// acquireReleasing is acquire, giving back rel's instance first in the
+// same activity (Replace) when rel is set.
+func (b *Leases) acquireReleasing(ctx workflow.Context, who owner, ask leaseAsk, rel *activities.ReleaseInput) (*Lease, error) {
 	b.Attempts++
 	req := capacity.Request{
 		RunID: who.id, Identity: who.identity, Attempt: b.Attempts, Offerings: ask.offerings, Tags: ask.tags(), MaxPricePerHour: ask.maxPrice,
 	}
 	var inst capacity.Instance
-	actx := titled(acquireOptions(ctx), acquireSummary(req.Attempt, req.Offerings))
-	if err := workflow.ExecuteActivity(actx, activities.AcquireName, req).Get(ctx, &inst); err != nil {
+	name, arg, summary := activities.AcquireName, any(req), acquireSummary(req.Attempt, req.Offerings)
+	if rel != nil {
+		name, arg = activities.ReplaceName, activities.ReplaceInput{Release: *rel, Request: req}
+		summary = "release " + rel.Instance.ID + " (" + string(rel.Reason) + "), then " + summary
+	}
+	actx := titled(acquireOptions(ctx), summary)
+	if err := workflow.ExecuteActivity(actx, name, arg).Get(ctx, &inst); err != nil {
 		return nil, err
 	}
 	l := &Lease{Instance: inst, Attempt: req.Attempt, Since: workflow.Now(ctx), Team: ask.team}
@@ -107,8 +118,13 @@ func (b *Leases) acquire(ctx workflow.Context, who owner, ask leaseAsk) (*Lease,
 // being cancelled too; a release that keeps failing leaves the instance
 // to the janitor, which reclaims what no running workflow owns.
 func (b *Leases) release(ctx workflow.Context, l *Lease, reason activities.ReleaseReason) {
-	dctx, cancel := workflow.NewDisconnectedContext(ctx)
-	defer cancel()
+	b.releaseInput(ctx, releaseInputOf(ctx, l, reason))
+	b.closed(ctx, l)
+}
+
+// releaseInputOf is what the Release activity is given for l: with
+// what the instance's time taught about its pool, on a run's lease.
+func releaseInputOf(ctx workflow.Context, l *Lease, reason activities.ReleaseReason) activities.ReleaseInput {
 	in := activities.ReleaseInput{Instance: l.Instance, Reason: reason}
 	if l.Teaches {
 		l.Log.Ran(workflow.Now(ctx).Sub(l.Since))
@@ -118,10 +134,21 @@ func (b *Leases) release(ctx workflow.Context, l *Lease, reason activities.Relea
 		log := l.Log
 		in.Log = &log
 	}
-	rctx := titled(releaseOptions(dctx), "release "+l.Instance.ID+" ("+string(reason)+")")
+	return in
+}
+
+// releaseInput runs the Release activity (see release).
+func (b *Leases) releaseInput(ctx workflow.Context, in activities.ReleaseInput) {
+	dctx, cancel := workflow.NewDisconnectedContext(ctx)
+	defer cancel()
+	rctx := titled(releaseOptions(dctx), "release "+in.Instance.ID+" ("+string(in.Reason)+")")
 	if err := workflow.ExecuteActivity(rctx, activities.ReleaseName, in).Get(dctx, nil); err != nil {
-		workflow.GetLogger(ctx).Error("release failed; the janitor will reclaim the instance", "instance", l.Instance.ID, "error", err)
+		workflow.GetLogger(ctx).Error("release failed; the janitor will reclaim the instance", "instance", in.Instance.ID, "error", err)
 	}
+}
+
+// closed stops paying for l's instance.
+func (b *Leases) closed(ctx workflow.Context, l *Lease) {
 	now := workflow.Now(ctx)
 	b.Ledger.Close(l.Instance.ID, now)
 	telemetry.CountClosedCost(workflow.GetMetricsHandler(ctx), l.Team, b.Ledger, l.Instance.ID, now)

@@ -108,6 +108,16 @@ type run struct {
 	// the run continues as new, handing the attempt on.
 	handOn bool
 	waits  int // waits for capacity in this run of the workflow
+	// unreleased is a lost instance whose release rides with the
+	// acquisition of its replacement (releaseLater).
+	unreleased *activities.ReleaseInput
+	// batching is set when search attributes are written once per
+	// workflow task, heldAttrs until then (batchAttributes).
+	batching  bool
+	heldAttrs []temporal.SearchAttributeUpdate
+	// oneTrip is set once the run recovers the one-trip way
+	// (recoversInOneTrip).
+	oneTrip bool
 }
 
 // startRun takes up a carried state, or validates the spec, records the
@@ -213,6 +223,9 @@ func (r *run) listOfferings(ctx workflow.Context) error {
 // admit returns once the run may acquire: not paused, and granted
 // capacity when it goes through the pool.
 func (r *run) admit(ctx workflow.Context) error {
+	if r.held(ctx) || r.yieldAsked() {
+		r.releaseNow(ctx) // it waits before it acquires
+	}
 	return r.market.admit(ctx, r)
 }
 
@@ -234,7 +247,7 @@ func (r *run) acquire(ctx workflow.Context) (*Lease, error) {
 				string(capacity.SpecMismatch), nil)
 		}
 		r.enter(ctx, StateAcquiring)
-		lease, err := r.Leases.acquire(ctx, r.owner(), ask.leaseAsk)
+		lease, err := r.acquireLease(ctx, ask.leaseAsk)
 		var details []activities.FailureDetail
 		if err == nil {
 			r.UnclassifiedWaits = 0
@@ -265,7 +278,7 @@ func (r *run) use(ctx workflow.Context, lease *Lease) {
 	if r.Recovery != nil {
 		r.Status.LastRecovery = &RecoveryInfo{ReplacementAt: lease.Since, InstanceID: lease.Instance.ID}
 	}
-	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrMarket.ValueSet(string(lease.Offering().Market)))
+	r.upsertAttrs(ctx, AttrMarket.ValueSet(string(lease.Offering().Market)))
 	r.showDetails(ctx)
 }
 
@@ -287,7 +300,7 @@ func (r *run) backOff(ctx workflow.Context, details []activities.FailureDetail, 
 	}
 	r.enter(ctx, StateWaiting)
 	// Operators filter on why a run waits: RefuelState names the class.
-	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrState.ValueSet(string(StateWaiting)+":"+string(waitingOn(details))))
+	r.upsertAttrs(ctx, AttrState.ValueSet(string(StateWaiting)+":"+string(waitingOn(details))))
 	wait := jittered(*backoff, r.identity, r.Attempts)
 	summary := "wait " + wait.Round(time.Second).String() + " for capacity (" + string(waitingOn(details)) + ")"
 	until := workflow.Now(ctx).Add(wait)
@@ -312,13 +325,14 @@ func (r *run) release(ctx workflow.Context, reason activities.ReleaseReason) {
 	r.Leases.release(ctx, r.Lease, reason)
 	r.Lease = nil
 	r.Status.CostUSD = r.Ledger.CostUSD(workflow.Now(ctx))
-	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrCostUSD.ValueSet(r.Status.CostUSD), AttrMarket.ValueUnset())
+	r.upsertAttrs(ctx, AttrCostUSD.ValueSet(r.Status.CostUSD), AttrMarket.ValueUnset())
 	r.showDetails(ctx)
 }
 
 // releaseAll runs however the workflow ends: nothing acquired is kept,
 // but for an instance handed on, training, to the run that continues.
 func (r *run) releaseAll(ctx workflow.Context) {
+	r.releaseNow(ctx)
 	if r.Training != nil {
 		return
 	}
@@ -333,8 +347,10 @@ func (r *run) releaseAll(ctx workflow.Context) {
 
 // end records the final state and returns the run's result.
 func (r *run) end(ctx workflow.Context, err error) (Status, error) {
+	r.stopBatching(ctx)
 	var next *workflow.ContinueAsNewError
 	if errors.As(err, &next) {
+		r.releaseNow(ctx)
 		return r.snapshot(ctx), err // nothing is held: the next run goes on
 	}
 	ctx, cancel := workflow.NewDisconnectedContext(ctx)
@@ -388,7 +404,7 @@ func (r *run) enter(ctx workflow.Context, s State) {
 		panic(fmt.Sprintf("run %s: %v", r.id, err))
 	}
 	r.Status.State = s
-	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrState.ValueSet(string(s)))
+	r.upsertAttrs(ctx, AttrState.ValueSet(string(s)))
 	r.showDetails(ctx)
 }
 

@@ -328,6 +328,7 @@ func (r *run) observeLastHeartbeat(err error) {
 // back what is left of it; the loop then acquires a replacement, trying
 // this zone last, and resumes from the latest checkpoint.
 func (r *run) preempted(ctx workflow.Context, e attemptEnd, atStep int64, withNotice bool) {
+	oneTrip := r.recoversInOneTrip(ctx)
 	now := workflow.Now(ctx)
 	l := r.Lease
 	ckptStep := int64(0)
@@ -348,6 +349,12 @@ func (r *run) preempted(ctx workflow.Context, e attemptEnd, atStep int64, withNo
 	m.Counter(telemetry.PreemptionsTotal).Inc(1)
 	m.Counter(telemetry.LostWorkSeconds).Inc(int64(lost))
 	r.enter(ctx, StatePreempted)
+	if oneTrip && withNotice {
+		// A silent loss waits before it restarts: its instance is
+		// released at once.
+		r.releaseLater(ctx, activities.ReleasePreempted)
+		return
+	}
 	r.release(ctx, activities.ReleasePreempted)
 }
 
@@ -515,8 +522,7 @@ func (r *run) checkpointInterval(ctx workflow.Context) time.Duration {
 	c := r.spec.Checkpoint
 	var log policy.CheckpointLog
 	if workflow.GetVersion(ctx, autoCheckpointVersion, workflow.DefaultVersion, 1) >= 1 {
-		actx := titled(controlOptions(ctx), "what runs measured on "+offeringName(r.Lease.Offering())+" (interval: auto)")
-		err := workflow.ExecuteActivity(actx, activities.PoolCheckpointLogName, r.Lease.Offering()).Get(ctx, &log)
+		err := r.readMemory(ctx, activities.PoolCheckpointLogName, "what runs measured on "+offeringName(r.Lease.Offering())+" (interval: auto)", r.Lease.Offering()).Get(ctx, &log)
 		if err != nil {
 			workflow.GetLogger(ctx).Warn("pool's checkpoint log unavailable; checkpointing at the lower bound", "error", err)
 		}

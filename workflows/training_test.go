@@ -175,6 +175,14 @@ func (f *fakeCloud) Release(_ context.Context, in activities.ReleaseInput) error
 	return nil
 }
 
+// Replace releases, then acquires, as the worker's does.
+func (f *fakeCloud) Replace(ctx context.Context, in activities.ReplaceInput) (capacity.Instance, error) {
+	if err := f.Release(ctx, in.Release); err != nil {
+		return capacity.Instance{}, err
+	}
+	return f.Acquire(ctx, in.Request)
+}
+
 func (f *fakeCloud) RunTraining(ctx context.Context, in activities.TrainingInput) (activities.TrainingResult, error) {
 	f.mu.Lock()
 	n := len(f.trained)
@@ -286,7 +294,7 @@ func newEnvWithoutPool(t *testing.T, f *fakeCloud, opts ...option) *testsuite.Te
 	for name, fn := range map[string]any{
 		activities.ListOfferingsName: f.ListOfferings, activities.AcquireName: f.Acquire,
 		activities.OpenMarketName: f.OpenMarket, activities.PoolCheckpointLogName: f.PoolCheckpointLog,
-		activities.ReleaseName:     f.Release,
+		activities.ReleaseName: f.Release, activities.ReplaceName: f.Replace,
 		activities.RunTrainingName: f.RunTraining, activities.StockHistoryName: f.StockHistory,
 		activities.StopTrainingName: f.StopTraining, activities.DecideMarketName: f.DecideMarket,
 		activities.LostInstancesName: f.LostInstances,

@@ -233,8 +233,7 @@ func (r *run) stockHistory(ctx workflow.Context, offerings []capacity.Offering) 
 		keys[i] = o.Key()
 	}
 	var h []policy.Availability
-	actx := titled(controlOptions(ctx), "what runs saw of "+strconv.Itoa(len(keys))+" spot offerings' stock")
-	err := workflow.ExecuteActivity(actx, activities.StockHistoryName, keys).Get(ctx, &h)
+	err := r.readMemory(ctx, activities.StockHistoryName, "what runs saw of "+strconv.Itoa(len(keys))+" spot offerings' stock", keys).Get(ctx, &h)
 	if err != nil || len(h) != len(keys) {
 		workflow.GetLogger(ctx).Warn("stock logs unavailable; planning with refuel's priors", "error", err)
 		return nil
