@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -84,13 +85,18 @@ func (r *run) acquireLease(ctx workflow.Context, a leaseAsk) (*Lease, error) {
 	rel := *r.unreleased
 	r.unreleased = nil
 	lease, err := r.Leases.acquireReleasing(ctx, r.owner(), a, &rel)
-	if failedOn(err, activities.ReleaseFailedType) {
-		// Nothing was launched: release on its own, retried until it is
-		// done, then acquire.
-		r.Leases.releaseInput(ctx, rel)
-		return r.Leases.acquire(ctx, r.owner(), a)
+	var app *temporal.ApplicationError
+	if err == nil || (errors.As(err, &app) && app.Type() != activities.ReleaseFailedType) {
+		return lease, err // released; acquired, or no offering could be had
 	}
-	return lease, err
+	// The provider refused the release, or Replace timed out or was
+	// cancelled, perhaps before it released: release on its own,
+	// retried until it is done (an instance already gone is fine).
+	r.Leases.releaseInput(ctx, rel)
+	if app != nil {
+		return r.Leases.acquire(ctx, r.owner(), a) // nothing was launched
+	}
+	return nil, err
 }
 
 // batchAttributes makes the run write its search attributes once per
