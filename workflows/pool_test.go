@@ -174,6 +174,13 @@ func TestPoolAdmitsBaseFirstThenBurstAndPreemptsForPriority(t *testing.T) {
 	if len(st.Waiting) != 1 || st.Waiting[0].ID != "low" || st.Preemptions != 1 || st.Base != 1 || st.Burst != 1 || st.FreeBaseGPUs != 0 {
 		t.Errorf("status %+v: want low requeued, one preemption, base and burst full", st)
 	}
+	// A base grant names the base group, which its holder books the
+	// cost to; a burst grant its burst pool.
+	for _, g := range rec.grants {
+		if want := map[admission.Layer]string{admission.BaseLayer: "dc", admission.BurstLayer: poolConfig().Burst[0].Name}[g.Layer]; g.Pool != want {
+			t.Errorf("grant of %s on %s names pool %q; want %q", g.Request.ID, g.Layer, g.Pool, want)
+		}
+	}
 }
 
 func TestPoolPriorityReordersAndPauseHolds(t *testing.T) {

@@ -134,7 +134,7 @@ func (poolGrant) next(ctx workflow.Context, r *run) (*ask, error) {
 	}
 	if g.Layer == admission.BaseLayer {
 		a := r.askFor(g.Offerings)
-		a.layer, a.node = admission.BaseLayer, g.Node
+		a.layer, a.node, a.pool = admission.BaseLayer, g.Node, g.Pool
 		return a, nil
 	}
 	a := r.askFor(capacity.Order(capacity.Within(r.Offerings, g.Offerings), r.spec.Tier, r.AvoidZone))

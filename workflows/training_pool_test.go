@@ -47,7 +47,7 @@ func TestTrainingRunAsksThePoolAndYields(t *testing.T) {
 	var queued, yielded Status
 	env.RegisterDelayedCallback(func() { queued = queryStatus(t, env) }, time.Second)
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(SignalCapacityGranted, admission.Allocation{Request: req, Layer: admission.BaseLayer, Node: "dc-1", Offerings: []capacity.Offering{base}})
+		env.SignalWorkflow(SignalCapacityGranted, admission.Allocation{Request: req, Layer: admission.BaseLayer, Node: "dc-1", Pool: "dc", Offerings: []capacity.Offering{base}})
 	}, 2*time.Second)
 	// The pool asks for the capacity back while the run trains on it.
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
@@ -82,10 +82,11 @@ func TestTrainingRunAsksThePoolAndYields(t *testing.T) {
 	if f.acquired[1].Offering != spotA {
 		t.Errorf("second instance %s; want %s, the run's offering within the grant", f.acquired[1].Offering.Key(), spotA.Key())
 	}
-	// Cost is booked to the pools file's pools: the base group's
-	// provider, then the burst pool by its name, not its cloud's.
-	if _, ok := st.Cost.ByPool["cloud"]; !ok || len(st.Cost.ByPool) != 2 {
-		t.Errorf("cost by pool %+v; want the base provider's and the burst pool cloud's", st.Cost.ByPool)
+	// Cost is booked to the pools file's names: the base group dc (not
+	// its provider, base), then the burst pool cloud.
+	_, dc := st.Cost.ByPool["dc"]
+	if _, cloud := st.Cost.ByPool["cloud"]; !dc || !cloud || len(st.Cost.ByPool) != 2 {
+		t.Errorf("cost by pool %+v; want the base group dc's and the burst pool cloud's", st.Cost.ByPool)
 	}
 	if diff := cmp.Diff(f.releasedReasons(), []activities.ReleaseReason{activities.ReleaseYielded, activities.ReleaseCompleted}); diff != "" {
 		t.Errorf("releases, got(-), want(+):\n%s", diff)

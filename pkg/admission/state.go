@@ -76,7 +76,8 @@ type Allocation struct {
 	Node string `json:"node,omitempty"`
 	// Pool is the burst pool counted against its cap: the pool of the
 	// first offering until Bind says which one was acquired. A gang's
-	// nodes are all in this one pool.
+	// nodes are all in this one pool. The grant a base allocation's
+	// holder receives names the base group here, for its ledger.
 	Pool string `json:"pool,omitempty"`
 	// Offerings are what the run may acquire, in order: the base
 	// machine's, or the burst offerings to try one after another (for a
