@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -136,10 +135,9 @@ func runSimBench(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	if err := runBenchCells(cells, job, *known, stderr); err != nil {
-		return err
-	}
-	if err := runRegionCells(regions, stderr); err != nil {
+	var mu sync.Mutex
+	tasks := append(cellTasks(cells, job, *known, &mu), regionTasks(regions, &mu)...)
+	if err := runBenchTasks(tasks, stderr); err != nil {
 		return err
 	}
 	printBench(stdout, job, dls, singles, multis, cells)
@@ -196,57 +194,42 @@ func benchMarkets(dir string) (singles, multis []*benchMarket, err error) {
 	return singles, multis, nil
 }
 
-// runBenchCells replays every cell under every policy, on every core.
-func runBenchCells(cells []*benchCell, job replay.Job, known bool, stderr io.Writer) error {
-	var (
-		mu    sync.Mutex
-		wg    sync.WaitGroup
-		first error
-		done  int
-		next  = make(chan *benchCell)
-		began = time.Now()
-	)
-	for range runtime.NumCPU() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for c := range next {
-				j := job
-				j.Deadline = c.deadline
-				for _, p := range benchPolicies {
-					res, err := replaySim(c.market.market, j, c.start, p)
-					mu.Lock()
-					if err != nil && first == nil {
-						first = fmt.Errorf("%s, deadline %s, start %d, %s: %w", c.market.name, c.deadline, c.start, p, err)
-					}
-					c.cost[p], c.met[p] = res.Cost/j.OnDemandCost(), res.DeadlineMet
-					mu.Unlock()
-				}
-				if known && c.market.zones == 1 {
-					m := c.market.market
-					res, err := replay.Run(m, j, c.start, replay.NewKnownStatistics(m, c.start, c.deadline, j.Nodes, replay.NewOnline(j.Tier, policy.Refuel)))
-					mu.Lock()
-					if err != nil && first == nil {
-						first = fmt.Errorf("%s, deadline %s, start %d, refuel with known statistics: %w", c.market.name, c.deadline, c.start, err)
-					}
-					c.known = res.Cost / j.OnDemandCost()
-					mu.Unlock()
-				}
-				mu.Lock()
-				done++
-				if done%20 == 0 || done == len(cells) {
-					fmt.Fprintf(stderr, "sim-bench: %d/%d windows (%s)\n", done, len(cells), time.Since(began).Round(time.Second))
-				}
-				mu.Unlock()
-			}
-		}()
-	}
+// cellTasks are the replays of every cell under every policy, and of
+// refuel with each single-zone window's own statistics when known is set;
+// mu guards the cells' results.
+func cellTasks(cells []*benchCell, job replay.Job, known bool, mu *sync.Mutex) []benchTask {
+	var tasks []benchTask
 	for _, c := range cells {
-		next <- c
+		j := job
+		j.Deadline = c.deadline
+		ticks := int(c.deadline / c.market.market.Gap)
+		for _, p := range benchPolicies {
+			tasks = append(tasks, benchTask{weight: replayWeight(p, ticks, c.market.zones), run: func() error {
+				res, err := replaySim(c.market.market, j, c.start, p)
+				mu.Lock()
+				defer mu.Unlock()
+				c.cost[p], c.met[p] = res.Cost/j.OnDemandCost(), res.DeadlineMet
+				if err != nil {
+					return fmt.Errorf("%s, deadline %s, start %d, %s: %w", c.market.name, c.deadline, c.start, p, err)
+				}
+				return nil
+			}})
+		}
+		if known && c.market.zones == 1 {
+			tasks = append(tasks, benchTask{weight: replayWeight(policy.Refuel, ticks, 1), run: func() error {
+				m := c.market.market
+				res, err := replay.Run(m, j, c.start, replay.NewKnownStatistics(m, c.start, c.deadline, j.Nodes, replay.NewOnline(j.Tier, policy.Refuel)))
+				mu.Lock()
+				defer mu.Unlock()
+				c.known = res.Cost / j.OnDemandCost()
+				if err != nil {
+					return fmt.Errorf("%s, deadline %s, start %d, refuel with known statistics: %w", c.market.name, c.deadline, c.start, err)
+				}
+				return nil
+			}})
+		}
 	}
-	close(next)
-	wg.Wait()
-	return first
+	return tasks
 }
 
 // benchStats aggregates cells.
