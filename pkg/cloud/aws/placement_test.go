@@ -2,7 +2,9 @@ package aws
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,13 +30,19 @@ func TestPlacementScoresAgainstTheSimEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	cloud.Advance(2)
-	srv := httptest.NewServer(ec2api.New(cloud, nil))
+	h := ec2api.New(cloud, nil)
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		h.ServeHTTP(w, r)
+	}))
 	t.Cleanup(func() {
 		srv.Close()
 		_ = cloud.Close()
 	})
+	now := time.Date(2023, 2, 15, 0, 0, 0, 0, time.UTC)
 	c, err := New(context.Background(), Config{Region: "us-east-1", Endpoint: srv.URL, AccessKeyID: "test", SecretAccessKey: "test",
-		LaunchTemplate: LaunchTemplate{Name: "refuel-node"}, MaxAttempts: 1})
+		LaunchTemplate: LaunchTemplate{Name: "refuel-node"}, MaxAttempts: 1, Clock: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,12 +50,20 @@ func TestPlacementScoresAgainstTheSimEndpoint(t *testing.T) {
 	g5a := offer("g5.xlarge", "us-east-1a", capacity.Spot, 0.4)
 	other := p3a
 	other.Provider = "gcp"
-	got, err := c.PlacementScores(context.Background(), []capacity.Offering{p3a, p3b, g5a, offer("p3.2xlarge", "us-east-1a", capacity.OnDemand, 3.06), other})
-	if err != nil {
-		t.Fatal(err)
-	}
+	offerings := []capacity.Offering{p3a, p3b, g5a, offer("p3.2xlarge", "us-east-1a", capacity.OnDemand, 3.06), other}
 	want := map[string]int{p3a.Key(): 7, p3b.Key(): 1, g5a.Key(): 10}
-	if diff := cmp.Diff(got, want); diff != "" {
-		t.Errorf("scores got(-), want(+):\n%s", diff)
+	// Read, then reused while fresh, then read again: two calls per type.
+	for _, later := range []time.Duration{0, placementScoresFresh - time.Second, placementScoresFresh} {
+		now = now.Add(later)
+		got, err := c.PlacementScores(context.Background(), offerings)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(got, want); diff != "" {
+			t.Errorf("scores got(-), want(+):\n%s", diff)
+		}
+	}
+	if n := calls.Load(); n != 8 {
+		t.Errorf("%d calls to EC2; want 8 (zones and scores for two types, twice)", n)
 	}
 }
