@@ -58,7 +58,8 @@ func runSimBench(args []string, stdout, stderr io.Writer) error {
 		dflt = filepath.Join("..", "shared", "traces", "availability")
 	}
 	dir := fs.String("traces", dflt, "folder of traces, searched at any depth (env REFUEL_TRACES)")
-	starts := fs.Int("starts", 10, "start offsets per trace and deadline")
+	starts := fs.Int("starts", 0, fmt.Sprintf("start offsets per trace and deadline, spread evenly over the traces (default %d, %d for a gang; with --full %d, %d for a gang)", quickStarts, quickGangStarts, fullStarts, fullGangStarts))
+	full := fs.Bool("full", false, "the full set: more windows (see --starts) and --known-statistics; about 25 minutes on two shared cores, where the default takes a few")
 	deadlines := fs.String("deadlines", "52h,70h", "comma-separated deadlines")
 	job := replay.Job{Tier: spec.TierDeadline, Work: 48 * time.Hour, RestartOverhead: 12 * time.Minute, SpotPrice: 0.9701, OnDemandPrice: 3.06}
 	fs.DurationVar(&job.Work, "work", job.Work, "compute time of the job")
@@ -91,9 +92,22 @@ func runSimBench(args []string, stdout, stderr io.Writer) error {
 		}
 		dls = append(dls, d)
 	}
-	if *starts < 1 {
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "starts" })
+	switch {
+	case explicit && *starts < 1:
 		return &FlagError{"starts", fmt.Sprintf("%d is below 1", *starts), "give the number of start offsets, e.g. 10"}
+	case explicit:
+	case *full && job.Nodes > 1:
+		*starts = fullGangStarts
+	case *full:
+		*starts = fullStarts
+	case job.Nodes > 1:
+		*starts = quickGangStarts
+	default:
+		*starts = quickStarts
 	}
+	*known = *known || *full
 	singles, multis, err := benchMarkets(*dir)
 	if err != nil {
 		return err
@@ -144,6 +158,14 @@ func runSimBench(args []string, stdout, stderr io.Writer) error {
 	printRegions(stdout, *prices, dls, regions)
 	return nil
 }
+
+// Windows per trace and deadline. The default is few, spread evenly over
+// each trace from its start to its end, so the whole comparison takes
+// minutes; --full takes the windows refuel's targets were first set on.
+const (
+	quickStarts, quickGangStarts = 3, 2
+	fullStarts, fullGangStarts   = 10, 4
+)
 
 // benchMarkets loads every trace under dir as a single-zone market, and
 // groups traces of one folder, instance type and count in two or more
