@@ -60,6 +60,11 @@ const poolAtScaleVersion = "pool-at-scale"
 // gang_timeout.
 const poolMovesUnfilledGangsVersion = "pool-moves-unfilled-gangs"
 
+// poolMovesUnfilledRunsVersion marks pools that move a run of one node
+// waiting on its burst grant onto free base at once
+// (admission.UnfilledRules); those recorded before left it on burst.
+const poolMovesUnfilledRunsVersion = "pool-moves-unfilled-runs"
+
 // CapacityPool owns the base group and the admission queue: runs and
 // services ask it for capacity; it admits by priority with aging, places
 // on base first and overflows to the burst pools (a gang all or
@@ -166,6 +171,9 @@ func newCapacityPool(ctx workflow.Context, in PoolInput, atScale bool) (*capacit
 		p.state.Rules = admission.GangRules
 		if workflow.GetVersion(ctx, poolMovesUnfilledGangsVersion, workflow.DefaultVersion, 1) >= 1 {
 			p.state.Rules = admission.UnfilledGangRules
+			if workflow.GetVersion(ctx, poolMovesUnfilledRunsVersion, workflow.DefaultVersion, 1) >= 1 {
+				p.state.Rules = admission.UnfilledRules
+			}
 		}
 	}
 	if p.maxHistory <= 0 {

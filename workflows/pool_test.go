@@ -225,6 +225,26 @@ func TestPoolMovesBurstTrainingToFreedBase(t *testing.T) {
 	}
 }
 
+// A run whose burst grant waits for stock (it acquired nothing yet)
+// moves to a base machine that came free at once, not once the market
+// fills its grant.
+func TestPoolMovesAnUnfilledRunToFreedBase(t *testing.T) {
+	t.Parallel()
+	rec := &poolRecorder{}
+	env := newPoolEnv(t, rec)
+	signalAt(env, time.Second, SignalPoolRequest, training("on-base", 50, spec.TierFlexible))
+	signalAt(env, 2*time.Second, SignalPoolRequest, training("waiting", 50, spec.TierFlexible))
+	signalAt(env, 4*time.Second, SignalPoolRelease, PoolRef{ID: "on-base"})
+	signalAt(env, 5*time.Second, SignalPoolYielded, PoolRef{ID: "waiting"})
+	env.RegisterDelayedCallback(env.CancelWorkflow, 6*time.Second)
+	env.ExecuteWorkflow(CapacityPoolName, PoolInput{Config: poolConfig()})
+
+	want := []string{"grant on-base base", "grant waiting burst", "yield waiting", "grant waiting base"}
+	if diff := cmp.Diff(rec.list(), want); diff != "" {
+		t.Errorf("got(-), want(+):\n%s", diff)
+	}
+}
+
 // A burst gang that has not acquired every node moves to base machines
 // as soon as enough are free, not after its gang_timeout; its grant
 // tells it when that timeout falls.

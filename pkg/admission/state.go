@@ -166,6 +166,10 @@ const (
 	// free for all its nodes (Moves), rather than waiting out its
 	// gang_timeout on a grant the market cannot fill.
 	UnfilledGangRules
+	// UnfilledRules are UnfilledGangRules for every run: one of one
+	// node whose burst grant is not acquired yet (it waits for stock)
+	// moves at once onto a base machine that came free too.
+	UnfilledRules
 )
 
 // State is the pool workflow's admission state. Create it with New.
