@@ -227,9 +227,9 @@ func (r *run) settle(ctx workflow.Context, e attemptEnd) error {
 	case e.err == nil && res.Outcome == activities.OutcomePreempted:
 		r.preempted(ctx, e, res.LastStep, true)
 	case e.err == nil && res.Outcome == activities.OutcomeFailed:
-		r.addFailure(ctx, causeTrainer, r.Lease.Offering().Key(), res.Message)
+		r.addFailure(ctx, string(capacity.TrainerFault), r.Lease.Offering().Key(), res.Message)
 		r.release(ctx, activities.ReleaseFailed)
-		return r.restart(ctx, causeTrainer, res.Message)
+		return r.restart(ctx, capacity.TrainerFault, res.Message)
 	case e.err == nil && res.Outcome == activities.OutcomeStopped, errors.As(e.err, &canceled):
 		reason := activities.ReleasePaused
 		switch {
@@ -261,12 +261,14 @@ func (r *run) settle(ctx workflow.Context, e attemptEnd) error {
 			e.silent = true
 		}
 		if onJoinedMachine(r.Lease) {
-			r.addFailure(ctx, causeNodeLost, r.Lease.Offering().Key(), msg)
+			r.addFailure(ctx, string(capacity.NodeLost), r.Lease.Offering().Key(), msg)
 			r.nodeLost(ctx, e)
 			return nil
 		}
-		r.addFailure(ctx, cause, r.Lease.Offering().Key(), msg)
-		r.preempted(ctx, e, r.Status.Step, false)
+		r.addFailure(ctx, string(cause), r.Lease.Offering().Key(), msg)
+		if cause.Remedy().Preemption {
+			r.preempted(ctx, e, r.Status.Step, false)
+		}
 		return r.restart(ctx, cause, msg)
 	}
 	return nil
@@ -385,7 +387,7 @@ func (r *run) nodeLost(ctx workflow.Context, e attemptEnd) {
 	r.Recovery = &Recovery{Since: now}
 	workflow.GetLogger(ctx).Warn("base machine lost under the run; recovering from the latest checkpoint", "instance", l.Instance.ID, "checkpoint", ckptStep)
 	r.enter(ctx, StatePreempted)
-	r.release(ctx, activities.ReleaseReason(causeNodeLost))
+	r.release(ctx, activities.ReleaseReason(capacity.NodeLost))
 }
 
 // lostWorkSeconds estimates the compute that must be redone: the steps

@@ -209,9 +209,9 @@ func (r *run) settleGang(ctx workflow.Context, e attemptEnd) error {
 		r.release(ctx, activities.ReleaseFailed)
 		return temporal.NewNonRetryableApplicationError(e.err.Error(), classCheckpoint, nil)
 	case failed != "":
-		r.addFailure(ctx, causeTrainer, r.Lease.Offering().Key(), failed)
+		r.addFailure(ctx, string(capacity.TrainerFault), r.Lease.Offering().Key(), failed)
 		r.release(ctx, activities.ReleaseFailed)
-		return r.restart(ctx, causeTrainer, failed)
+		return r.restart(ctx, capacity.TrainerFault, failed)
 	case len(lost) > 0:
 		return r.replaceNodes(ctx, e, lost)
 	}
@@ -285,7 +285,7 @@ func (r *run) replaceNodes(ctx workflow.Context, e attemptEnd, lost []nodeEnd) e
 		// A node lost without a word is a fault that max_restarts caps;
 		// the nodes kept wait for its replacement as after a notice.
 		cause, msg := lossCause(first.end.err), first.end.err.Error()
-		r.addFailure(ctx, cause, first.lease.Offering().Key(), msg)
+		r.addFailure(ctx, string(cause), first.lease.Offering().Key(), msg)
 		if kept == nil {
 			return r.restart(ctx, cause, msg) // every node lost: as a run of one
 		}

@@ -60,7 +60,7 @@ func TestAgentThatNeverPollsIsARestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != StateCompleted || st.Restarts != (Restarts{Agent: 1}) || len(st.Failures) != 1 || st.Failures[0].Class != causeAgent {
+	if st.State != StateCompleted || st.Restarts != (Restarts{Agent: 1}) || len(st.Failures) != 1 || st.Failures[0].Class != string(capacity.AgentFault) {
 		t.Errorf("ended %s with restarts %+v, failures %+v; want completed after one agent restart", st.State, st.Restarts, st.Failures)
 	}
 	if len(f.acquired) != 2 || len(f.released) != 2 {
@@ -88,8 +88,8 @@ func TestUnheardAttemptOnAHealthyInstanceIsAttachedAgain(t *testing.T) {
 	if len(f.acquired) != 1 || len(f.trained) != 2 || f.trained[1].Attempt != f.trained[0].Attempt || f.trained[1].InstanceID != f.trained[0].InstanceID {
 		t.Errorf("%d acquired, trainings %+v; want one instance and its attempt attached to again", len(f.acquired), f.trained)
 	}
-	if len(st.Failures) != 1 || st.Failures[0].Class != causeControlPlane {
-		t.Errorf("failures %+v; want one of class %s", st.Failures, causeControlPlane)
+	if len(st.Failures) != 1 || st.Failures[0].Class != string(capacity.ControlPlane) {
+		t.Errorf("failures %+v; want one of class %s", st.Failures, capacity.ControlPlane)
 	}
 	if f.trained[0].ControlPlaneTolerance != DefaultRunOptions().ControlPlaneTolerance {
 		t.Errorf("the agent was told a tolerance of %v; want the run's %v", f.trained[0].ControlPlaneTolerance, DefaultRunOptions().ControlPlaneTolerance)
@@ -132,7 +132,7 @@ func TestUnheardPastTheToleranceIsLost(t *testing.T) {
 			}
 			planes := 0
 			for _, fl := range st.Failures {
-				if fl.Class == causeControlPlane {
+				if fl.Class == string(capacity.ControlPlane) {
 					planes++
 				}
 			}

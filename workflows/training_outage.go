@@ -96,7 +96,7 @@ func (r *run) lostTouch(ctx workflow.Context, a *attempt, silent time.Duration) 
 		" for " + silent.Round(time.Second).String() + ", but its cloud still runs it: attaching again (the trainer trains on; the instance is counted lost after " +
 		r.opts.ControlPlaneTolerance.String() + ")"
 	workflow.GetLogger(ctx).Warn("lost touch with a training attempt", "instance", a.lease.Instance.ID, "silent", silent)
-	r.addFailure(ctx, causeControlPlane, a.lease.Offering().Key(), msg)
+	r.addFailure(ctx, string(capacity.ControlPlane), a.lease.Offering().Key(), msg)
 	workflow.GetMetricsHandler(ctx).Counter(telemetry.ControlPlaneOutagesTotal).Inc(1)
 }
 
