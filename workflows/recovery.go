@@ -9,13 +9,6 @@ import (
 	"refuel/activities"
 )
 
-// oneTripRecoveryVersion marks single-node runs that recover from a lost
-// instance in fewer round trips: the lost instance is given back by the
-// activity that acquires its replacement (Replace), and the run's search
-// attributes are written once per workflow task. Runs recorded before it
-// release, then acquire, and write each attribute as it changes.
-const oneTripRecoveryVersion = "one-trip-recovery"
-
 // recoversInOneTrip reports whether the run, whose instance was just
 // lost, recovers the one-trip way; from then on its search attributes
 // are written once per workflow task.

@@ -11,10 +11,6 @@ import (
 	"refuel/pkg/capacity"
 )
 
-// replicaLossVersion marks services that ask the clouds, every
-// LossCheckInterval, whether they took back a replica's instance.
-const replicaLossVersion = "replica-loss"
-
 // watchesForLoss reports whether this run of the service checks its
 // replicas' instances.
 func (s *service) watchesForLoss(ctx workflow.Context) bool {

@@ -426,15 +426,6 @@ func (r *run) addFailure(ctx workflow.Context, class, offering, msg string) {
 // owner is who the run's instances are acquired for.
 func (r *run) owner() owner { return owner{id: r.id, identity: r.identity} }
 
-// specIDVersion marks runs that refuse a spec whose id is not their
-// workflow ID.
-const specIDVersion = "spec-id-is-workflow-id"
-
-// cancelCheckpointVersion marks runs that, cancelled while training,
-// wait for the trainer's final checkpoint before releasing its instance;
-// runs recorded before it released at once.
-const cancelCheckpointVersion = "cancel-waits-for-checkpoint"
-
 // invalidSpecError fails the workflow as the spec's fault. Its message is the
 // spec's own field errors, formatted with fmt, which workflowcheck cannot
 // prove deterministic.

@@ -302,11 +302,6 @@ func (r *run) observeResult(ctx workflow.Context, e attemptEnd) {
 	}
 }
 
-// silentLossVersion marks runs that count an instance lost without a
-// word from what its agent last reported (observeLastHeartbeat), the
-// work since the latest checkpoint lost.
-const silentLossVersion = "silent-loss-from-heartbeat"
-
 // observeLastHeartbeat folds in what the agent of an attempt that went
 // silent last reported: the step it reached and its latest checkpoint,
 // which the run may not have been signalled yet (checkpoints close
@@ -533,10 +528,6 @@ func (r *run) checkpointInterval(ctx workflow.Context) time.Duration {
 	r.Status.CheckpointIntervalSecs = d.Seconds()
 	return d
 }
-
-// autoCheckpointVersion marks runs that ask the pool's checkpoint log
-// before each attempt.
-const autoCheckpointVersion = "auto-checkpoint-log"
 
 // autoCheckpointPrior is the preemption-free time a pool is credited with
 // before any is measured: a new pool is neither trusted forever nor

@@ -17,10 +17,6 @@ import (
 	"refuel/pkg/trace"
 )
 
-// marketClockVersion marks runs that look for a market clock before
-// acquiring; runs recorded before it go straight to acquiring.
-const marketClockVersion = "market-clock"
-
 // clockedMarket is a run's view of a market that keeps a clock of its own
 // (the simulated cloud): at each of its ticks the run decides with
 // pkg/policy what to hold, and keeps its account with the same replay

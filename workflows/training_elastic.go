@@ -24,8 +24,7 @@ import (
 //
 // A gang is elastic on the wall clock only: a gang granted by the pool
 // is given back whole, as is one on a market's clock (it never keeps a
-// gang through a loss).
-const elasticGangVersion = "elastic-gang"
+// gang through a loss). The change: elasticGangVersion (versions.go).
 
 // width is how many nodes the gang trains on now: all it asks for but
 // while an elastic gang is short.

@@ -24,11 +24,6 @@ import (
 // attempt as lost; a dead instance is still found within the heartbeat
 // timeout.
 
-// rideOutVersion marks runs that attach again to an attempt whose
-// heartbeats stopped while its cloud still runs the instance; runs
-// recorded before it counted the instance lost at once.
-const rideOutVersion = "ride-out-control-plane"
-
 // followAttempt runs the attempt's RunTraining to its end, attaching
 // again each time the cluster lost touch with a healthy instance's
 // agent. ctx is the activity's (disconnected) context.

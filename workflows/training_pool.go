@@ -11,10 +11,6 @@ import (
 	"refuel/pkg/capacity"
 )
 
-// capacityPoolVersion marks runs that ask the capacity pool for capacity;
-// runs recorded before it acquire on their own.
-const capacityPoolVersion = "capacity-pool"
-
 // AdmissionStatus is a run's place with the capacity pool.
 type AdmissionStatus struct {
 	// Queued is set while the run waits for the pool to admit it.

@@ -10,12 +10,6 @@ import (
 	"refuel/pkg/trace"
 )
 
-// pricedZonesVersion marks runs that place each zone in its region at its
-// own prices when refuel decides their market, and count what moving the
-// checkpoint to another region costs; runs recorded before it planned
-// every zone at one price and moved for nothing.
-const pricedZonesVersion = "priced-zones"
-
 // pricesZones reports whether the run decides with priced zones.
 func pricesZones(ctx workflow.Context) bool {
 	return workflow.GetVersion(ctx, pricedZonesVersion, workflow.DefaultVersion, 1) >= 1

@@ -36,11 +36,6 @@ type Restarts struct {
 // Total is every restart a fault caused, the ones max_restarts caps.
 func (c Restarts) Total() int { return c.Trainer + c.Agent + c.InstanceLost }
 
-// restartBackoffVersion marks runs that wait, with jitter, before
-// acquiring again after a fault; runs recorded before it re-acquired at
-// once.
-const restartBackoffVersion = "restart-backoff"
-
 // lossCause says why an attempt that ended in an error lost its
 // instance: its agent never picked the work up or failed on its side
 // (a checkpoint store it cannot reach), or the instance went silent.

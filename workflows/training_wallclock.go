@@ -22,18 +22,6 @@ import (
 // spot (backToSpotVersion).
 type wallClock struct{}
 
-const (
-	waitForSpotVersion = "wait-for-spot"
-	backToSpotVersion  = "back-to-spot"
-	// gangSpotVersion marks gangs of deadline tier that wait for spot and
-	// go back to it as one node does; gangs recorded before were spot
-	// first with on-demand fallback.
-	gangSpotVersion = "gang-spot"
-	// stockHistoryVersion marks runs that plan both with what all runs
-	// saw of the spot offerings' stock (the market memory, activities/market_memory.go).
-	stockHistoryVersion = "stock-history"
-)
-
 func (wallClock) admit(ctx workflow.Context, r *run) error { return r.holdWhilePaused(ctx) }
 
 // next is the tier's order, or spot alone while refuel says a deadline
