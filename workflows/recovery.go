@@ -51,8 +51,7 @@ func (r *run) releaseLater(ctx workflow.Context, reason activities.ReleaseReason
 	in := r.Leases.closeLease(ctx, l, reason)
 	r.unreleased = &in
 	r.Lease = nil
-	r.Status.CostUSD = r.Ledger.CostUSD(workflow.Now(ctx))
-	r.upsertAttrs(ctx, AttrCostUSD.ValueSet(r.Status.CostUSD), AttrMarket.ValueUnset())
+	r.upsertAttrs(ctx, AttrCostUSD.ValueSet(r.Ledger.CostUSD(workflow.Now(ctx))), AttrMarket.ValueUnset())
 	r.showDetails(ctx)
 }
 

@@ -214,7 +214,7 @@ func (r *run) settle(ctx workflow.Context, e attemptEnd) error {
 		if e.err != nil || e.res.Outcome != activities.OutcomeCompleted {
 			// The agent may not have seen the notice yet: the market's
 			// account counts the preemption either way.
-			r.preempted(ctx, e, max(e.res.LastStep, r.Status.Step), true)
+			r.preempted(ctx, e, max(e.res.LastStep, r.Step), true)
 			return nil
 		}
 	}
@@ -222,7 +222,7 @@ func (r *run) settle(ctx workflow.Context, e attemptEnd) error {
 	switch res := e.res; {
 	case e.err == nil && res.Outcome == activities.OutcomeCompleted:
 		r.finished = true
-		r.Status.ModelDigest = res.ModelDigest
+		r.ModelDigest = res.ModelDigest
 		r.release(ctx, activities.ReleaseCompleted)
 	case e.err == nil && res.Outcome == activities.OutcomePreempted:
 		r.preempted(ctx, e, res.LastStep, true)
@@ -267,7 +267,7 @@ func (r *run) settle(ctx workflow.Context, e attemptEnd) error {
 		}
 		r.addFailure(ctx, string(cause), r.Lease.Offering().Key(), msg)
 		if cause.Remedy().Preemption {
-			r.preempted(ctx, e, r.Status.Step, false)
+			r.preempted(ctx, e, r.Step, false)
 		}
 		return r.restart(ctx, cause, msg)
 	}
@@ -288,17 +288,17 @@ func failedOn(err error, errType string) bool {
 // observeResult folds an attempt's final report into status.
 func (r *run) observeResult(ctx workflow.Context, e attemptEnd) {
 	res := e.res
-	if r.Recovery != nil && r.Status.LastRecovery != nil && res.Outcome != activities.OutcomeFailed {
+	if r.Recovery != nil && r.LastRecovery != nil && res.Outcome != activities.OutcomeFailed {
 		// The "restored" signal never came (or came late): the attempt's
 		// own report shows it did resume.
 		r.recovered(ctx, res.RestoredStep, e.started)
 	}
-	r.Status.Step = max(r.Status.Step, res.LastStep)
+	r.Step = max(r.Step, res.LastStep)
 	if res.TotalSteps > 0 {
-		r.Status.TotalSteps = res.TotalSteps
+		r.TotalSteps = res.TotalSteps
 	}
-	if c := res.LastCheckpoint; c != nil && (r.Status.LastCheckpoint == nil || c.Step >= r.Status.LastCheckpoint.Step) {
-		r.Status.LastCheckpoint = c
+	if c := res.LastCheckpoint; c != nil && (r.LastCheckpoint == nil || c.Step >= r.LastCheckpoint.Step) {
+		r.LastCheckpoint = c
 	}
 }
 
@@ -315,9 +315,9 @@ func (r *run) observeLastHeartbeat(err error) {
 	if timeout.LastHeartbeatDetails(&last) != nil {
 		return
 	}
-	r.Status.Step = max(r.Status.Step, last.Step)
-	if c := last.Checkpoint; c != nil && (r.Status.LastCheckpoint == nil || c.Step > r.Status.LastCheckpoint.Step) {
-		r.Status.LastCheckpoint = c
+	r.Step = max(r.Step, last.Step)
+	if c := last.Checkpoint; c != nil && (r.LastCheckpoint == nil || c.Step > r.LastCheckpoint.Step) {
+		r.LastCheckpoint = c
 	}
 }
 
@@ -329,14 +329,14 @@ func (r *run) preempted(ctx workflow.Context, e attemptEnd, atStep int64, withNo
 	now := workflow.Now(ctx)
 	l := r.Lease
 	ckptStep := int64(0)
-	if r.Status.LastCheckpoint != nil {
-		ckptStep = r.Status.LastCheckpoint.Step
+	if r.LastCheckpoint != nil {
+		ckptStep = r.LastCheckpoint.Step
 	}
 	lost := r.lostWorkSeconds(now, e, atStep, ckptStep, withNotice)
 	r.Ledger.AddLostWork(l.Instance.ID, lost)
-	r.Status.Preemptions++
-	r.Status.LostWorkSecs += lost
-	r.Status.LastPreemption = &PreemptionInfo{
+	r.Preemptions++
+	r.LostWorkSecs += lost
+	r.LastPreemption = &PreemptionInfo{
 		Time: now, InstanceID: l.Instance.ID, Zone: l.Offering().Zone,
 		AtStep: atStep, CheckpointStep: ckptStep, WithNotice: withNotice,
 	}
@@ -372,13 +372,13 @@ func (r *run) nodeLost(ctx workflow.Context, e attemptEnd) {
 	now := workflow.Now(ctx)
 	l := r.Lease
 	ckptStep := int64(0)
-	if r.Status.LastCheckpoint != nil {
-		ckptStep = r.Status.LastCheckpoint.Step
+	if r.LastCheckpoint != nil {
+		ckptStep = r.LastCheckpoint.Step
 	}
-	lost := r.lostWorkSeconds(now, e, r.Status.Step, ckptStep, false)
+	lost := r.lostWorkSeconds(now, e, r.Step, ckptStep, false)
 	r.Ledger.AddLostWork(l.Instance.ID, lost)
-	r.Status.LostWorkSecs += lost
-	r.Status.Restarts.NodeLost++
+	r.LostWorkSecs += lost
+	r.Restarts.NodeLost++
 	r.Recovery = &Recovery{Since: now}
 	workflow.GetLogger(ctx).Warn("base machine lost under the run; recovering from the latest checkpoint", "instance", l.Instance.ID, "checkpoint", ckptStep)
 	r.enter(ctx, StatePreempted)
@@ -389,7 +389,7 @@ func (r *run) nodeLost(ctx workflow.Context, e attemptEnd) {
 // past the last checkpoint, at the pace the attempt trained since it
 // started.
 func (r *run) lostWorkSeconds(now time.Time, e attemptEnd, atStep, ckptStep int64, withNotice bool) float64 {
-	ckpt := r.Status.LastCheckpoint
+	ckpt := r.LastCheckpoint
 	if e.silent && ckpt != nil && ckpt.Time.After(e.started) {
 		// Everything since the latest checkpoint is gone, the steps since
 		// its agent last reported included. (The checkpoint's time is the
@@ -413,7 +413,7 @@ func (r *run) lostWorkSeconds(now time.Time, e attemptEnd, atStep, ckptStep int6
 
 // resumedFrom is the step training resumed from on the current lease.
 func (r *run) resumedFrom() int64 {
-	if lr := r.Status.LastRecovery; lr != nil {
+	if lr := r.LastRecovery; lr != nil {
 		for _, l := range r.gang() {
 			if lr.InstanceID == l.Instance.ID {
 				return lr.ResumedFromStep
@@ -440,8 +440,8 @@ func (r *run) recovered(ctx workflow.Context, fromStep int64, at time.Time) {
 		telemetry.ObserveRecovery(workflow.GetMetricsHandler(ctx), r.Lease.Offering(), at.Sub(since))
 	}
 	r.Recovery = nil
-	lr := r.Status.LastRecovery
-	r.Status.Recoveries++
+	lr := r.LastRecovery
+	r.Recoveries++
 	lr.ResumedAt = at
 	lr.ResumedFromStep = fromStep
 	if r.nodes() > 1 {
@@ -482,7 +482,7 @@ func (r *run) changeOver(ctx workflow.Context, spot *Lease) (end attemptEnd, mov
 	r.release(ctx, activities.ReleaseChangeover)
 	r.use(ctx, spot)
 	r.Peers, r.standbyPeers = r.standbyPeers, nil
-	r.Status.Changeovers++
+	r.Changeovers++
 	return end, true
 }
 
@@ -525,7 +525,7 @@ func (r *run) checkpointInterval(ctx workflow.Context) time.Duration {
 		}
 	}
 	d := log.Interval(autoCheckpointPrior, c.MinInterval.D(), c.MaxInterval.D())
-	r.Status.CheckpointIntervalSecs = d.Seconds()
+	r.CheckpointIntervalSecs = d.Seconds()
 	return d
 }
 

@@ -37,7 +37,7 @@ func validateBudget(_ workflow.Context, usd float64) error {
 // stops at a checkpoint.
 func (r *run) setBudget(ctx workflow.Context, usd float64) (float64, error) {
 	r.spec.BudgetUSD = usd
-	r.Status.BudgetUSD = usd
+	r.BudgetUSD = usd
 	r.showDetails(ctx)
 	return usd, nil
 }

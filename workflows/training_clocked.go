@@ -134,7 +134,7 @@ func openClockedMarket(ctx workflow.Context, r *run) (*clockedMarket, error) {
 		p := movePricesOf(r.opts)
 		moves = &p
 	}
-	m.job = m.jobFor(r.spec, r.Status.StartedAt, view.RestartOverhead, moves)
+	m.job = m.jobFor(r.spec, r.StartedAt, view.RestartOverhead, moves)
 	meter, err := replay.NewMeter(m.job, m.zones, view.TickLength)
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError("the market cannot be followed: "+err.Error(), "InvalidJobSpec", nil)

@@ -201,7 +201,7 @@ func (r *run) settleGang(ctx workflow.Context, e attemptEnd) error {
 	switch {
 	case e.err == nil && e.res.Outcome == activities.OutcomeCompleted:
 		r.finished = true
-		r.Status.ModelDigest = e.res.ModelDigest
+		r.ModelDigest = e.res.ModelDigest
 		r.release(ctx, activities.ReleaseCompleted)
 		return nil
 	case failedOn(e.err, classCheckpoint):
@@ -236,8 +236,8 @@ func (r *run) settleGang(ctx workflow.Context, e attemptEnd) error {
 func (r *run) replaceNodes(ctx workflow.Context, e attemptEnd, lost []nodeEnd) error {
 	now := workflow.Now(ctx)
 	ckptStep := int64(0)
-	if r.Status.LastCheckpoint != nil {
-		ckptStep = r.Status.LastCheckpoint.Step
+	if r.LastCheckpoint != nil {
+		ckptStep = r.LastCheckpoint.Step
 	}
 	first := lost[0]
 	withNotice := first.end.err == nil
@@ -248,16 +248,16 @@ func (r *run) replaceNodes(ctx workflow.Context, e attemptEnd, lost []nodeEnd) e
 	}
 	// Every node computed the steps past the checkpoint, and every node
 	// computes them again.
-	perNode := r.lostWorkSeconds(now, first.end, r.Status.Step, ckptStep, withNotice)
+	perNode := r.lostWorkSeconds(now, first.end, r.Step, ckptStep, withNotice)
 	for _, l := range r.gang() {
 		r.Ledger.AddLostWork(l.Instance.ID, perNode)
 	}
 	lostSecs := perNode * float64(r.width())
-	r.Status.Preemptions++
-	r.Status.LostWorkSecs += lostSecs
-	r.Status.LastPreemption = &PreemptionInfo{
+	r.Preemptions++
+	r.LostWorkSecs += lostSecs
+	r.LastPreemption = &PreemptionInfo{
 		Time: now, InstanceID: first.lease.Instance.ID, Zone: first.lease.Offering().Zone,
-		AtStep: r.Status.Step, CheckpointStep: ckptStep, WithNotice: withNotice,
+		AtStep: r.Step, CheckpointStep: ckptStep, WithNotice: withNotice,
 	}
 	r.AvoidZone = first.lease.Offering().Zone // for a gang acquired again
 	r.Recovery = &Recovery{Since: now}
@@ -318,10 +318,10 @@ func (r *run) replaceNodes(ctx workflow.Context, e attemptEnd, lost []nodeEnd) e
 		return nil
 	}
 	// The recovery is the replacement's: the drill and status follow it.
-	replaced := r.Status.LastRecovery
+	replaced := r.LastRecovery
 	r.Peers = gang[1:]
 	r.use(ctx, gang[0])
-	r.Status.LastRecovery = replaced
+	r.LastRecovery = replaced
 	return nil
 }
 

@@ -46,7 +46,7 @@ func regionOf(o capacity.Offering) string { return trace.Region(o.Zone) }
 // or p's CheckpointGB while its checkpoints do not say.
 func (r *run) move(p movePrices) policy.Move {
 	gb := p.CheckpointGB
-	if c := r.Status.LastCheckpoint; c != nil && c.Bytes > 0 {
+	if c := r.LastCheckpoint; c != nil && c.Bytes > 0 {
 		gb = float64(c.Bytes) / 1e9
 	}
 	return p.of(r.checkpointRegion(), gb)
@@ -58,7 +58,7 @@ func (r *run) checkpointRegion() string {
 	if r.Lease != nil {
 		return regionOf(r.Lease.Offering())
 	}
-	if r.Status.LastCheckpoint == nil {
+	if r.LastCheckpoint == nil {
 		return ""
 	}
 	segs := r.Ledger.Segments

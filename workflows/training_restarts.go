@@ -63,7 +63,7 @@ func (r *run) restart(ctx workflow.Context, cause capacity.Fault, msg string) er
 	if workflow.GetVersion(ctx, restartBackoffVersion, workflow.DefaultVersion, 1) < 1 {
 		return nil
 	}
-	c := r.Status.Restarts
+	c := r.Restarts
 	wait := jittered(r.opts.RestartBackoff<<min(c.Total()-1, 10), r.identity, r.Attempts)
 	wait = min(wait, r.opts.MaxRestartBackoff)
 	workflow.GetLogger(ctx).Warn("restarting after a fault", "cause", cause, "restarts", c.Total(), "wait", wait, "error", msg)
@@ -75,7 +75,7 @@ func (r *run) restart(ctx workflow.Context, cause capacity.Fault, msg string) er
 // max_restarts, returns the error that ends the run. A fault that counts
 // against nothing (capacity.FaultRemedy.Restarts) is not counted here.
 func (r *run) countRestart(cause capacity.Fault, msg string) error {
-	c := &r.Status.Restarts
+	c := &r.Restarts
 	remedy := cause.Remedy()
 	if !remedy.Restarts {
 		return nil
