@@ -326,26 +326,7 @@ func (r *run) observeLastHeartbeat(err error) {
 // this zone last, and resumes from the latest checkpoint.
 func (r *run) preempted(ctx workflow.Context, e attemptEnd, atStep int64, withNotice bool) {
 	oneTrip := r.recoversInOneTrip(ctx)
-	now := workflow.Now(ctx)
-	l := r.Lease
-	ckptStep := int64(0)
-	if r.LastCheckpoint != nil {
-		ckptStep = r.LastCheckpoint.Step
-	}
-	lost := r.lostWorkSeconds(now, e, atStep, ckptStep, withNotice)
-	r.Ledger.AddLostWork(l.Instance.ID, lost)
-	r.Preemptions++
-	r.LostWorkSecs += lost
-	r.LastPreemption = &PreemptionInfo{
-		Time: now, InstanceID: l.Instance.ID, Zone: l.Offering().Zone,
-		AtStep: atStep, CheckpointStep: ckptStep, WithNotice: withNotice,
-	}
-	r.AvoidZone = l.Offering().Zone
-	r.Recovery = &Recovery{Since: now}
-	m := workflow.GetMetricsHandler(ctx).WithTags(telemetry.OfferingTags(l.Offering()))
-	m.Counter(telemetry.PreemptionsTotal).Inc(1)
-	m.Counter(telemetry.LostWorkSeconds).Inc(int64(lost))
-	r.enter(ctx, StatePreempted)
+	r.lose(ctx, lostNodes{lead: r.Lease, end: e, atStep: atStep, withNotice: withNotice, preemption: true})
 	if oneTrip && withNotice {
 		// A silent loss waits before it restarts: its instance is
 		// released at once.
@@ -353,6 +334,49 @@ func (r *run) preempted(ctx workflow.Context, e attemptEnd, atStep int64, withNo
 		return
 	}
 	r.release(ctx, activities.ReleasePreempted)
+}
+
+// lostNodes is a loss of one node or more of the run's gang (one node,
+// for a run of one), lead the one that names it.
+type lostNodes struct {
+	lead   *Lease
+	end    attemptEnd // lead's
+	atStep int64      // the step the gang had reached
+	// withNotice: the market announced it. preemption: it counts as one
+	// (capacity.FaultRemedy.Preemption, or any loss with notice).
+	withNotice, preemption bool
+}
+
+// lose books a loss, for one node or a gang alike: every node held
+// computed the steps past the latest checkpoint and computes them again,
+// so the work lost is each node's. A preemption is counted, named in
+// last_preemption and its zone tried last; either way a recovery starts
+// and the run is preempted until it trains again.
+func (r *run) lose(ctx workflow.Context, n lostNodes) {
+	now := workflow.Now(ctx)
+	ckptStep := int64(0)
+	if r.LastCheckpoint != nil {
+		ckptStep = r.LastCheckpoint.Step
+	}
+	perNode := r.lostWorkSeconds(now, n.end, n.atStep, ckptStep, n.withNotice)
+	for _, l := range r.gang() {
+		r.Ledger.AddLostWork(l.Instance.ID, perNode)
+	}
+	lost := perNode * float64(r.width())
+	r.LostWorkSecs += lost
+	r.Recovery = &Recovery{Since: now}
+	if n.preemption {
+		r.Preemptions++
+		r.LastPreemption = &PreemptionInfo{
+			Time: now, InstanceID: n.lead.Instance.ID, Zone: n.lead.Offering().Zone,
+			AtStep: n.atStep, CheckpointStep: ckptStep, WithNotice: n.withNotice,
+		}
+		r.AvoidZone = n.lead.Offering().Zone
+		m := workflow.GetMetricsHandler(ctx).WithTags(telemetry.OfferingTags(n.lead.Offering()))
+		m.Counter(telemetry.PreemptionsTotal).Inc(1)
+		m.Counter(telemetry.LostWorkSeconds).Inc(int64(lost))
+	}
+	r.enter(ctx, StatePreempted)
 }
 
 // onJoinedMachine reports whether the lease is on a machine that joined
@@ -369,19 +393,9 @@ func onJoinedMachine(l *Lease) bool {
 // the machine's BaseNode workflow, asks the run to move; it waits for
 // that in admit.
 func (r *run) nodeLost(ctx workflow.Context, e attemptEnd) {
-	now := workflow.Now(ctx)
-	l := r.Lease
-	ckptStep := int64(0)
-	if r.LastCheckpoint != nil {
-		ckptStep = r.LastCheckpoint.Step
-	}
-	lost := r.lostWorkSeconds(now, e, r.Step, ckptStep, false)
-	r.Ledger.AddLostWork(l.Instance.ID, lost)
-	r.LostWorkSecs += lost
 	r.Restarts.NodeLost++
-	r.Recovery = &Recovery{Since: now}
-	workflow.GetLogger(ctx).Warn("base machine lost under the run; recovering from the latest checkpoint", "instance", l.Instance.ID, "checkpoint", ckptStep)
-	r.enter(ctx, StatePreempted)
+	workflow.GetLogger(ctx).Warn("base machine lost under the run; recovering from the latest checkpoint", "instance", r.Lease.Instance.ID)
+	r.lose(ctx, lostNodes{lead: r.Lease, end: e, atStep: r.Step, preemption: capacity.NodeLost.Remedy().Preemption})
 	r.release(ctx, activities.ReleaseReason(capacity.NodeLost))
 }
 

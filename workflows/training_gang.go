@@ -10,7 +10,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"refuel/activities"
-	"refuel/internal/telemetry"
 	"refuel/pkg/admission"
 	"refuel/pkg/capacity"
 )
@@ -234,11 +233,6 @@ func (r *run) settleGang(ctx workflow.Context, e attemptEnd) error {
 // without notice counts as a restart (max_restarts caps them). The work
 // lost is every node's.
 func (r *run) replaceNodes(ctx workflow.Context, e attemptEnd, lost []nodeEnd) error {
-	now := workflow.Now(ctx)
-	ckptStep := int64(0)
-	if r.LastCheckpoint != nil {
-		ckptStep = r.LastCheckpoint.Step
-	}
 	first := lost[0]
 	withNotice := first.end.err == nil
 	if !withNotice && first.lease == r.Lease {
@@ -246,25 +240,7 @@ func (r *run) replaceNodes(ctx workflow.Context, e attemptEnd, lost []nodeEnd) e
 		r.observeLastHeartbeat(first.end.err)
 		first.end.silent = true
 	}
-	// Every node computed the steps past the checkpoint, and every node
-	// computes them again.
-	perNode := r.lostWorkSeconds(now, first.end, r.Step, ckptStep, withNotice)
-	for _, l := range r.gang() {
-		r.Ledger.AddLostWork(l.Instance.ID, perNode)
-	}
-	lostSecs := perNode * float64(r.width())
-	r.Preemptions++
-	r.LostWorkSecs += lostSecs
-	r.LastPreemption = &PreemptionInfo{
-		Time: now, InstanceID: first.lease.Instance.ID, Zone: first.lease.Offering().Zone,
-		AtStep: r.Step, CheckpointStep: ckptStep, WithNotice: withNotice,
-	}
-	r.AvoidZone = first.lease.Offering().Zone // for a gang acquired again
-	r.Recovery = &Recovery{Since: now}
-	m := workflow.GetMetricsHandler(ctx).WithTags(telemetry.OfferingTags(first.lease.Offering()))
-	m.Counter(telemetry.PreemptionsTotal).Inc(1)
-	m.Counter(telemetry.LostWorkSeconds).Inc(int64(lostSecs))
-	r.enter(ctx, StatePreempted)
+	r.lose(ctx, lostNodes{lead: first.lease, end: first.end, atStep: r.Step, withNotice: withNotice, preemption: true})
 
 	gang := r.gang()
 	var kept *Lease
