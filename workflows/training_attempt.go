@@ -293,11 +293,19 @@ func (r *run) observeResult(ctx workflow.Context, e attemptEnd) {
 		// own report shows it did resume.
 		r.recovered(ctx, res.RestoredStep, e.started)
 	}
-	r.Step = max(r.Step, res.LastStep)
-	if res.TotalSteps > 0 {
-		r.TotalSteps = res.TotalSteps
+	r.foldProgress(res.LastStep, res.TotalSteps, res.LastCheckpoint)
+}
+
+// foldProgress folds what an attempt reached into the record, from its
+// progress signals, its result or its last heartbeat alike: the step
+// (never back), the total steps when known, and a checkpoint no older
+// than the one recorded.
+func (r *run) foldProgress(step, total int64, c *activities.CheckpointRef) {
+	r.Step = max(r.Step, step)
+	if total > 0 {
+		r.TotalSteps = total
 	}
-	if c := res.LastCheckpoint; c != nil && (r.LastCheckpoint == nil || c.Step >= r.LastCheckpoint.Step) {
+	if c != nil && (r.LastCheckpoint == nil || c.Step >= r.LastCheckpoint.Step) {
 		r.LastCheckpoint = c
 	}
 }
@@ -315,10 +323,11 @@ func (r *run) observeLastHeartbeat(err error) {
 	if timeout.LastHeartbeatDetails(&last) != nil {
 		return
 	}
-	r.Step = max(r.Step, last.Step)
-	if c := last.Checkpoint; c != nil && (r.LastCheckpoint == nil || c.Step > r.LastCheckpoint.Step) {
-		r.LastCheckpoint = c
+	c := last.Checkpoint
+	if c != nil && r.LastCheckpoint != nil && c.Step == r.LastCheckpoint.Step {
+		c = nil // a signal told this checkpoint first: it stays as told
 	}
+	r.foldProgress(last.Step, 0, c)
 }
 
 // preempted records that the market took the run's instance and gives

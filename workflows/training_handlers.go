@@ -107,15 +107,13 @@ func (r *run) onProgress(ctx workflow.Context, p activities.Progress) {
 	if a == nil || p.Attempt != a.in.Attempt || p.InstanceID != "" && p.InstanceID != a.lease.Instance.ID {
 		return
 	}
-	r.Step = max(r.Step, p.Step)
-	if p.TotalSteps > 0 {
-		r.TotalSteps = p.TotalSteps
+	var c *activities.CheckpointRef
+	if p.Kind == activities.ProgressCheckpoint {
+		c = p.Checkpoint
 	}
+	r.foldProgress(p.Step, p.TotalSteps, c)
 	switch p.Kind {
 	case activities.ProgressCheckpoint:
-		if c := p.Checkpoint; c != nil && (r.LastCheckpoint == nil || c.Step >= r.LastCheckpoint.Step) {
-			r.LastCheckpoint = c
-		}
 		// A report may tell several checkpoints together: the latest, and
 		// what their uploads took in all.
 		h, n := workflow.GetMetricsHandler(ctx), max(1, p.Checkpoints)
