@@ -221,30 +221,15 @@ func (r *run) settle(ctx workflow.Context, e attemptEnd) error {
 	var canceled *temporal.CanceledError
 	switch res := e.res; {
 	case e.err == nil && res.Outcome == activities.OutcomeCompleted:
-		r.finished = true
-		r.ModelDigest = res.ModelDigest
-		r.release(ctx, activities.ReleaseCompleted)
+		r.completed(ctx, res.ModelDigest)
 	case e.err == nil && res.Outcome == activities.OutcomePreempted:
 		r.preempted(ctx, e, res.LastStep, true)
 	case e.err == nil && res.Outcome == activities.OutcomeFailed:
-		r.addFailure(ctx, string(capacity.TrainerFault), r.Lease.Offering().Key(), res.Message)
-		r.release(ctx, activities.ReleaseFailed)
-		return r.restart(ctx, capacity.TrainerFault, res.Message)
+		return r.trainerFailed(ctx, res.Message)
 	case e.err == nil && res.Outcome == activities.OutcomeStopped, errors.As(e.err, &canceled):
-		reason := activities.ReleasePaused
-		switch {
-		case r.yieldAsked():
-			reason = activities.ReleaseYielded
-		case r.overBudget(workflow.Now(ctx)):
-			reason = activities.ReleaseOverBudget
-		}
-		r.release(ctx, reason)
+		r.stopped(ctx)
 	case failedOn(e.err, classCheckpoint):
-		// No checkpoint verifies: training again from step 0 would throw
-		// the work away silently.
-		r.addFailure(ctx, classCheckpoint, r.Lease.Offering().Key(), e.err.Error())
-		r.release(ctx, activities.ReleaseFailed)
-		return temporal.NewNonRetryableApplicationError(e.err.Error(), classCheckpoint, nil)
+		return r.checkpointsFailed(ctx, e.err)
 	default:
 		// The instance went silent, or its agent never picked the work up
 		// or failed: it was taken without notice, or died. Either way it
@@ -272,6 +257,45 @@ func (r *run) settle(ctx workflow.Context, e attemptEnd) error {
 		return r.restart(ctx, cause, msg)
 	}
 	return nil
+}
+
+// The ends of an attempt a run of one node and a gang settle alike
+// (settle, settleGang): whatever the width, every instance held is
+// given back for the same reason.
+
+// completed ends the run's work: the model is done.
+func (r *run) completed(ctx workflow.Context, digest string) {
+	r.finished = true
+	r.ModelDigest = digest
+	r.release(ctx, activities.ReleaseCompleted)
+}
+
+// trainerFailed books a trainer that failed, a fault max_restarts caps.
+func (r *run) trainerFailed(ctx workflow.Context, msg string) error {
+	r.addFailure(ctx, string(capacity.TrainerFault), r.Lease.Offering().Key(), msg)
+	r.release(ctx, activities.ReleaseFailed)
+	return r.restart(ctx, capacity.TrainerFault, msg)
+}
+
+// checkpointsFailed ends the run: no checkpoint verifies, and training
+// again from step 0 would throw the work away silently.
+func (r *run) checkpointsFailed(ctx workflow.Context, err error) error {
+	r.addFailure(ctx, classCheckpoint, r.Lease.Offering().Key(), err.Error())
+	r.release(ctx, activities.ReleaseFailed)
+	return temporal.NewNonRetryableApplicationError(err.Error(), classCheckpoint, nil)
+}
+
+// stopped gives back what an attempt stopped at a checkpoint held: for a
+// yield to the pool, a spent budget, or a pause.
+func (r *run) stopped(ctx workflow.Context) {
+	reason := activities.ReleasePaused
+	switch {
+	case r.yieldAsked():
+		reason = activities.ReleaseYielded
+	case r.overBudget(workflow.Now(ctx)):
+		reason = activities.ReleaseOverBudget
+	}
+	r.release(ctx, reason)
 }
 
 // classCheckpoint is the failure of a run none of whose checkpoints

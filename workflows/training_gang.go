@@ -199,29 +199,16 @@ func (r *run) settleGang(ctx workflow.Context, e attemptEnd) error {
 	}
 	switch {
 	case e.err == nil && e.res.Outcome == activities.OutcomeCompleted:
-		r.finished = true
-		r.ModelDigest = e.res.ModelDigest
-		r.release(ctx, activities.ReleaseCompleted)
+		r.completed(ctx, e.res.ModelDigest)
 		return nil
 	case failedOn(e.err, classCheckpoint):
-		r.addFailure(ctx, classCheckpoint, r.Lease.Offering().Key(), e.err.Error())
-		r.release(ctx, activities.ReleaseFailed)
-		return temporal.NewNonRetryableApplicationError(e.err.Error(), classCheckpoint, nil)
+		return r.checkpointsFailed(ctx, e.err)
 	case failed != "":
-		r.addFailure(ctx, string(capacity.TrainerFault), r.Lease.Offering().Key(), failed)
-		r.release(ctx, activities.ReleaseFailed)
-		return r.restart(ctx, capacity.TrainerFault, failed)
+		return r.trainerFailed(ctx, failed)
 	case len(lost) > 0:
 		return r.replaceNodes(ctx, e, lost)
 	}
-	reason := activities.ReleasePaused
-	switch {
-	case r.yieldAsked():
-		reason = activities.ReleaseYielded
-	case r.overBudget(workflow.Now(ctx)):
-		reason = activities.ReleaseOverBudget
-	}
-	r.release(ctx, reason)
+	r.stopped(ctx)
 	return nil
 }
 
