@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -165,5 +166,26 @@ func TestTrainerRestartedForWantOfARunIsAControlPlaneRestart(t *testing.T) {
 	}
 	if st.State != StateCompleted || st.Restarts != (Restarts{ControlPlane: 1}) || st.Restarts.Total() != 0 {
 		t.Errorf("ended %s with restarts %+v; want completed with one control-plane restart, none counted against max_restarts", st.State, st.Restarts)
+	}
+}
+
+// A run counts a fault against max_restarts exactly when the fault table
+// says it does, and past the limit fails with the table's error type.
+func TestRestartsCountWhatTheFaultTableSays(t *testing.T) {
+	for _, f := range capacity.Faults {
+		limit := 0
+		r := &run{spec: spec.JobSpec{MaxRestarts: &limit}}
+		err := r.countRestart(f, "boom")
+		counted := r.Restarts.Total() == 1
+		if want := f.Remedy().Restarts; counted != want {
+			t.Errorf("%s: counted %v; the table says %v", f, counted, want)
+		}
+		var app *temporal.ApplicationError
+		if f.Remedy().Restarts && (!errors.As(err, &app) || app.Type() != f.Remedy().Type) {
+			t.Errorf("%s past max_restarts 0: %v; want an error of type %s", f, err, f.Remedy().Type)
+		}
+		if !f.Remedy().Restarts && err != nil {
+			t.Errorf("%s: %v; want no error, it counts against nothing", f, err)
+		}
 	}
 }
