@@ -57,8 +57,8 @@ func lossCause(err error) capacity.Fault {
 // jitter, so runs that failed together do not come back together): a
 // fault that repeats costs a few instances, not an endless loop of them.
 func (r *run) restart(ctx workflow.Context, cause capacity.Fault, msg string) error {
-	if err := r.countRestart(cause, msg); err != nil {
-		return err
+	if err := r.countRestart(cause, msg); err != nil || !cause.Remedy().Restarts {
+		return err // a fault that counts against nothing is no fault that repeats
 	}
 	if workflow.GetVersion(ctx, restartBackoffVersion, workflow.DefaultVersion, 1) < 1 {
 		return nil
