@@ -8,7 +8,6 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"refuel/pkg/capacity"
-	"refuel/pkg/marketmem"
 	"refuel/pkg/policy"
 )
 
@@ -93,9 +92,9 @@ func (a *Capacity) logsStock(o capacity.Offering) bool {
 
 // learnRelease records what an instance given back taught: how long its
 // spot stock lasted, and its checkpoint log. An instance lost to a cause
-// that says nothing of the market (marketmem.Learns) teaches nothing.
+// that says nothing of the market (capacity.Teaches) teaches nothing.
 func (a *Capacity) learnRelease(ctx context.Context, in ReleaseInput) {
-	if a.Memory == nil || !marketmem.Learns(string(in.Reason)) {
+	if a.Memory == nil || !capacity.Teaches(string(in.Reason)) {
 		return
 	}
 	inst, o := in.Instance, in.Instance.Offering

@@ -88,7 +88,7 @@ func TestCapacityActivitiesFeedTheMarketMemory(t *testing.T) {
 // teaches nothing about the market.
 func TestLossesThatTeachNothing(t *testing.T) {
 	spot := capacity.Offering{Provider: "fake", InstanceType: "gpu", Zone: "a", Market: capacity.Spot, GPUs: 1, PricePerHour: 1}
-	for _, cause := range []string{marketmem.CauseControlPlane, marketmem.CauseNodeLost} {
+	for _, cause := range []string{string(capacity.ControlPlane), string(capacity.NodeLost)} {
 		t.Run(cause, func(t *testing.T) {
 			a := &Capacity{Providers: []capacity.Provider{&stocked{in: true}}, Memory: marketmem.New(memblob.OpenBucket(nil), "test", marketmem.Options{})}
 			var suite testsuite.WorkflowTestSuite

@@ -10,13 +10,6 @@ import (
 	"refuel/activities"
 )
 
-// oneTripRecoveryVersion marks single-node runs that recover from a lost
-// instance in fewer round trips: the lost instance is given back by the
-// activity that acquires its replacement (Replace), and the run's search
-// attributes are written once per workflow task. Runs recorded before it
-// release, then acquire, and write each attribute as it changes.
-const oneTripRecoveryVersion = "one-trip-recovery"
-
 // recoversInOneTrip reports whether the run, whose instance was just
 // lost, recovers the one-trip way; from then on its search attributes
 // are written once per workflow task.
@@ -59,8 +52,7 @@ func (r *run) releaseLater(ctx workflow.Context, reason activities.ReleaseReason
 	in := r.Leases.closeLease(ctx, l, reason)
 	r.unreleased = &in
 	r.Lease = nil
-	r.Status.CostUSD = r.Ledger.CostUSD(workflow.Now(ctx))
-	r.upsertAttrs(ctx, AttrCostUSD.ValueSet(r.Status.CostUSD), AttrMarket.ValueUnset())
+	r.upsertAttrs(ctx, AttrCostUSD.ValueSet(r.Ledger.CostUSD(workflow.Now(ctx))), AttrMarket.ValueUnset())
 	r.showDetails(ctx)
 }
 

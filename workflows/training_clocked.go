@@ -17,10 +17,6 @@ import (
 	"refuel/pkg/trace"
 )
 
-// marketClockVersion marks runs that look for a market clock before
-// acquiring; runs recorded before it go straight to acquiring.
-const marketClockVersion = "market-clock"
-
 // clockedMarket is a run's view of a market that keeps a clock of its own
 // (the simulated cloud): at each of its ticks the run decides with
 // pkg/policy what to hold, and keeps its account with the same replay
@@ -138,7 +134,7 @@ func openClockedMarket(ctx workflow.Context, r *run) (*clockedMarket, error) {
 		p := movePricesOf(r.opts)
 		moves = &p
 	}
-	m.job = m.jobFor(r.spec, r.Status.StartedAt, view.RestartOverhead, moves)
+	m.job = m.jobFor(r.spec, r.StartedAt, view.RestartOverhead, moves)
 	meter, err := replay.NewMeter(m.job, m.zones, view.TickLength)
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError("the market cannot be followed: "+err.Error(), "InvalidJobSpec", nil)
