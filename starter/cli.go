@@ -170,7 +170,36 @@ func flagSetCommand(c *cobra.Command, run func(args []string, stdout, stderr io.
 		}
 		return run(args, cmd.OutOrStdout(), cmd.ErrOrStderr())
 	}
+	// Cobra leaves a command that parses its own flags to complete them.
+	c.ValidArgsFunction = func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if !strings.HasPrefix(toComplete, "-") {
+			return nil, cobra.ShellCompDirectiveDefault // trace files and the like
+		}
+		var out []cobra.Completion
+		for _, name := range flagSetFlags(run) {
+			if strings.HasPrefix(name, toComplete) {
+				out = append(out, name)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
 	return c
+}
+
+// flagSetFlags are a flag-set command's flags as --name, read from the
+// defaults its help prints (a line "  -name type" each).
+func flagSetFlags(run func(args []string, stdout, stderr io.Writer) error) []string {
+	var help strings.Builder
+	_ = run([]string{"-h"}, io.Discard, &help)
+	var names []string
+	for _, line := range strings.Split(help.String(), "\n") {
+		if rest, ok := strings.CutPrefix(line, "  -"); ok {
+			if name, _, _ := strings.Cut(rest, " "); name != "" {
+				names = append(names, "--"+name)
+			}
+		}
+	}
+	return names
 }
 
 // flagSetHelp prints a flag-set command's help to stdout: its own usage

@@ -146,6 +146,18 @@ func TestCompletionScripts(t *testing.T) {
 	if code := run([]string{"__complete", "status", "x", "--temporal-"}, &out, &bytes.Buffer{}); code != 0 || !strings.Contains(out.String(), "--temporal-address") {
 		t.Errorf("completing status's flags: exit %d, %q", code, out.String())
 	}
+	// The commands that parse their own flags complete them too.
+	for cmd, flags := range map[string][]string{"sim": {"--trace", "--min-nodes"}, "sim-bench": {"--traces"}, "autoscale-bench": {"--trace"}} {
+		out.Reset()
+		if code := run([]string{"__complete", cmd, "--"}, &out, &bytes.Buffer{}); code != 0 {
+			t.Errorf("completing %s's flags: exit %d", cmd, code)
+		}
+		for _, f := range flags {
+			if !strings.Contains(out.String(), f+"\n") {
+				t.Errorf("completing %s's flags: %q lacks %s", cmd, out.String(), f)
+			}
+		}
+	}
 }
 
 func TestOldCommandLinesStillParse(t *testing.T) {
