@@ -24,6 +24,9 @@ type MarketInput struct {
 	// Tick is the tick to wait for and report. OpenMarket ignores it and
 	// reports the present tick with the past before it.
 	Tick int `json:"tick"`
+	// Nodes is the gang the run holds at once: Stock and Past say whether
+	// spot for all of them can be had. 0 means one node.
+	Nodes int `json:"nodes,omitempty"`
 }
 
 // MarketView is the market as a run sees it at a tick.
@@ -34,11 +37,11 @@ type MarketView struct {
 	Tick            int           `json:"tick"`
 	TickLength      time.Duration `json:"tick_length"`
 	RestartOverhead time.Duration `json:"restart_overhead"`
-	// Stock says, per pool in the order asked, whether spot can be had
-	// during Tick.
+	// Stock says, per pool in the order asked, whether spot for the whole
+	// gang (MarketInput.Nodes) can be had during Tick.
 	Stock []bool `json:"stock"`
-	// Past is each pool's stock from tick PastFrom up to Tick, one '1' or
-	// '0' per tick; only OpenMarket reports it.
+	// Past is each pool's stock from tick PastFrom up to Tick, as Stock,
+	// one '1' or '0' per tick; only OpenMarket reports it.
 	Past     []string `json:"past,omitempty"`
 	PastFrom int      `json:"past_from,omitempty"`
 }
@@ -57,7 +60,7 @@ func (a *Capacity) OpenMarket(ctx context.Context, in MarketInput) (MarketView, 
 		return MarketView{}, err
 	}
 	now := clock.Tick()
-	view, err := a.stockAt(clock, in.Pools, now)
+	view, err := a.stockAt(clock, in, now)
 	if err != nil {
 		return MarketView{}, err
 	}
@@ -65,11 +68,11 @@ func (a *Capacity) OpenMarket(ctx context.Context, in MarketInput) (MarketView, 
 	for _, p := range in.Pools {
 		var b strings.Builder
 		for t := view.PastFrom; t < now; t++ {
-			in, err := clock.SpotInStock(p.Zone, p.InstanceType, t)
+			stocked, err := clock.SpotInStock(p.Zone, p.InstanceType, t, in.Nodes)
 			if err != nil {
 				return MarketView{}, nonRetryable(err)
 			}
-			if in {
+			if stocked {
 				b.WriteByte('1')
 			} else {
 				b.WriteByte('0')
@@ -93,17 +96,17 @@ func (a *Capacity) MarketAt(ctx context.Context, in MarketInput) (MarketView, er
 	if err := clock.AwaitTick(ctx, in.Tick); err != nil {
 		return MarketView{}, err
 	}
-	return a.stockAt(clock, in.Pools, in.Tick)
+	return a.stockAt(clock, in, in.Tick)
 }
 
-func (a *Capacity) stockAt(clock capacity.MarketClock, pools []MarketPool, tick int) (MarketView, error) {
+func (a *Capacity) stockAt(clock capacity.MarketClock, in MarketInput, tick int) (MarketView, error) {
 	view := MarketView{Clocked: true, Tick: tick, TickLength: clock.TickLength(), RestartOverhead: clock.RestartOverhead()}
-	for _, p := range pools {
-		in, err := clock.SpotInStock(p.Zone, p.InstanceType, tick)
+	for _, p := range in.Pools {
+		stocked, err := clock.SpotInStock(p.Zone, p.InstanceType, tick, in.Nodes)
 		if err != nil {
 			return MarketView{}, nonRetryable(err)
 		}
-		view.Stock = append(view.Stock, in)
+		view.Stock = append(view.Stock, stocked)
 	}
 	return view, nil
 }

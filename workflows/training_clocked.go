@@ -21,6 +21,11 @@ import (
 // acquiring; runs recorded before it go straight to acquiring.
 const marketClockVersion = "market-clock"
 
+// gangClockVersion marks gangs that look for a market clock too, and
+// follow it as `starter sim --nodes N` replays a rigid gang; gangs
+// recorded before it go straight to acquiring in wall time.
+const gangClockVersion = "gang-market-clock"
+
 // clockedMarket is a run's view of a market that keeps a clock of its own
 // (the simulated cloud): at each of its ticks the run decides with
 // pkg/policy what to hold, and keeps its account with the same replay
@@ -28,6 +33,7 @@ const marketClockVersion = "market-clock"
 // same cost from the same stock.
 type clockedMarket struct {
 	provider string
+	nodes    int // the gang's, 0 for one node: the stock asked for
 	pools    []activities.MarketPool
 	zones    []string             // the policy's name of each pool
 	spot     []*capacity.Offering // per pool; nil where it sells no spot
@@ -109,12 +115,18 @@ type MarketDecision struct {
 // openMarket finds out whether the run's offerings trade on a market with
 // a clock; if so the run follows it. Critical runs hold stable capacity
 // whatever the market does, and a run spread over several providers keeps
-// wall time.
+// wall time. A gang (gangClockVersion) follows the clock as one rigid
+// gang: the meter sees a pool in stock when spot for all its nodes is,
+// and bills every node; an elastic gang trains on all its nodes there.
 func openClockedMarket(ctx workflow.Context, r *run) (*clockedMarket, error) {
-	if !r.spec.Tier.AllowsSpot() || r.nodes() > 1 || workflow.GetVersion(ctx, marketClockVersion, workflow.DefaultVersion, 1) < 1 {
+	if !r.spec.Tier.AllowsSpot() || r.nodes() > 1 && workflow.GetVersion(ctx, gangClockVersion, workflow.DefaultVersion, 1) < 1 ||
+		workflow.GetVersion(ctx, marketClockVersion, workflow.DefaultVersion, 1) < 1 {
 		return nil, nil
 	}
 	m := &clockedMarket{policy: policy.Name(r.spec.Policy)}
+	if r.nodes() > 1 {
+		m.nodes = r.nodes()
+	}
 	for _, o := range r.Offerings {
 		if m.provider == "" {
 			m.provider = o.Provider
@@ -128,7 +140,7 @@ func openClockedMarket(ctx workflow.Context, r *run) (*clockedMarket, error) {
 		return nil, nil
 	}
 	var view activities.MarketView
-	in := activities.MarketInput{Provider: m.provider, Pools: m.pools}
+	in := activities.MarketInput{Provider: m.provider, Pools: m.pools, Nodes: m.nodes}
 	actx := titled(controlOptions(ctx), "does "+m.provider+"'s market keep a clock?")
 	if err := workflow.ExecuteActivity(actx, activities.OpenMarketName, in).Get(ctx, &view); err != nil || !view.Clocked {
 		return nil, err
@@ -139,6 +151,7 @@ func openClockedMarket(ctx workflow.Context, r *run) (*clockedMarket, error) {
 		moves = &p
 	}
 	m.job = m.jobFor(r.spec, r.Status.StartedAt, view.RestartOverhead, moves)
+	m.job.Nodes = m.nodes
 	meter, err := replay.NewMeter(m.job, m.zones, view.TickLength)
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError("the market cannot be followed: "+err.Error(), "InvalidJobSpec", nil)
@@ -321,7 +334,7 @@ func (m *clockedMarket) see(ctx workflow.Context, r *run) (preempted bool, err e
 		return false, nil
 	}
 	if m.view == nil {
-		in := activities.MarketInput{Provider: m.provider, Pools: m.pools, Tick: m.tick}
+		in := activities.MarketInput{Provider: m.provider, Pools: m.pools, Tick: m.tick, Nodes: m.nodes}
 		m.view = workflow.ExecuteActivity(titled(marketOptions(ctx), "the market at tick "+strconv.Itoa(m.tick)), activities.MarketAtName, in)
 	}
 	sel := workflow.NewSelector(ctx)
@@ -418,4 +431,55 @@ func (m *clockedMarket) marketStatus() *MarketStatus {
 		st.DoneHours = s.Done.Hours()
 	}
 	return st
+}
+
+// onMarketClock reports whether the run follows a market's clock.
+func (r *run) onMarketClock() bool {
+	_, ok := r.market.(*clockedMarket)
+	return ok
+}
+
+// settleClockedGang acts on a gang on the market clock that the market's
+// account ended, or that lost a node: the gang goes back whole, as the
+// meter says, and the policy decides at the next tick what to hold. A
+// node taken is the whole gang preempted, as `starter sim --nodes N`
+// replays a rigid gang: no replacement is sought beside the account.
+// The work lost is every node's.
+func (r *run) settleClockedGang(ctx workflow.Context, e attemptEnd, lost []nodeEnd) error {
+	if e.cause == doneByMarket {
+		r.release(ctx, activities.ReleaseCompleted)
+		r.finished = true
+		return nil
+	}
+	// The market's notice may not have reached the agents yet: its
+	// account counts the preemption either way. A node lost without a
+	// word is a fault besides, which max_restarts caps.
+	var silent *nodeEnd
+	for i := range lost {
+		if lost[i].end.err != nil {
+			silent = &lost[i]
+		}
+	}
+	if silent != nil && silent.lease == r.Lease {
+		r.observeLastHeartbeat(silent.end.err)
+		e.silent = true
+	}
+	atStep := max(e.res.LastStep, r.Status.Step)
+	ckptStep := int64(0)
+	if r.Status.LastCheckpoint != nil {
+		ckptStep = r.Status.LastCheckpoint.Step
+	}
+	perNode := r.lostWorkSeconds(workflow.Now(ctx), e, atStep, ckptStep, silent == nil)
+	for _, l := range r.Peers {
+		r.Ledger.AddLostWork(l.Instance.ID, perNode)
+		r.Status.LostWorkSecs += perNode
+	}
+	if silent == nil {
+		r.preempted(ctx, e, atStep, true) // rank 0's share, and the gang goes back
+		return nil
+	}
+	cause, msg := lossCause(silent.end.err), silent.end.err.Error()
+	r.addFailure(ctx, cause, silent.lease.Offering().Key(), msg)
+	r.preempted(ctx, e, atStep, false)
+	return r.restart(ctx, cause, msg)
 }

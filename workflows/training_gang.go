@@ -25,8 +25,12 @@ import (
 // latest checkpoint. A replacement that cannot be had gives the whole
 // gang back, and the run acquires a gang again as a one-node run would.
 //
-// Gangs decide in wall time and follow no market clock. A gang of
-// deadline tier decides as one node does, for all its nodes at once
+// On a market with a clock of its own (gangClockVersion,
+// training_clocked.go) a gang follows it as one rigid gang: the policy
+// decides at each tick on whether spot for all its nodes is in stock, and
+// a node the market takes is the whole gang preempted. Elsewhere gangs
+// decide in wall time. A gang of deadline tier decides as one node does,
+// for all its nodes at once
 // (gangSpotVersion, training_wallclock.go): it waits for spot while
 // refuel says its slack allows, and on on-demand it acquires a whole spot
 // gang while it trains, then changes over at a checkpoint. An elastic
@@ -212,6 +216,8 @@ func (r *run) settleGang(ctx workflow.Context, e attemptEnd) error {
 		r.addFailure(ctx, causeTrainer, r.Lease.Offering().Key(), failed)
 		r.release(ctx, activities.ReleaseFailed)
 		return r.restart(ctx, causeTrainer, failed)
+	case r.onMarketClock() && (len(lost) > 0 || e.cause == takenByMarket || e.cause == doneByMarket):
+		return r.settleClockedGang(ctx, e, lost)
 	case len(lost) > 0:
 		return r.replaceNodes(ctx, e, lost)
 	}

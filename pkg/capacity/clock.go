@@ -19,9 +19,10 @@ type MarketClock interface {
 	// whose clock stands still is moved on to tick, so a run can drive it.
 	AwaitTick(ctx context.Context, tick int) error
 	// SpotInStock reports whether spot of the instance type can be had in
-	// the zone during tick (past or present); asking of a pool the market
-	// does not sell is an error.
-	SpotInStock(zone, instanceType string, tick int) (bool, error)
+	// the zone during tick (past or present) for a gang of nodes instances
+	// at once (below 1 counts as 1); asking of a pool the market does not
+	// sell is an error.
+	SpotInStock(zone, instanceType string, tick, nodes int) (bool, error)
 	// RestartOverhead is the market time a start of an instance costs
 	// before its work progresses: boot, setup, restoring a checkpoint.
 	RestartOverhead() time.Duration

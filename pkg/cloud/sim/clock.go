@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"refuel/pkg/capacity"
+	"refuel/pkg/trace"
 )
 
 // DefaultRestartOverhead is what a start costs in market time unless
@@ -38,8 +39,9 @@ func (c *Cloud) AwaitTick(ctx context.Context, tick int) error {
 	return nil
 }
 
-// SpotInStock implements capacity.MarketClock.
-func (c *Cloud) SpotInStock(zone, instanceType string, tick int) (bool, error) {
+// SpotInStock implements capacity.MarketClock, reading the pool's point
+// as starter sim reads it for a gang (trace.GangInStock).
+func (c *Cloud) SpotInStock(zone, instanceType string, tick, nodes int) (bool, error) {
 	key := Pool{Zone: zone, InstanceType: instanceType}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -47,7 +49,7 @@ func (c *Cloud) SpotInStock(zone, instanceType string, tick int) (bool, error) {
 	if !ok {
 		return false, fmt.Errorf("sim: no pool %s", key)
 	}
-	return tick >= 0 && p.point(tick, c.cfg.Tick) > 0, nil
+	return tick >= 0 && trace.GangInStock(p.point(tick, c.cfg.Tick), nodes, p.everyNode), nil
 }
 
 // RestartOverhead implements capacity.MarketClock.
