@@ -24,6 +24,21 @@ import (
 // from the traces. The run's decisions and bill match `starter sim`
 // replaying the same traces from the same tick.
 func TestClockedRunOnTheSimulatedCloud(t *testing.T) {
+	clockedRun(t, "clocked", 1, "training-run-market-time")
+}
+
+// TestClockedGangOnTheSimulatedCloud is the same for a gang of two: it
+// follows the market's clock, decides as `starter sim --nodes 2` replays
+// the same window, and pays what it replays (every node billed), a node
+// taken by the market preempting the whole gang.
+func TestClockedGangOnTheSimulatedCloud(t *testing.T) {
+	clockedRun(t, "clocked-gang", 2, "training-run-market-time-gang")
+}
+
+// clockedRun runs a deadline job of nodes instances on the simulated
+// cloud's clock, checks it against the simulator, and records its
+// history under name.
+func clockedRun(t *testing.T, id string, nodes int, name string) {
 	traces := filepath.Join("..", "workflows", "testdata", "traces")
 	s := startStack(t, func(c *controlplane.Config) {
 		c.Provider = controlplane.ProviderSim
@@ -31,9 +46,10 @@ func TestClockedRunOnTheSimulatedCloud(t *testing.T) {
 	})
 	ctx := context.Background()
 	deadline := time.Now().Add(9 * time.Hour)
-	js := quickJob("clocked", spec.TierDeadline)
+	js := quickJob(id, spec.TierDeadline)
 	js.Deadline, js.Work, js.Policy = &deadline, spec.Duration(6*time.Hour), string(policy.Refuel)
 	js.Resources.InstanceTypes = []string{"p3.2xlarge"}
+	js.Resources.Nodes = nodes
 	run, err := jobs.Submit(ctx, s.Client, js)
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +63,9 @@ func TestClockedRunOnTheSimulatedCloud(t *testing.T) {
 	m := final.Market
 	if m == nil {
 		t.Fatal("the run kept wall time; want the market's")
+	}
+	if max(1, m.Job.Nodes) != nodes {
+		t.Fatalf("the account is of %d nodes; want %d", m.Job.Nodes, nodes)
 	}
 
 	files, _ := filepath.Glob(filepath.Join(traces, "*.json"))
@@ -88,8 +107,8 @@ func TestClockedRunOnTheSimulatedCloud(t *testing.T) {
 			t.Errorf("instance %s still %s", inst.ID, inst.State)
 		}
 	}
-	if launched != want.Starts {
-		t.Errorf("%d instances launched; the simulator started %d", launched, want.Starts)
+	if launched != want.Starts*nodes {
+		t.Errorf("%d instances launched; the simulator started %d gangs of %d", launched, want.Starts, nodes)
 	}
-	recordHistory(t, s.Client, js.ID, "training-run-market-time")
+	recordHistory(t, s.Client, js.ID, name)
 }
