@@ -218,6 +218,9 @@ func (r *run) settleGang(ctx workflow.Context, e attemptEnd) error {
 		return r.restart(ctx, causeTrainer, failed)
 	case r.onMarketClock() && (len(lost) > 0 || e.cause == takenByMarket || e.cause == doneByMarket):
 		return r.settleClockedGang(ctx, e, lost)
+	case joinedMachineLost(lost) != nil:
+		r.gangNodeLost(ctx, *joinedMachineLost(lost))
+		return nil
 	case len(lost) > 0:
 		return r.replaceNodes(ctx, e, lost)
 	}
@@ -329,6 +332,48 @@ func (r *run) replaceNodes(ctx workflow.Context, e attemptEnd, lost []nodeEnd) e
 	r.use(ctx, gang[0])
 	r.Status.LastRecovery = replaced
 	return nil
+}
+
+// joinedMachineLost is the first of the nodes lost that ran on a machine
+// that joined the base group, or nil.
+func joinedMachineLost(lost []nodeEnd) *nodeEnd {
+	for i := range lost {
+		if onJoinedMachine(lost[i].lease) {
+			return &lost[i]
+		}
+	}
+	return nil
+}
+
+// gangNodeLost books a gang one of whose joined base machines went
+// silent as nodeLost books a run of one: no spot preemption and no
+// fault, so it counts against no max_restarts (restarts node-lost), and
+// the whole gang goes back with reason node-lost, teaching the market
+// memory nothing. The pool, told by the machine's BaseNode workflow,
+// yields the gang's grant and places it again. The work lost is every
+// node's.
+func (r *run) gangNodeLost(ctx workflow.Context, n nodeEnd) {
+	end := n.end
+	if n.lease == r.Lease && end.err != nil {
+		// Rank 0 went silent: what its agent last reported counts.
+		r.observeLastHeartbeat(end.err)
+		end.silent = true
+	}
+	msg := "the attempt ended with outcome " + strconv.Quote(string(end.res.Outcome))
+	if end.err != nil {
+		msg = end.err.Error()
+	}
+	r.addFailure(ctx, causeNodeLost, n.lease.Offering().Key(), msg)
+	ckptStep := int64(0)
+	if r.Status.LastCheckpoint != nil {
+		ckptStep = r.Status.LastCheckpoint.Step
+	}
+	perNode := r.lostWorkSeconds(workflow.Now(ctx), end, r.Status.Step, ckptStep, false)
+	for _, l := range r.Peers {
+		r.Ledger.AddLostWork(l.Instance.ID, perNode)
+		r.Status.LostWorkSecs += perNode
+	}
+	r.nodeLost(ctx, end) // rank 0's share, and the gang goes back
 }
 
 // endOf is how the lease's attempt ended, if it is among ends.
