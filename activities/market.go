@@ -25,9 +25,15 @@ type MarketInput struct {
 	// reports the present tick with the past before it.
 	Tick int `json:"tick"`
 	// Nodes is the gang the run holds at once: Stock and Past say whether
-	// spot for all of them can be had. 0 means one node.
-	Nodes int `json:"nodes,omitempty"`
+	// spot for all of them can be had. 0 means one node. MinNodes, for an
+	// elastic gang, is the fewest it trains on: the view adds Counts, and
+	// Past tells stock for at least MinNodes apart.
+	Nodes    int `json:"nodes,omitempty"`
+	MinNodes int `json:"min_nodes,omitempty"`
 }
+
+// elastic reports whether the view is for an elastic gang.
+func (in MarketInput) elastic() bool { return in.MinNodes > 0 && in.MinNodes < in.Nodes }
 
 // MarketView is the market as a run sees it at a tick.
 type MarketView struct {
@@ -40,8 +46,12 @@ type MarketView struct {
 	// Stock says, per pool in the order asked, whether spot for the whole
 	// gang (MarketInput.Nodes) can be had during Tick.
 	Stock []bool `json:"stock"`
+	// Counts is, for an elastic gang, how many of its nodes spot has in
+	// stock per pool, at most Nodes.
+	Counts []int `json:"counts,omitempty"`
 	// Past is each pool's stock from tick PastFrom up to Tick, as Stock,
-	// one '1' or '0' per tick; only OpenMarket reports it.
+	// one '1' or '0' per tick, and for an elastic gang 'm' where spot for
+	// at least MinNodes but not all can be had; only OpenMarket reports it.
 	Past     []string `json:"past,omitempty"`
 	PastFrom int      `json:"past_from,omitempty"`
 }
@@ -68,13 +78,16 @@ func (a *Capacity) OpenMarket(ctx context.Context, in MarketInput) (MarketView, 
 	for _, p := range in.Pools {
 		var b strings.Builder
 		for t := view.PastFrom; t < now; t++ {
-			stocked, err := clock.SpotInStock(p.Zone, p.InstanceType, t, in.Nodes)
+			n, err := clock.SpotStock(p.Zone, p.InstanceType, t, in.Nodes)
 			if err != nil {
 				return MarketView{}, nonRetryable(err)
 			}
-			if stocked {
+			switch {
+			case n >= max(1, in.Nodes):
 				b.WriteByte('1')
-			} else {
+			case in.elastic() && n >= in.MinNodes:
+				b.WriteByte('m')
+			default:
 				b.WriteByte('0')
 			}
 		}
@@ -102,11 +115,14 @@ func (a *Capacity) MarketAt(ctx context.Context, in MarketInput) (MarketView, er
 func (a *Capacity) stockAt(clock capacity.MarketClock, in MarketInput, tick int) (MarketView, error) {
 	view := MarketView{Clocked: true, Tick: tick, TickLength: clock.TickLength(), RestartOverhead: clock.RestartOverhead()}
 	for _, p := range in.Pools {
-		stocked, err := clock.SpotInStock(p.Zone, p.InstanceType, tick, in.Nodes)
+		n, err := clock.SpotStock(p.Zone, p.InstanceType, tick, in.Nodes)
 		if err != nil {
 			return MarketView{}, nonRetryable(err)
 		}
-		view.Stock = append(view.Stock, stocked)
+		view.Stock = append(view.Stock, n >= max(1, in.Nodes))
+		if in.elastic() {
+			view.Counts = append(view.Counts, n)
+		}
 	}
 	return view, nil
 }

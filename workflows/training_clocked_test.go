@@ -3,6 +3,8 @@ package workflows
 import (
 	"context"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -68,7 +70,8 @@ func (tr *trainer) StopTraining(_ context.Context, in activities.StopInput) erro
 // cost as `starter sim` replaying the same traces from the same tick. A
 // gang does as `starter sim --nodes N` does: on one-node traces stock for
 // one node is stock for all; on traces of counts (counts: each point
-// times the gang, every fifth one short of it) only a point of N is.
+// times the gang, every fifth one short of it) only a point of N is, and
+// an elastic gang may hold the width the policy chooses from what is.
 func TestClockedRunDecidesAsTheSimulator(t *testing.T) {
 	t.Parallel()
 	traces := []string{"us-west-2a_v100_1.json", "us-west-2b_v100_1.json"}
@@ -90,7 +93,10 @@ func TestClockedRunDecidesAsTheSimulator(t *testing.T) {
 		"deadline refuel two zones, gang of 2":    {spec.TierDeadline, policy.Refuel, 2, 984, 9 * time.Hour, 2, 0, false},
 		"deadline greedy one zone, gang of 3":     {spec.TierDeadline, policy.Greedy, 1, 689, 9 * time.Hour, 3, 0, true},
 		"deadline refuel two zones, gang of 3":    {spec.TierDeadline, policy.Refuel, 2, 196, 9 * time.Hour, 3, 0, true},
-		"elastic gang of 3 trains on all 3 nodes": {spec.TierDeadline, policy.Refuel, 2, 196, 9 * time.Hour, 3, 2, true},
+		"deadline refuel two zones, elastic gang":  {spec.TierDeadline, policy.Refuel, 2, 196, 9 * time.Hour, 3, 2, true},
+		"deadline greedy one zone, elastic gang":   {spec.TierDeadline, policy.Greedy, 1, 689, 9 * time.Hour, 3, 2, true},
+		"deadline uniform two zones, elastic gang": {spec.TierDeadline, policy.UniformProgress, 2, 196, 9 * time.Hour, 3, 2, true},
+		"flexible refuel one zone, elastic gang":   {spec.TierFlexible, policy.Refuel, 1, 40, 0, 3, 2, true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var loaded []*trace.Trace
@@ -134,9 +140,15 @@ func TestClockedRunDecidesAsTheSimulator(t *testing.T) {
 			}
 			job := replay.Job{Tier: tc.tier, Work: work, Deadline: deadline, RestartOverhead: sim.DefaultRestartOverhead, SpotPrice: 0.9701, OnDemandPrice: 3.06}
 			if tc.nodes > 1 {
-				job.Nodes = tc.nodes
+				job.Nodes, job.MinNodes = tc.nodes, tc.minNodes
 			}
 			checkAsSimulated(t, st, cloud, loaded, job, tc.start, tc.policy)
+			if tc.minNodes > 0 && tc.policy != policy.Refuel {
+				shrunk := slices.ContainsFunc(st.Market.Decisions, func(d MarketDecision) bool { return strings.Contains(d.Choice, "×") })
+				if !shrunk || len(st.Ledger.Resizes) == 0 {
+					t.Errorf("held a shrunk width %v, %d resizes booked; this window was chosen for the gang to shrink", shrunk, len(st.Ledger.Resizes))
+				}
+			}
 		})
 	}
 }
@@ -271,8 +283,25 @@ func checkAsSimulated(t *testing.T, st Status, cloud *sim.Cloud, loaded []*trace
 	if st.State != StateCompleted || st.Preemptions != want.Preemptions {
 		t.Errorf("state %s with %d preemptions counted; want completed with %d", st.State, st.Preemptions, want.Preemptions)
 	}
-	if launched := len(cloud.Instances()); launched != want.Starts*max(1, job.Nodes) {
-		t.Errorf("%d instances launched; the simulator started %d gangs of %d", launched, want.Starts, max(1, job.Nodes))
+	// Every start launches the nodes it holds.
+	starts, held := 0, policy.None
+	for _, step := range want.Steps {
+		if step.Preempted {
+			held = policy.None
+		}
+		if c := step.Choice; c.Holds() && c != held {
+			starts += max(1, job.Nodes)
+			if c.Nodes > 0 {
+				starts += c.Nodes - job.Nodes
+			}
+		}
+		held = step.Choice
+	}
+	if launched := len(cloud.Instances()); launched != starts {
+		t.Errorf("%d instances launched; the simulator started %d (%d starts)", launched, starts, want.Starts)
+	}
+	if got := st.Market.Job; got.Nodes != job.Nodes || got.MinNodes != job.MinNodes {
+		t.Errorf("the run's account is of a gang of %d down to %d; want %d down to %d", got.Nodes, got.MinNodes, job.Nodes, job.MinNodes)
 	}
 	if left := liveInstances(cloud); left != 0 {
 		t.Errorf("%d instances still live after the run", left)

@@ -26,9 +26,10 @@ import (
 // gang back, and the run acquires a gang again as a one-node run would.
 //
 // On a market with a clock of its own (gangClockVersion,
-// training_clocked.go) a gang follows it as one rigid gang: the policy
-// decides at each tick on whether spot for all its nodes is in stock, and
-// a node the market takes is the whole gang preempted. Elsewhere gangs
+// training_clocked.go) a gang follows it as `starter sim --nodes N`
+// replays it: the policy decides at each tick on the counts of its nodes
+// in stock (an elastic gang on the width to hold), and a node the market
+// takes is the whole gang preempted. Elsewhere gangs
 // decide in wall time. A gang of deadline tier decides as one node does,
 // for all its nodes at once
 // (gangSpotVersion, training_wallclock.go): it waits for spot while
@@ -52,13 +53,14 @@ func (r *run) gang() []*Lease {
 // on its market. A rank that cannot be had gives the whole gang back:
 // the run holds nothing while it waits. It returns what failed.
 func (r *run) acquirePeers(ctx workflow.Context, ask ask) []activities.FailureDetail {
-	if r.Width > 0 && r.Width < r.nodes() {
-		// A short gang given back whole is acquired whole again.
+	if r.Width > 0 && r.Width < r.nodes() && !r.onMarketClock() {
+		// A short gang given back whole is acquired whole again. (On a
+		// market's clock the policy chose the width: clockedMarket.next.)
 		from := r.Width
 		r.Width = 0
 		r.resized(ctx, from)
 	}
-	for rank := len(r.Peers) + 1; rank < r.nodes(); rank++ {
+	for rank := len(r.Peers) + 1; rank < r.width(); rank++ {
 		lease, err := r.Leases.acquire(ctx, r.owner(), r.peerAsk(ask, rank, r.Lease.Offering()))
 		if err != nil {
 			details := r.recordFailures(ctx, err)
