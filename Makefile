@@ -104,19 +104,22 @@ traces:
 	@test -d $(TRACES)/availability || { echo "make: no traces in TRACES=$(TRACES): give the directory holding availability/, preemption/ and inference/ (make bench-policy TRACES=DIR), or run bin/starter sim-bench --traces pkg/cloud/sim/traces/aws-10-26-2022 on the traces built into refuel"; exit 2; }
 
 # Market policies over every availability trace: 48h of work, 52h and 70h
-# deadlines, 10 start offsets per trace (issue 4's table), with refuel's
-# bound when each window's statistics are known in advance, and the
-# zones of each day at their own prices across regions; then the same
-# over the preemption traces, refuel's hold-out (never tuned on), their
-# zones replayed together but not priced apart (the optimum across priced
-# regions at their 30 s ticks takes tens of minutes); then both again for
-# a gang of 4 nodes, over fewer windows.
+# deadlines, 3 start offsets per trace spread from its start to its end,
+# and the zones of each day at their own prices across regions; then the
+# same over the preemption traces, refuel's hold-out (never tuned on),
+# their zones replayed together but not priced apart (the optimum across
+# priced regions at their 30 s ticks takes tens of minutes); then both
+# again for a gang of 4 nodes, over 2 windows. A few minutes on two cores.
+# FULL=1 replays the full set: 10 windows (4 for the gang, issue 4's
+# table) and refuel's bound when each window's statistics are known in
+# advance, about 25 minutes.
+FULL ?=
 bench-policy: traces
 	$(GO) build -o $(BIN)/sim-bench-starter ./starter
-	$(BIN)/sim-bench-starter sim-bench --traces $(TRACES)/availability --known-statistics
-	$(BIN)/sim-bench-starter sim-bench --traces $(TRACES)/preemption --known-statistics --priced-regions=false
-	$(BIN)/sim-bench-starter sim-bench --traces $(TRACES)/availability --nodes 4 --starts 4
-	$(BIN)/sim-bench-starter sim-bench --traces $(TRACES)/preemption --nodes 4 --starts 4 --priced-regions=false
+	$(BIN)/sim-bench-starter sim-bench --traces $(TRACES)/availability $(if $(FULL),--full)
+	$(BIN)/sim-bench-starter sim-bench --traces $(TRACES)/preemption --priced-regions=false $(if $(FULL),--full)
+	$(BIN)/sim-bench-starter sim-bench --traces $(TRACES)/availability --nodes 4 $(if $(FULL),--full)
+	$(BIN)/sim-bench-starter sim-bench --traces $(TRACES)/preemption --nodes 4 --priced-regions=false $(if $(FULL),--full)
 
 # Inference autoscaling on a real hour of LLM traffic, a day composed
 # from it and a family of seeded shapes (diurnal, flash crowd, heavy-tailed

@@ -96,7 +96,14 @@ func (a *Capacity) Acquire(ctx context.Context, req capacity.Request) (capacity.
 	req.Tags = withDeployment(req.Tags, a.Deployment)
 	groups := groupByProvider(req.Offerings)
 	var errs []error
+	// refused holds the providers that failed for the account, not the
+	// offering (capacity.Remedy.Account): their other offerings further
+	// down would fail alike, so they are not asked again in this call.
+	refused := map[string]bool{}
 	for _, g := range groups {
+		if refused[g.provider] {
+			continue
+		}
 		p := a.provider(g.provider)
 		if p == nil {
 			errs = append(errs, capacity.NewError(capacity.SpecMismatch, g.offerings[0], "", "no provider named %q on this worker", g.provider))
@@ -117,6 +124,7 @@ func (a *Capacity) Acquire(ctx context.Context, req capacity.Request) (capacity.
 			return inst, nil
 		}
 		errs = append(errs, err)
+		refused[g.provider] = accountFailure(err)
 	}
 	err := errors.Join(errs...)
 	details := make([]FailureDetail, 0, len(errs))
@@ -282,6 +290,17 @@ type providerGroup struct {
 
 // groupByProvider splits the ordered offerings into consecutive runs of
 // one provider: each run is one request, and the runs keep the order.
+// accountFailure reports whether err holds a failure of the provider's
+// account rather than of an offering.
+func accountFailure(err error) bool {
+	for _, f := range capacity.Failures(err) {
+		if f.Class.Remedy().Account {
+			return true
+		}
+	}
+	return false
+}
+
 func groupByProvider(offerings []capacity.Offering) []providerGroup {
 	var groups []providerGroup
 	for _, o := range offerings {

@@ -139,3 +139,70 @@ func TestListingRefusedForConfigIsFinal(t *testing.T) {
 		})
 	}
 }
+
+// scripted is a provider that fails each market's offerings with the
+// class given for it, succeeds on the others, and counts its calls.
+type scripted struct {
+	describer
+	name  string
+	fails map[capacity.Market]capacity.Class
+	calls *int
+}
+
+func (p scripted) Name() string { return p.name }
+
+func (p scripted) Acquire(_ context.Context, req capacity.Request) (capacity.Instance, error) {
+	*p.calls++
+	var errs []error
+	for _, o := range req.Offerings {
+		c, fails := p.fails[o.Market]
+		if !fails {
+			return capacity.Instance{ID: "i-" + o.Key(), Offering: o}, nil
+		}
+		errs = append(errs, capacity.NewError(c, o, "", "scripted"))
+	}
+	return capacity.Instance{}, errors.Join(errs...)
+}
+
+// A failure of the provider's account (throttling) keeps the Acquire
+// activity from asking that provider for its other offerings further
+// down the order; a failure of an offering (a quota of one market) does
+// not.
+func TestAccountFailureSkipsTheProvidersOtherOfferings(t *testing.T) {
+	offering := func(p string, m capacity.Market) capacity.Offering {
+		return capacity.Offering{Provider: p, InstanceType: "gpu", Zone: "z", Market: m, GPUs: 1}
+	}
+	order := []capacity.Offering{offering("a", capacity.Spot), offering("b", capacity.Spot), offering("a", capacity.OnDemand)}
+	for name, tc := range map[string]struct {
+		spotFails capacity.Class
+		calls     int
+		acquired  string
+	}{
+		"throttled": {capacity.Throttled, 1, ""},
+		"quota":     {capacity.Quota, 2, order[2].Key()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var aCalls, bCalls int
+			a := &Capacity{Providers: []capacity.Provider{
+				scripted{name: "a", fails: map[capacity.Market]capacity.Class{capacity.Spot: tc.spotFails}, calls: &aCalls},
+				scripted{name: "b", fails: map[capacity.Market]capacity.Class{capacity.Spot: capacity.NoCapacity}, calls: &bCalls},
+			}}
+			var suite testsuite.WorkflowTestSuite
+			env := suite.NewTestActivityEnvironment()
+			env.RegisterActivity(a)
+			v, err := env.ExecuteActivity(a.Acquire, capacity.Request{RunID: "r", Attempt: 1, Offerings: order})
+			acquired := ""
+			if err == nil {
+				var inst capacity.Instance
+				if err := v.Get(&inst); err != nil {
+					t.Fatal(err)
+				}
+				acquired = inst.Offering.Key()
+			}
+			if aCalls != tc.calls || bCalls != 1 || acquired != tc.acquired {
+				t.Errorf("provider a asked %d times, b %d, acquired %q (error %v); want a %d, b 1, acquired %q",
+					aCalls, bCalls, acquired, err, tc.calls, tc.acquired)
+			}
+		})
+	}
+}

@@ -88,7 +88,7 @@ func TestCapacityActivitiesFeedTheMarketMemory(t *testing.T) {
 // teaches nothing about the market.
 func TestLossesThatTeachNothing(t *testing.T) {
 	spot := capacity.Offering{Provider: "fake", InstanceType: "gpu", Zone: "a", Market: capacity.Spot, GPUs: 1, PricePerHour: 1}
-	for _, cause := range []string{marketmem.CauseControlPlane, marketmem.CauseNodeLost} {
+	for _, cause := range []string{string(capacity.ControlPlane), string(capacity.NodeLost)} {
 		t.Run(cause, func(t *testing.T) {
 			a := &Capacity{Providers: []capacity.Provider{&stocked{in: true}}, Memory: marketmem.New(memblob.OpenBucket(nil), "test", marketmem.Options{})}
 			var suite testsuite.WorkflowTestSuite
@@ -107,5 +107,38 @@ func TestLossesThatTeachNothing(t *testing.T) {
 				t.Errorf("a loss of cause %s taught %+v; want nothing", cause, v)
 			}
 		})
+	}
+}
+
+// scoring is a provider that gives placement scores, or fails to.
+type scoring struct {
+	stocked
+	scores map[string]int
+	err    error
+	asked  []capacity.Offering
+}
+
+func (s *scoring) PlacementScores(_ context.Context, offerings []capacity.Offering) (map[string]int, error) {
+	s.asked = offerings
+	return s.scores, s.err
+}
+
+// The stock history carries each offering's placement score where its
+// provider gives one, beside what runs saw of its stock.
+func TestStockHistoryCarriesPlacementScores(t *testing.T) {
+	a := capacity.Offering{Provider: "fake", InstanceType: "gpu", Zone: "a", Market: capacity.Spot}
+	b := a
+	b.Zone = "b"
+	p := &scoring{scores: map[string]int{a.Key(): 8}}
+	c := &Capacity{Providers: []capacity.Provider{p}}
+	h, err := c.StockHistory(context.Background(), []string{a.Key(), b.Key()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.asked) != 2 || p.asked[1] != b {
+		t.Errorf("asked for %v; want both offerings", p.asked)
+	}
+	if h[0].PlacementScore != 8 || h[1].PlacementScore != 0 {
+		t.Errorf("scores %d, %d; want 8 and none", h[0].PlacementScore, h[1].PlacementScore)
 	}
 }

@@ -36,9 +36,9 @@ type OfferingsInput struct {
 }
 
 // ReleaseReason says why an instance is given back; it labels metrics.
-// An instance given back for a cause that teaches nothing of the market
-// (marketmem.CauseControlPlane, marketmem.CauseNodeLost, as the reason)
-// feeds neither the stock logs nor the checkpoint logs.
+// An instance given back for a fault that teaches nothing of the market
+// (capacity.Teaches: control-plane, node-lost, as the reason) feeds
+// neither the stock logs nor the checkpoint logs.
 type ReleaseReason string
 
 const (

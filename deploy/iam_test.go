@@ -75,7 +75,7 @@ func TestControlPlanePolicy(t *testing.T) {
 		}
 	}
 	// What the AWS provider calls (pkg/cloud/aws).
-	for _, a := range []string{"ec2:CreateFleet", "ec2:DescribeInstances", "ec2:TerminateInstances", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeSpotPriceHistory", "iam:PassRole"} {
+	for _, a := range []string{"ec2:CreateFleet", "ec2:DescribeInstances", "ec2:TerminateInstances", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeSpotPriceHistory", "ec2:DescribeAvailabilityZones", "ec2:GetSpotPlacementScores", "iam:PassRole"} {
 		if !allowed[a] {
 			t.Errorf("the provider needs %s, which no statement allows", a)
 		}

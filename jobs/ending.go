@@ -35,8 +35,12 @@ type Ending struct {
 	Status json.RawMessage `json:"status,omitempty"`
 }
 
-// Completed reports whether the run ended by completing its work.
-func (e Ending) Completed() bool { return e.Result == ResultCompleted }
+// Succeeded reports whether the workload ended as it should: a run by
+// completing its work, a service by being stopped (which Temporal
+// records as a cancellation, and the service's state as stopped).
+func (e Ending) Succeeded() bool {
+	return e.Result == ResultCompleted || e.Result == ResultCancelled && e.State == string(workflows.StateStopped)
+}
 
 // The results of Ending.Result, and of a list row's while it runs.
 const (

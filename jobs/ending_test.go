@@ -21,8 +21,27 @@ func TestOnlyACompletedRunIsASuccess(t *testing.T) {
 		enums.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW: {ResultRunning, false},
 	} {
 		e := Ending{ID: "job-1", Result: ResultOf(status)}
-		if e.Result != want.result || e.Completed() != want.completed {
-			t.Errorf("%s: result %q completed %v; want %q %v", status, e.Result, e.Completed(), want.result, want.completed)
+		if e.Result != want.result || e.Succeeded() != want.completed {
+			t.Errorf("%s: result %q succeeded %v; want %q %v", status, e.Result, e.Succeeded(), want.result, want.completed)
+		}
+	}
+}
+
+// A service ends by being stopped: Temporal records a cancellation, its
+// state says stopped, and whoever waited on it sees a success. A run or
+// service cancelled otherwise is not one.
+func TestAStoppedServiceIsASuccess(t *testing.T) {
+	for name, tc := range map[string]struct {
+		e    Ending
+		want bool
+	}{
+		"stopped service":   {Ending{Type: "service", Result: ResultCancelled, State: "stopped"}, true},
+		"cancelled service": {Ending{Type: "service", Result: ResultCancelled, State: "cancelled"}, false},
+		"cancelled run":     {Ending{Type: "training", Result: ResultCancelled, State: "cancelled"}, false},
+		"failed, stopped":   {Ending{Type: "service", Result: ResultFailed, State: "stopped"}, false},
+	} {
+		if got := tc.e.Succeeded(); got != tc.want {
+			t.Errorf("%s: succeeded %v; want %v", name, got, tc.want)
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -59,7 +58,8 @@ func runSimBench(args []string, stdout, stderr io.Writer) error {
 		dflt = filepath.Join("..", "shared", "traces", "availability")
 	}
 	dir := fs.String("traces", dflt, "folder of traces, searched at any depth (env REFUEL_TRACES)")
-	starts := fs.Int("starts", 10, "start offsets per trace and deadline")
+	starts := fs.Int("starts", 0, fmt.Sprintf("start offsets per trace and deadline, spread evenly over the traces (default %d, %d for a gang; with --full %d, %d for a gang)", quickStarts, quickGangStarts, fullStarts, fullGangStarts))
+	full := fs.Bool("full", false, "the full set: more windows (see --starts) and --known-statistics; about 25 minutes on two shared cores, where the default takes a few")
 	deadlines := fs.String("deadlines", "52h,70h", "comma-separated deadlines")
 	job := replay.Job{Tier: spec.TierDeadline, Work: 48 * time.Hour, RestartOverhead: 12 * time.Minute, SpotPrice: 0.9701, OnDemandPrice: 3.06}
 	fs.DurationVar(&job.Work, "work", job.Work, "compute time of the job")
@@ -92,9 +92,22 @@ func runSimBench(args []string, stdout, stderr io.Writer) error {
 		}
 		dls = append(dls, d)
 	}
-	if *starts < 1 {
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "starts" })
+	switch {
+	case explicit && *starts < 1:
 		return &FlagError{"starts", fmt.Sprintf("%d is below 1", *starts), "give the number of start offsets, e.g. 10"}
+	case explicit:
+	case *full && job.Nodes > 1:
+		*starts = fullGangStarts
+	case *full:
+		*starts = fullStarts
+	case job.Nodes > 1:
+		*starts = quickGangStarts
+	default:
+		*starts = quickStarts
 	}
+	*known = *known || *full
 	singles, multis, err := benchMarkets(*dir)
 	if err != nil {
 		return err
@@ -136,16 +149,23 @@ func runSimBench(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	if err := runBenchCells(cells, job, *known, stderr); err != nil {
-		return err
-	}
-	if err := runRegionCells(regions, stderr); err != nil {
+	var mu sync.Mutex
+	tasks := append(cellTasks(cells, job, *known, &mu), regionTasks(regions, &mu)...)
+	if err := runBenchTasks(tasks, stderr); err != nil {
 		return err
 	}
 	printBench(stdout, job, dls, singles, multis, cells)
 	printRegions(stdout, *prices, dls, regions)
 	return nil
 }
+
+// Windows per trace and deadline. The default is few, spread evenly over
+// each trace from its start to its end, so the whole comparison takes
+// minutes; --full takes the windows refuel's targets were first set on.
+const (
+	quickStarts, quickGangStarts = 3, 2
+	fullStarts, fullGangStarts   = 10, 4
+)
 
 // benchMarkets loads every trace under dir as a single-zone market, and
 // groups traces of one folder, instance type and count in two or more
@@ -196,57 +216,42 @@ func benchMarkets(dir string) (singles, multis []*benchMarket, err error) {
 	return singles, multis, nil
 }
 
-// runBenchCells replays every cell under every policy, on every core.
-func runBenchCells(cells []*benchCell, job replay.Job, known bool, stderr io.Writer) error {
-	var (
-		mu    sync.Mutex
-		wg    sync.WaitGroup
-		first error
-		done  int
-		next  = make(chan *benchCell)
-		began = time.Now()
-	)
-	for range runtime.NumCPU() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for c := range next {
-				j := job
-				j.Deadline = c.deadline
-				for _, p := range benchPolicies {
-					res, err := replaySim(c.market.market, j, c.start, p)
-					mu.Lock()
-					if err != nil && first == nil {
-						first = fmt.Errorf("%s, deadline %s, start %d, %s: %w", c.market.name, c.deadline, c.start, p, err)
-					}
-					c.cost[p], c.met[p] = res.Cost/j.OnDemandCost(), res.DeadlineMet
-					mu.Unlock()
-				}
-				if known && c.market.zones == 1 {
-					m := c.market.market
-					res, err := replay.Run(m, j, c.start, replay.NewKnownStatistics(m, c.start, c.deadline, j.Nodes, replay.NewOnline(j.Tier, policy.Refuel)))
-					mu.Lock()
-					if err != nil && first == nil {
-						first = fmt.Errorf("%s, deadline %s, start %d, refuel with known statistics: %w", c.market.name, c.deadline, c.start, err)
-					}
-					c.known = res.Cost / j.OnDemandCost()
-					mu.Unlock()
-				}
-				mu.Lock()
-				done++
-				if done%20 == 0 || done == len(cells) {
-					fmt.Fprintf(stderr, "sim-bench: %d/%d windows (%s)\n", done, len(cells), time.Since(began).Round(time.Second))
-				}
-				mu.Unlock()
-			}
-		}()
-	}
+// cellTasks are the replays of every cell under every policy, and of
+// refuel with each single-zone window's own statistics when known is set;
+// mu guards the cells' results.
+func cellTasks(cells []*benchCell, job replay.Job, known bool, mu *sync.Mutex) []benchTask {
+	var tasks []benchTask
 	for _, c := range cells {
-		next <- c
+		j := job
+		j.Deadline = c.deadline
+		ticks := int(c.deadline / c.market.market.Gap)
+		for _, p := range benchPolicies {
+			tasks = append(tasks, benchTask{weight: replayWeight(p, ticks, c.market.zones), run: func() error {
+				res, err := replaySim(c.market.market, j, c.start, p)
+				mu.Lock()
+				defer mu.Unlock()
+				c.cost[p], c.met[p] = res.Cost/j.OnDemandCost(), res.DeadlineMet
+				if err != nil {
+					return fmt.Errorf("%s, deadline %s, start %d, %s: %w", c.market.name, c.deadline, c.start, p, err)
+				}
+				return nil
+			}})
+		}
+		if known && c.market.zones == 1 {
+			tasks = append(tasks, benchTask{weight: replayWeight(policy.Refuel, ticks, 1), run: func() error {
+				m := c.market.market
+				res, err := replay.Run(m, j, c.start, replay.NewKnownStatistics(m, c.start, c.deadline, j.Nodes, replay.NewOnline(j.Tier, policy.Refuel)))
+				mu.Lock()
+				defer mu.Unlock()
+				c.known = res.Cost / j.OnDemandCost()
+				if err != nil {
+					return fmt.Errorf("%s, deadline %s, start %d, refuel with known statistics: %w", c.market.name, c.deadline, c.start, err)
+				}
+				return nil
+			}})
+		}
 	}
-	close(next)
-	wg.Wait()
-	return first
+	return tasks
 }
 
 // benchStats aggregates cells.

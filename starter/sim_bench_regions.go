@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"runtime"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -43,56 +42,41 @@ func spansRegions(bm *benchMarket) bool {
 	return false
 }
 
-// runRegionCells replays every cell under every policy, and the optimum
-// of each region alone, on every core.
-func runRegionCells(cells []*regionCell, stderr io.Writer) error {
-	var (
-		mu    sync.Mutex
-		wg    sync.WaitGroup
-		first error
-		next  = make(chan *regionCell)
-	)
-	fail := func(err error) {
-		mu.Lock()
-		if first == nil {
-			first = err
-		}
-		mu.Unlock()
-	}
-	for range runtime.NumCPU() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for c := range next {
-				for _, p := range regionPolicies {
-					res, err := replaySim(c.market.market, c.job, c.start, p)
-					if err != nil {
-						fail(fmt.Errorf("%s, deadline %s, start %d, %s across priced regions: %w", c.market.name, c.deadline, c.start, p, err))
-						continue
-					}
-					c.cost[p], c.met[p], c.moves[p] = res.Cost, res.DeadlineMet, res.Transfers
-				}
-				c.single = -1
-				for _, sub := range regionMarkets(c.market, c.job) {
-					res, err := replaySim(sub.market, sub.job, c.start, policy.Optimal)
-					if err != nil {
-						fail(fmt.Errorf("%s, deadline %s, start %d, optimal in one region: %w", c.market.name, c.deadline, c.start, err))
-						continue
-					}
-					if c.single < 0 || res.Cost < c.single {
-						c.single = res.Cost
-					}
-				}
-			}
-		}()
-	}
+// regionTasks are the replays of every cell under every policy, and of
+// the optimum of each region alone; mu guards the cells' results.
+func regionTasks(cells []*regionCell, mu *sync.Mutex) []benchTask {
+	var tasks []benchTask
 	for _, c := range cells {
-		next <- c
+		ticks := int(c.deadline / c.market.market.Gap)
+		for _, p := range regionPolicies {
+			tasks = append(tasks, benchTask{weight: replayWeight(p, ticks, c.market.zones), run: func() error {
+				res, err := replaySim(c.market.market, c.job, c.start, p)
+				if err != nil {
+					return fmt.Errorf("%s, deadline %s, start %d, %s across priced regions: %w", c.market.name, c.deadline, c.start, p, err)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				c.cost[p], c.met[p], c.moves[p] = res.Cost, res.DeadlineMet, res.Transfers
+				return nil
+			}})
+		}
+		c.single = -1
+		for _, sub := range regionMarkets(c.market, c.job) {
+			tasks = append(tasks, benchTask{weight: replayWeight(policy.Optimal, ticks, len(sub.job.Zones)), run: func() error {
+				res, err := replaySim(sub.market, sub.job, c.start, policy.Optimal)
+				if err != nil {
+					return fmt.Errorf("%s, deadline %s, start %d, optimal in one region: %w", c.market.name, c.deadline, c.start, err)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if c.single < 0 || res.Cost < c.single {
+					c.single = res.Cost
+				}
+				return nil
+			}})
+		}
 	}
-	close(next)
-	wg.Wait()
-	fmt.Fprintf(stderr, "sim-bench: %d windows across priced regions\n", len(cells))
-	return first
+	return tasks
 }
 
 // regionMarket is one region of a priced market, alone.

@@ -71,7 +71,7 @@ func watchStatus(ctx context.Context, c client.Client, id string, stdout io.Writ
 			if err != nil {
 				return err
 			}
-			if !e.Completed() {
+			if !e.Succeeded() {
 				return &jobs.EndedError{Ending: e}
 			}
 			return nil

@@ -16,7 +16,7 @@ import (
 func waitCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "wait ID [--json] [--timeout D]",
-		Short:   "wait for a run or service to end: exit 0 when it completed, 1 otherwise",
+		Short:   "wait for a run or service to end: exit 0 when a run completed or a service was stopped, 1 otherwise",
 		Example: "  starter wait llama-ft-0427 && echo trained\n  starter wait llama-ft-0427 --json --timeout 2h",
 		Args:    exactArgs(1, "give one run's or service's id: starter wait ID"),
 	}
@@ -52,7 +52,7 @@ func reportEnding(stdout io.Writer, e jobs.Ending, asJSON bool) error {
 	} else {
 		fmt.Fprintln(stdout, endingLine(e))
 	}
-	if !e.Completed() {
+	if !e.Succeeded() {
 		return &jobs.EndedError{Ending: e}
 	}
 	return nil

@@ -66,4 +66,5 @@ func TestBudgetHoldsEndToEnd(t *testing.T) {
 	if done.State != workflows.StateCompleted || done.BudgetUSD != 5 {
 		t.Errorf("after raising the budget: state %s, budget %v; want completed under $5", done.State, done.BudgetUSD)
 	}
+	recordHistory(t, s.Client, js.ID, "training-run-budget")
 }

@@ -9,12 +9,6 @@ import (
 	"refuel/activities"
 )
 
-// plansVersion marks runs that ask the worker's shared plans for their
-// market decisions (the DecideMarket local activity, its answer recorded
-// in history); runs recorded before it solved each plan in workflow code,
-// again on every replay.
-const plansVersion = "plans-in-activities"
-
 // askPlans reports whether this run asks the worker's plans; false for
 // runs recorded before plansVersion, which solve in workflow code.
 func askPlans(ctx workflow.Context) bool {

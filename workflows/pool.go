@@ -47,19 +47,6 @@ const DefaultPoolMaxHistory = 5000
 // without giving their capacity back (terminated, say).
 const ownersCheckEvery = time.Minute
 
-// poolAtScaleVersion marks pools that take signals in batches (one
-// schedule pass for all the signals a workflow task brings), send grants
-// and yields without waiting for each to be delivered, check owners in
-// the background, and decide by admission.GangRules. Generations
-// recorded before it replay signal by signal under the one-node rules.
-const poolAtScaleVersion = "pool-at-scale"
-
-// poolMovesUnfilledGangsVersion marks pools that move a burst gang that
-// has not acquired every node onto free base at once
-// (admission.UnfilledGangRules); those recorded before waited for its
-// gang_timeout.
-const poolMovesUnfilledGangsVersion = "pool-moves-unfilled-gangs"
-
 // CapacityPool owns the base group and the admission queue: runs and
 // services ask it for capacity; it admits by priority with aging, places
 // on base first and overflows to the burst pools (a gang all or
@@ -166,6 +153,9 @@ func newCapacityPool(ctx workflow.Context, in PoolInput, atScale bool) (*capacit
 		p.state.Rules = admission.GangRules
 		if workflow.GetVersion(ctx, poolMovesUnfilledGangsVersion, workflow.DefaultVersion, 1) >= 1 {
 			p.state.Rules = admission.UnfilledGangRules
+			if workflow.GetVersion(ctx, poolMovesUnfilledRunsVersion, workflow.DefaultVersion, 1) >= 1 {
+				p.state.Rules = admission.UnfilledRules
+			}
 		}
 	}
 	if p.maxHistory <= 0 {

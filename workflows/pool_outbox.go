@@ -85,6 +85,11 @@ func (p *capacityPool) signal(ctx workflow.Context, a admission.Allocation, m Po
 		// The gang tells why it waits, and until when (see Unready).
 		a.GiveBackAt = a.AdmittedAt.Add(p.state.Config.GangTimeoutOrDefault())
 	}
+	if a.Layer == admission.BaseLayer {
+		// The holder books base capacity to the group the pools file
+		// names; the pool's own state leaves Pool to burst.
+		a.Pool = p.state.Config.Base.Name
+	}
 	return workflow.SignalExternalWorkflow(ctx, a.Request.Owner, "", SignalCapacityGranted, a)
 }
 

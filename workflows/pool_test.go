@@ -174,6 +174,13 @@ func TestPoolAdmitsBaseFirstThenBurstAndPreemptsForPriority(t *testing.T) {
 	if len(st.Waiting) != 1 || st.Waiting[0].ID != "low" || st.Preemptions != 1 || st.Base != 1 || st.Burst != 1 || st.FreeBaseGPUs != 0 {
 		t.Errorf("status %+v: want low requeued, one preemption, base and burst full", st)
 	}
+	// A base grant names the base group, which its holder books the
+	// cost to; a burst grant its burst pool.
+	for _, g := range rec.grants {
+		if want := map[admission.Layer]string{admission.BaseLayer: "dc", admission.BurstLayer: poolConfig().Burst[0].Name}[g.Layer]; g.Pool != want {
+			t.Errorf("grant of %s on %s names pool %q; want %q", g.Request.ID, g.Layer, g.Pool, want)
+		}
+	}
 }
 
 func TestPoolPriorityReordersAndPauseHolds(t *testing.T) {
@@ -213,6 +220,26 @@ func TestPoolMovesBurstTrainingToFreedBase(t *testing.T) {
 	env.ExecuteWorkflow(CapacityPoolName, PoolInput{Config: poolConfig()})
 
 	want := []string{"grant on-base base", "grant on-burst burst", "yield on-burst", "grant on-burst base"}
+	if diff := cmp.Diff(rec.list(), want); diff != "" {
+		t.Errorf("got(-), want(+):\n%s", diff)
+	}
+}
+
+// A run whose burst grant waits for stock (it acquired nothing yet)
+// moves to a base machine that came free at once, not once the market
+// fills its grant.
+func TestPoolMovesAnUnfilledRunToFreedBase(t *testing.T) {
+	t.Parallel()
+	rec := &poolRecorder{}
+	env := newPoolEnv(t, rec)
+	signalAt(env, time.Second, SignalPoolRequest, training("on-base", 50, spec.TierFlexible))
+	signalAt(env, 2*time.Second, SignalPoolRequest, training("waiting", 50, spec.TierFlexible))
+	signalAt(env, 4*time.Second, SignalPoolRelease, PoolRef{ID: "on-base"})
+	signalAt(env, 5*time.Second, SignalPoolYielded, PoolRef{ID: "waiting"})
+	env.RegisterDelayedCallback(env.CancelWorkflow, 6*time.Second)
+	env.ExecuteWorkflow(CapacityPoolName, PoolInput{Config: poolConfig()})
+
+	want := []string{"grant on-base base", "grant waiting burst", "yield waiting", "grant waiting base"}
 	if diff := cmp.Diff(rec.list(), want); diff != "" {
 		t.Errorf("got(-), want(+):\n%s", diff)
 	}

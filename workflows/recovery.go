@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -8,13 +9,6 @@ import (
 
 	"refuel/activities"
 )
-
-// oneTripRecoveryVersion marks single-node runs that recover from a lost
-// instance in fewer round trips: the lost instance is given back by the
-// activity that acquires its replacement (Replace), and the run's search
-// attributes are written once per workflow task. Runs recorded before it
-// release, then acquire, and write each attribute as it changes.
-const oneTripRecoveryVersion = "one-trip-recovery"
 
 // recoversInOneTrip reports whether the run, whose instance was just
 // lost, recovers the one-trip way; from then on its search attributes
@@ -58,8 +52,7 @@ func (r *run) releaseLater(ctx workflow.Context, reason activities.ReleaseReason
 	in := r.Leases.closeLease(ctx, l, reason)
 	r.unreleased = &in
 	r.Lease = nil
-	r.Status.CostUSD = r.Ledger.CostUSD(workflow.Now(ctx))
-	r.upsertAttrs(ctx, AttrCostUSD.ValueSet(r.Status.CostUSD), AttrMarket.ValueUnset())
+	r.upsertAttrs(ctx, AttrCostUSD.ValueSet(r.Ledger.CostUSD(workflow.Now(ctx))), AttrMarket.ValueUnset())
 	r.showDetails(ctx)
 }
 
@@ -84,13 +77,18 @@ func (r *run) acquireLease(ctx workflow.Context, a leaseAsk) (*Lease, error) {
 	rel := *r.unreleased
 	r.unreleased = nil
 	lease, err := r.Leases.acquireReleasing(ctx, r.owner(), a, &rel)
-	if failedOn(err, activities.ReleaseFailedType) {
-		// Nothing was launched: release on its own, retried until it is
-		// done, then acquire.
-		r.Leases.releaseInput(ctx, rel)
-		return r.Leases.acquire(ctx, r.owner(), a)
+	var app *temporal.ApplicationError
+	if err == nil || (errors.As(err, &app) && app.Type() != activities.ReleaseFailedType) {
+		return lease, err // released; acquired, or no offering could be had
 	}
-	return lease, err
+	// The provider refused the release, or Replace timed out or was
+	// cancelled, perhaps before it released: release on its own,
+	// retried until it is done (an instance already gone is fine).
+	r.Leases.releaseInput(ctx, rel)
+	if app != nil {
+		return r.Leases.acquire(ctx, r.owner(), a) // nothing was launched
+	}
+	return nil, err
 }
 
 // batchAttributes makes the run write its search attributes once per

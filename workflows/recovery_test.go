@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/mock"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -97,5 +98,26 @@ func TestRecoveryWhoseReleaseFailedReleasesApart(t *testing.T) {
 	}
 	if len(f.requests) != 2 {
 		t.Errorf("%d acquisitions; want the first and the replacement", len(f.requests))
+	}
+}
+
+// A Replace that timed out may have ended before it released: the run
+// releases the lost instance on its own, then tries again to acquire.
+func TestRecoveryWhoseReplaceTimedOutReleasesApart(t *testing.T) {
+	t.Parallel()
+	f := &fakeCloud{offerings: []capacity.Offering{spotA, spotB}, trainings: []activities.TrainingOutcome{activities.OutcomePreempted}}
+	env := newEnv(t, f)
+	env.OnActivity(activities.ReplaceName, mock.Anything, mock.Anything).
+		Return(capacity.Instance{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil)).Once()
+	env.ExecuteWorkflow(TrainingRunName, job(spec.TierFlexible))
+	st, err := result(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Preemptions != 1 || st.Recoveries != 1 {
+		t.Errorf("preemptions %d recoveries %d; want 1 and 1", st.Preemptions, st.Recoveries)
+	}
+	if got := f.releasedReasons(); len(got) != 2 || got[0] != activities.ReleasePreempted || got[1] != activities.ReleaseCompleted {
+		t.Errorf("released %v; want preempted then completed", got)
 	}
 }

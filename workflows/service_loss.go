@@ -11,10 +11,6 @@ import (
 	"refuel/pkg/capacity"
 )
 
-// replicaLossVersion marks services that ask the clouds, every
-// LossCheckInterval, whether they took back a replica's instance.
-const replicaLossVersion = "replica-loss"
-
 // watchesForLoss reports whether this run of the service checks its
 // replicas' instances.
 func (s *service) watchesForLoss(ctx workflow.Context) bool {
@@ -77,7 +73,7 @@ func (s *service) holding(instanceID string) *ServiceReplica {
 func (s *service) onLost(ctx workflow.Context, r *ServiceReplica, state capacity.State) {
 	o := r.Instance.Offering
 	s.ReplicasLost++
-	s.addFailure(ctx, "instance-lost", o.Key(), fmt.Sprintf("the cloud took back replica %s's instance %s (%s)", r.ID, r.Instance.ID, state))
+	s.addFailure(ctx, string(capacity.InstanceLost), o.Key(), fmt.Sprintf("the cloud took back replica %s's instance %s (%s)", r.ID, r.Instance.ID, state))
 	workflow.GetMetricsHandler(ctx).WithTags(telemetry.OfferingTags(o)).Counter(telemetry.PreemptionsTotal).Inc(1)
 	s.release(ctx, r, activities.ReleasePreempted)
 }

@@ -141,7 +141,7 @@ func (s *service) acquisition(ctx workflow.Context, r *ServiceReplica) (leaseAsk
 		a.offerings = capacity.Order(s.Offerings, s.spec.Placement.Tier(), "")
 	case r.Grant.Layer == admission.BaseLayer:
 		a.offerings = r.Grant.Offerings[:min(1, len(r.Grant.Offerings))]
-		a.layer, a.node = admission.BaseLayer, r.Grant.Node
+		a.layer, a.node, a.pool = admission.BaseLayer, r.Grant.Node, r.Grant.Pool
 	default:
 		a.offerings, a.pool = r.Grant.Offerings, r.Grant.Pool
 	}

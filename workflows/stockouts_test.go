@@ -43,7 +43,7 @@ func TestDetailsClearWhenTheRunEnds(t *testing.T) {
 	at := time.Date(2026, 4, 27, 18, 27, 34, 0, time.UTC)
 	base := func(state State) *run {
 		r := &run{spec: spec.JobSpec{ID: "j", Team: "t", Tier: spec.TierFlexible}}
-		r.Status = Status{State: state,
+		r.RunRecord = RunRecord{State: state,
 			Failures:  []Failure{{Class: string(capacity.NoCapacity), Offering: "sim/p3.2xlarge/us-west-2a/spot", Message: "We currently do not have sufficient capacity", Time: at}},
 			StockOuts: &StockOuts{Count: 18, Last: at, Zone: "us-west-2a"}}
 		r.Offerings = []capacity.Offering{{Provider: "sim", InstanceType: "p3.2xlarge", Zone: "us-west-2a", Market: capacity.Spot}}
@@ -58,7 +58,7 @@ func TestDetailsClearWhenTheRunEnds(t *testing.T) {
 		"waiting, until": {r: func() *run {
 			r := base(StateWaiting)
 			until := at.Add(40 * time.Second)
-			r.Status.WaitingUntil, r.Status.WaitingOn = &until, string(capacity.NoCapacity)
+			r.WaitingUntil, r.WaitingOn = &until, string(capacity.NoCapacity)
 			return r
 		}(), want: []string{"waits out no-capacity until 18:28:14 UTC, then tries its offerings again"}},
 		"completed": {r: base(StateCompleted), wantNone: []string{"stock-outs", "may acquire", "last failure"}},

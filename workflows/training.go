@@ -158,7 +158,7 @@ func (w *Workflows) startRun(ctx workflow.Context, input json.RawMessage, carrie
 	if o := recordOptions(ctx, w.Run); o != nil {
 		r.Options, r.opts = o, o.filled()
 	}
-	r.Status = Status{
+	r.RunRecord = RunRecord{
 		ID: js.ID, Team: js.Team, Tier: string(js.Tier), State: StatePending,
 		Priority: js.Priority, StartedAt: workflow.Now(ctx), Failures: []Failure{}, BudgetUSD: js.BudgetUSD,
 		StoreURL: activities.StoreURL(js.Checkpoint.URL, r.opts.StoreURL),
@@ -276,7 +276,7 @@ func (r *run) use(ctx workflow.Context, lease *Lease) {
 	lease.Teaches = true
 	r.Lease = lease
 	if r.Recovery != nil {
-		r.Status.LastRecovery = &RecoveryInfo{ReplacementAt: lease.Since, InstanceID: lease.Instance.ID}
+		r.LastRecovery = &RecoveryInfo{ReplacementAt: lease.Since, InstanceID: lease.Instance.ID}
 	}
 	r.upsertAttrs(ctx, AttrMarket.ValueSet(string(lease.Offering().Market)))
 	r.showDetails(ctx)
@@ -304,10 +304,10 @@ func (r *run) backOff(ctx workflow.Context, details []activities.FailureDetail, 
 	wait := jittered(*backoff, r.identity, r.Attempts)
 	summary := "wait " + wait.Round(time.Second).String() + " for capacity (" + string(waitingOn(details)) + ")"
 	until := workflow.Now(ctx).Add(wait)
-	r.Status.WaitingUntil, r.Status.WaitingOn = &until, string(waitingOn(details))
+	r.WaitingUntil, r.WaitingOn = &until, string(waitingOn(details))
 	r.showDetails(ctx)
 	_, err := waitFor(ctx, wait, summary, func() bool { return r.Paused || r.yieldAsked() })
-	r.Status.WaitingUntil, r.Status.WaitingOn = nil, ""
+	r.WaitingUntil, r.WaitingOn = nil, ""
 	if err != nil {
 		return false, err
 	}
@@ -324,8 +324,7 @@ func (r *run) release(ctx workflow.Context, reason activities.ReleaseReason) {
 	r.releasePeers(ctx, reason)
 	r.Leases.release(ctx, r.Lease, reason)
 	r.Lease = nil
-	r.Status.CostUSD = r.Ledger.CostUSD(workflow.Now(ctx))
-	r.upsertAttrs(ctx, AttrCostUSD.ValueSet(r.Status.CostUSD), AttrMarket.ValueUnset())
+	r.upsertAttrs(ctx, AttrCostUSD.ValueSet(r.Ledger.CostUSD(workflow.Now(ctx))), AttrMarket.ValueUnset())
 	r.showDetails(ctx)
 }
 
@@ -379,7 +378,7 @@ func (r *run) end(ctx workflow.Context, err error) (Status, error) {
 		return st, temporal.NewCanceledError(st)
 	default:
 		r.release(ctx, activities.ReleaseFailed)
-		r.Status.State = StateFailed
+		r.State = StateFailed
 		state := string(StateFailed)
 		var app *temporal.ApplicationError
 		if errors.As(err, &app) && app.Type() != "" {
@@ -397,13 +396,13 @@ func (r *run) end(ctx workflow.Context, err error) (Status, error) {
 // package: it fails the workflow task, so the run waits, losing nothing,
 // for a worker with the fix.
 func (r *run) enter(ctx workflow.Context, s State) {
-	if r.Status.State == s {
+	if r.State == s {
 		return
 	}
-	if err := checkTransition(r.Status.State, s); err != nil {
+	if err := checkTransition(r.State, s); err != nil {
 		panic(fmt.Sprintf("run %s: %v", r.id, err))
 	}
-	r.Status.State = s
+	r.State = s
 	r.upsertAttrs(ctx, AttrState.ValueSet(string(s)))
 	r.showDetails(ctx)
 }
@@ -419,21 +418,12 @@ func (r *run) recordFailures(ctx workflow.Context, err error) []activities.Failu
 }
 
 func (r *run) addFailure(ctx workflow.Context, class, offering, msg string) {
-	r.Status.Failures = addFailure(ctx, r.Status.Failures, class, offering, msg)
-	r.Status.StockOuts = addStockOut(ctx, r.Status.StockOuts, class, offering)
+	r.Failures = addFailure(ctx, r.Failures, class, offering, msg)
+	r.StockOuts = addStockOut(ctx, r.StockOuts, class, offering)
 }
 
 // owner is who the run's instances are acquired for.
 func (r *run) owner() owner { return owner{id: r.id, identity: r.identity} }
-
-// specIDVersion marks runs that refuse a spec whose id is not their
-// workflow ID.
-const specIDVersion = "spec-id-is-workflow-id"
-
-// cancelCheckpointVersion marks runs that, cancelled while training,
-// wait for the trainer's final checkpoint before releasing its instance;
-// runs recorded before it released at once.
-const cancelCheckpointVersion = "cancel-waits-for-checkpoint"
 
 // invalidSpecError fails the workflow as the spec's fault. Its message is the
 // spec's own field errors, formatted with fmt, which workflowcheck cannot

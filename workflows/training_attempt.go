@@ -214,37 +214,22 @@ func (r *run) settle(ctx workflow.Context, e attemptEnd) error {
 		if e.err != nil || e.res.Outcome != activities.OutcomeCompleted {
 			// The agent may not have seen the notice yet: the market's
 			// account counts the preemption either way.
-			r.preempted(ctx, e, max(e.res.LastStep, r.Status.Step), true)
+			r.preempted(ctx, e, max(e.res.LastStep, r.Step), true)
 			return nil
 		}
 	}
 	var canceled *temporal.CanceledError
 	switch res := e.res; {
 	case e.err == nil && res.Outcome == activities.OutcomeCompleted:
-		r.finished = true
-		r.Status.ModelDigest = res.ModelDigest
-		r.release(ctx, activities.ReleaseCompleted)
+		r.completed(ctx, res.ModelDigest)
 	case e.err == nil && res.Outcome == activities.OutcomePreempted:
 		r.preempted(ctx, e, res.LastStep, true)
 	case e.err == nil && res.Outcome == activities.OutcomeFailed:
-		r.addFailure(ctx, causeTrainer, r.Lease.Offering().Key(), res.Message)
-		r.release(ctx, activities.ReleaseFailed)
-		return r.restart(ctx, causeTrainer, res.Message)
+		return r.trainerFailed(ctx, res.Message)
 	case e.err == nil && res.Outcome == activities.OutcomeStopped, errors.As(e.err, &canceled):
-		reason := activities.ReleasePaused
-		switch {
-		case r.yieldAsked():
-			reason = activities.ReleaseYielded
-		case r.overBudget(workflow.Now(ctx)):
-			reason = activities.ReleaseOverBudget
-		}
-		r.release(ctx, reason)
+		r.stopped(ctx)
 	case failedOn(e.err, classCheckpoint):
-		// No checkpoint verifies: training again from step 0 would throw
-		// the work away silently.
-		r.addFailure(ctx, classCheckpoint, r.Lease.Offering().Key(), e.err.Error())
-		r.release(ctx, activities.ReleaseFailed)
-		return temporal.NewNonRetryableApplicationError(e.err.Error(), classCheckpoint, nil)
+		return r.checkpointsFailed(ctx, e.err)
 	default:
 		// The instance went silent, or its agent never picked the work up
 		// or failed: it was taken without notice, or died. Either way it
@@ -261,15 +246,56 @@ func (r *run) settle(ctx workflow.Context, e attemptEnd) error {
 			e.silent = true
 		}
 		if onJoinedMachine(r.Lease) {
-			r.addFailure(ctx, causeNodeLost, r.Lease.Offering().Key(), msg)
+			r.addFailure(ctx, string(capacity.NodeLost), r.Lease.Offering().Key(), msg)
 			r.nodeLost(ctx, e)
 			return nil
 		}
-		r.addFailure(ctx, cause, r.Lease.Offering().Key(), msg)
-		r.preempted(ctx, e, r.Status.Step, false)
+		r.addFailure(ctx, string(cause), r.Lease.Offering().Key(), msg)
+		if cause.Remedy().Preemption {
+			r.preempted(ctx, e, r.Step, false)
+		}
 		return r.restart(ctx, cause, msg)
 	}
 	return nil
+}
+
+// The ends of an attempt a run of one node and a gang settle alike
+// (settle, settleGang): whatever the width, every instance held is
+// given back for the same reason.
+
+// completed ends the run's work: the model is done.
+func (r *run) completed(ctx workflow.Context, digest string) {
+	r.finished = true
+	r.ModelDigest = digest
+	r.release(ctx, activities.ReleaseCompleted)
+}
+
+// trainerFailed books a trainer that failed, a fault max_restarts caps.
+func (r *run) trainerFailed(ctx workflow.Context, msg string) error {
+	r.addFailure(ctx, string(capacity.TrainerFault), r.Lease.Offering().Key(), msg)
+	r.release(ctx, activities.ReleaseFailed)
+	return r.restart(ctx, capacity.TrainerFault, msg)
+}
+
+// checkpointsFailed ends the run: no checkpoint verifies, and training
+// again from step 0 would throw the work away silently.
+func (r *run) checkpointsFailed(ctx workflow.Context, err error) error {
+	r.addFailure(ctx, classCheckpoint, r.Lease.Offering().Key(), err.Error())
+	r.release(ctx, activities.ReleaseFailed)
+	return temporal.NewNonRetryableApplicationError(err.Error(), classCheckpoint, nil)
+}
+
+// stopped gives back what an attempt stopped at a checkpoint held: for a
+// yield to the pool, a spent budget, or a pause.
+func (r *run) stopped(ctx workflow.Context) {
+	reason := activities.ReleasePaused
+	switch {
+	case r.yieldAsked():
+		reason = activities.ReleaseYielded
+	case r.overBudget(workflow.Now(ctx)):
+		reason = activities.ReleaseOverBudget
+	}
+	r.release(ctx, reason)
 }
 
 // classCheckpoint is the failure of a run none of whose checkpoints
@@ -286,24 +312,27 @@ func failedOn(err error, errType string) bool {
 // observeResult folds an attempt's final report into status.
 func (r *run) observeResult(ctx workflow.Context, e attemptEnd) {
 	res := e.res
-	if r.Recovery != nil && r.Status.LastRecovery != nil && res.Outcome != activities.OutcomeFailed {
+	if r.Recovery != nil && r.LastRecovery != nil && res.Outcome != activities.OutcomeFailed {
 		// The "restored" signal never came (or came late): the attempt's
 		// own report shows it did resume.
 		r.recovered(ctx, res.RestoredStep, e.started)
 	}
-	r.Status.Step = max(r.Status.Step, res.LastStep)
-	if res.TotalSteps > 0 {
-		r.Status.TotalSteps = res.TotalSteps
-	}
-	if c := res.LastCheckpoint; c != nil && (r.Status.LastCheckpoint == nil || c.Step >= r.Status.LastCheckpoint.Step) {
-		r.Status.LastCheckpoint = c
-	}
+	r.foldProgress(res.LastStep, res.TotalSteps, res.LastCheckpoint)
 }
 
-// silentLossVersion marks runs that count an instance lost without a
-// word from what its agent last reported (observeLastHeartbeat), the
-// work since the latest checkpoint lost.
-const silentLossVersion = "silent-loss-from-heartbeat"
+// foldProgress folds what an attempt reached into the record, from its
+// progress signals, its result or its last heartbeat alike: the step
+// (never back), the total steps when known, and a checkpoint no older
+// than the one recorded.
+func (r *run) foldProgress(step, total int64, c *activities.CheckpointRef) {
+	r.Step = max(r.Step, step)
+	if total > 0 {
+		r.TotalSteps = total
+	}
+	if c != nil && (r.LastCheckpoint == nil || c.Step >= r.LastCheckpoint.Step) {
+		r.LastCheckpoint = c
+	}
+}
 
 // observeLastHeartbeat folds in what the agent of an attempt that went
 // silent last reported: the step it reached and its latest checkpoint,
@@ -318,10 +347,11 @@ func (r *run) observeLastHeartbeat(err error) {
 	if timeout.LastHeartbeatDetails(&last) != nil {
 		return
 	}
-	r.Status.Step = max(r.Status.Step, last.Step)
-	if c := last.Checkpoint; c != nil && (r.Status.LastCheckpoint == nil || c.Step > r.Status.LastCheckpoint.Step) {
-		r.Status.LastCheckpoint = c
+	c := last.Checkpoint
+	if c != nil && r.LastCheckpoint != nil && c.Step == r.LastCheckpoint.Step {
+		c = nil // a signal told this checkpoint first: it stays as told
 	}
+	r.foldProgress(last.Step, 0, c)
 }
 
 // preempted records that the market took the run's instance and gives
@@ -329,26 +359,7 @@ func (r *run) observeLastHeartbeat(err error) {
 // this zone last, and resumes from the latest checkpoint.
 func (r *run) preempted(ctx workflow.Context, e attemptEnd, atStep int64, withNotice bool) {
 	oneTrip := r.recoversInOneTrip(ctx)
-	now := workflow.Now(ctx)
-	l := r.Lease
-	ckptStep := int64(0)
-	if r.Status.LastCheckpoint != nil {
-		ckptStep = r.Status.LastCheckpoint.Step
-	}
-	lost := r.lostWorkSeconds(now, e, atStep, ckptStep, withNotice)
-	r.Ledger.AddLostWork(l.Instance.ID, lost)
-	r.Status.Preemptions++
-	r.Status.LostWorkSecs += lost
-	r.Status.LastPreemption = &PreemptionInfo{
-		Time: now, InstanceID: l.Instance.ID, Zone: l.Offering().Zone,
-		AtStep: atStep, CheckpointStep: ckptStep, WithNotice: withNotice,
-	}
-	r.AvoidZone = l.Offering().Zone
-	r.Recovery = &Recovery{Since: now}
-	m := workflow.GetMetricsHandler(ctx).WithTags(telemetry.OfferingTags(l.Offering()))
-	m.Counter(telemetry.PreemptionsTotal).Inc(1)
-	m.Counter(telemetry.LostWorkSeconds).Inc(int64(lost))
-	r.enter(ctx, StatePreempted)
+	r.lose(ctx, lostNodes{lead: r.Lease, end: e, atStep: atStep, withNotice: withNotice, preemption: true})
 	if oneTrip && withNotice {
 		// A silent loss waits before it restarts: its instance is
 		// released at once.
@@ -356,6 +367,49 @@ func (r *run) preempted(ctx workflow.Context, e attemptEnd, atStep int64, withNo
 		return
 	}
 	r.release(ctx, activities.ReleasePreempted)
+}
+
+// lostNodes is a loss of one node or more of the run's gang (one node,
+// for a run of one), lead the one that names it.
+type lostNodes struct {
+	lead   *Lease
+	end    attemptEnd // lead's
+	atStep int64      // the step the gang had reached
+	// withNotice: the market announced it. preemption: it counts as one
+	// (capacity.FaultRemedy.Preemption, or any loss with notice).
+	withNotice, preemption bool
+}
+
+// lose books a loss, for one node or a gang alike: every node held
+// computed the steps past the latest checkpoint and computes them again,
+// so the work lost is each node's. A preemption is counted, named in
+// last_preemption and its zone tried last; either way a recovery starts
+// and the run is preempted until it trains again.
+func (r *run) lose(ctx workflow.Context, n lostNodes) {
+	now := workflow.Now(ctx)
+	ckptStep := int64(0)
+	if r.LastCheckpoint != nil {
+		ckptStep = r.LastCheckpoint.Step
+	}
+	perNode := r.lostWorkSeconds(now, n.end, n.atStep, ckptStep, n.withNotice)
+	for _, l := range r.gang() {
+		r.Ledger.AddLostWork(l.Instance.ID, perNode)
+	}
+	lost := perNode * float64(r.width())
+	r.LostWorkSecs += lost
+	r.Recovery = &Recovery{Since: now}
+	if n.preemption {
+		r.Preemptions++
+		r.LastPreemption = &PreemptionInfo{
+			Time: now, InstanceID: n.lead.Instance.ID, Zone: n.lead.Offering().Zone,
+			AtStep: n.atStep, CheckpointStep: ckptStep, WithNotice: n.withNotice,
+		}
+		r.AvoidZone = n.lead.Offering().Zone
+		m := workflow.GetMetricsHandler(ctx).WithTags(telemetry.OfferingTags(n.lead.Offering()))
+		m.Counter(telemetry.PreemptionsTotal).Inc(1)
+		m.Counter(telemetry.LostWorkSeconds).Inc(int64(lost))
+	}
+	r.enter(ctx, StatePreempted)
 }
 
 // onJoinedMachine reports whether the lease is on a machine that joined
@@ -372,27 +426,17 @@ func onJoinedMachine(l *Lease) bool {
 // the machine's BaseNode workflow, asks the run to move; it waits for
 // that in admit.
 func (r *run) nodeLost(ctx workflow.Context, e attemptEnd) {
-	now := workflow.Now(ctx)
-	l := r.Lease
-	ckptStep := int64(0)
-	if r.Status.LastCheckpoint != nil {
-		ckptStep = r.Status.LastCheckpoint.Step
-	}
-	lost := r.lostWorkSeconds(now, e, r.Status.Step, ckptStep, false)
-	r.Ledger.AddLostWork(l.Instance.ID, lost)
-	r.Status.LostWorkSecs += lost
-	r.Status.Restarts.NodeLost++
-	r.Recovery = &Recovery{Since: now}
-	workflow.GetLogger(ctx).Warn("base machine lost under the run; recovering from the latest checkpoint", "instance", l.Instance.ID, "checkpoint", ckptStep)
-	r.enter(ctx, StatePreempted)
-	r.release(ctx, activities.ReleaseReason(causeNodeLost))
+	r.Restarts.NodeLost++
+	workflow.GetLogger(ctx).Warn("base machine lost under the run; recovering from the latest checkpoint", "instance", r.Lease.Instance.ID)
+	r.lose(ctx, lostNodes{lead: r.Lease, end: e, atStep: r.Step, preemption: capacity.NodeLost.Remedy().Preemption})
+	r.release(ctx, activities.ReleaseReason(capacity.NodeLost))
 }
 
 // lostWorkSeconds estimates the compute that must be redone: the steps
 // past the last checkpoint, at the pace the attempt trained since it
 // started.
 func (r *run) lostWorkSeconds(now time.Time, e attemptEnd, atStep, ckptStep int64, withNotice bool) float64 {
-	ckpt := r.Status.LastCheckpoint
+	ckpt := r.LastCheckpoint
 	if e.silent && ckpt != nil && ckpt.Time.After(e.started) {
 		// Everything since the latest checkpoint is gone, the steps since
 		// its agent last reported included. (The checkpoint's time is the
@@ -416,7 +460,7 @@ func (r *run) lostWorkSeconds(now time.Time, e attemptEnd, atStep, ckptStep int6
 
 // resumedFrom is the step training resumed from on the current lease.
 func (r *run) resumedFrom() int64 {
-	if lr := r.Status.LastRecovery; lr != nil {
+	if lr := r.LastRecovery; lr != nil {
 		for _, l := range r.gang() {
 			if lr.InstanceID == l.Instance.ID {
 				return lr.ResumedFromStep
@@ -443,8 +487,8 @@ func (r *run) recovered(ctx workflow.Context, fromStep int64, at time.Time) {
 		telemetry.ObserveRecovery(workflow.GetMetricsHandler(ctx), r.Lease.Offering(), at.Sub(since))
 	}
 	r.Recovery = nil
-	lr := r.Status.LastRecovery
-	r.Status.Recoveries++
+	lr := r.LastRecovery
+	r.Recoveries++
 	lr.ResumedAt = at
 	lr.ResumedFromStep = fromStep
 	if r.nodes() > 1 {
@@ -485,7 +529,7 @@ func (r *run) changeOver(ctx workflow.Context, spot *Lease) (end attemptEnd, mov
 	r.release(ctx, activities.ReleaseChangeover)
 	r.use(ctx, spot)
 	r.Peers, r.standbyPeers = r.standbyPeers, nil
-	r.Status.Changeovers++
+	r.Changeovers++
 	return end, true
 }
 
@@ -528,13 +572,9 @@ func (r *run) checkpointInterval(ctx workflow.Context) time.Duration {
 		}
 	}
 	d := log.Interval(autoCheckpointPrior, c.MinInterval.D(), c.MaxInterval.D())
-	r.Status.CheckpointIntervalSecs = d.Seconds()
+	r.CheckpointIntervalSecs = d.Seconds()
 	return d
 }
-
-// autoCheckpointVersion marks runs that ask the pool's checkpoint log
-// before each attempt.
-const autoCheckpointVersion = "auto-checkpoint-log"
 
 // autoCheckpointPrior is the preemption-free time a pool is credited with
 // before any is measured: a new pool is neither trusted forever nor

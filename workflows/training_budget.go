@@ -12,9 +12,6 @@ import (
 // gives its instance back and waits, spending nothing, in state
 // over-budget until the set-budget update raises it.
 
-// budgetVersion marks runs that watch their budget while they train.
-const budgetVersion = "budget"
-
 // overBudget reports whether the run has spent its budget.
 func (r *run) overBudget(now time.Time) bool {
 	return r.spec.BudgetUSD > 0 && r.Ledger.CostUSD(now) >= r.spec.BudgetUSD
@@ -40,7 +37,7 @@ func validateBudget(_ workflow.Context, usd float64) error {
 // stops at a checkpoint.
 func (r *run) setBudget(ctx workflow.Context, usd float64) (float64, error) {
 	r.spec.BudgetUSD = usd
-	r.Status.BudgetUSD = usd
+	r.BudgetUSD = usd
 	r.showDetails(ctx)
 	return usd, nil
 }

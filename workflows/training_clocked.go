@@ -17,15 +17,6 @@ import (
 	"refuel/pkg/trace"
 )
 
-// marketClockVersion marks runs that look for a market clock before
-// acquiring; runs recorded before it go straight to acquiring.
-const marketClockVersion = "market-clock"
-
-// gangClockVersion marks gangs that look for a market clock too, and
-// follow it as `starter sim --nodes N` replays a rigid gang; gangs
-// recorded before it go straight to acquiring in wall time.
-const gangClockVersion = "gang-market-clock"
-
 // clockedMarket is a run's view of a market that keeps a clock of its own
 // (the simulated cloud): at each of its ticks the run decides with
 // pkg/policy what to hold, and keeps its account with the same replay
@@ -156,7 +147,7 @@ func openClockedMarket(ctx workflow.Context, r *run) (*clockedMarket, error) {
 		p := movePricesOf(r.opts)
 		moves = &p
 	}
-	m.job = m.jobFor(r.spec, r.Status.StartedAt, view.RestartOverhead, moves)
+	m.job = m.jobFor(r.spec, r.StartedAt, view.RestartOverhead, moves)
 	m.job.Nodes, m.job.MinNodes = m.nodes, m.minNodes
 	meter, err := replay.NewMeter(m.job, m.zones, view.TickLength)
 	if err != nil {
@@ -482,7 +473,7 @@ func (r *run) onMarketClock() bool {
 // meter says, and the policy decides at the next tick what to hold. A
 // node taken is the whole gang preempted, as `starter sim --nodes N`
 // replays a rigid gang: no replacement is sought beside the account.
-// The work lost is every node's.
+// The work lost is every node's (run.lose).
 func (r *run) settleClockedGang(ctx workflow.Context, e attemptEnd, lost []nodeEnd) error {
 	if e.cause == doneByMarket {
 		r.release(ctx, activities.ReleaseCompleted)
@@ -498,26 +489,17 @@ func (r *run) settleClockedGang(ctx workflow.Context, e attemptEnd, lost []nodeE
 			silent = &lost[i]
 		}
 	}
-	if silent != nil && silent.lease == r.Lease {
+	atStep := max(e.res.LastStep, r.Step)
+	if silent == nil {
+		r.preempted(ctx, e, atStep, true)
+		return nil
+	}
+	if silent.lease == r.Lease {
 		r.observeLastHeartbeat(silent.end.err)
 		e.silent = true
 	}
-	atStep := max(e.res.LastStep, r.Status.Step)
-	ckptStep := int64(0)
-	if r.Status.LastCheckpoint != nil {
-		ckptStep = r.Status.LastCheckpoint.Step
-	}
-	perNode := r.lostWorkSeconds(workflow.Now(ctx), e, atStep, ckptStep, silent == nil)
-	for _, l := range r.Peers {
-		r.Ledger.AddLostWork(l.Instance.ID, perNode)
-		r.Status.LostWorkSecs += perNode
-	}
-	if silent == nil {
-		r.preempted(ctx, e, atStep, true) // rank 0's share, and the gang goes back
-		return nil
-	}
 	cause, msg := lossCause(silent.end.err), silent.end.err.Error()
-	r.addFailure(ctx, cause, silent.lease.Offering().Key(), msg)
+	r.addFailure(ctx, string(cause), silent.lease.Offering().Key(), msg)
 	r.preempted(ctx, e, atStep, false)
 	return r.restart(ctx, cause, msg)
 }

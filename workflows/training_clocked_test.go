@@ -85,14 +85,14 @@ func TestClockedRunDecidesAsTheSimulator(t *testing.T) {
 		minNodes int
 		counts   bool
 	}{
-		"deadline refuel one zone":                {spec.TierDeadline, policy.Refuel, 1, 196, 9 * time.Hour, 1, 0, false},
-		"deadline greedy one zone":                {spec.TierDeadline, policy.Greedy, 1, 689, 9 * time.Hour, 1, 0, false},
-		"deadline uniform two zones":              {spec.TierDeadline, policy.UniformProgress, 2, 196, 9 * time.Hour, 1, 0, false},
-		"deadline refuel two zones":               {spec.TierDeadline, policy.Refuel, 2, 984, 9 * time.Hour, 1, 0, false},
-		"flexible refuel one zone":                {spec.TierFlexible, policy.Refuel, 1, 40, 0, 1, 0, false},
-		"deadline refuel two zones, gang of 2":    {spec.TierDeadline, policy.Refuel, 2, 984, 9 * time.Hour, 2, 0, false},
-		"deadline greedy one zone, gang of 3":     {spec.TierDeadline, policy.Greedy, 1, 689, 9 * time.Hour, 3, 0, true},
-		"deadline refuel two zones, gang of 3":    {spec.TierDeadline, policy.Refuel, 2, 196, 9 * time.Hour, 3, 0, true},
+		"deadline refuel one zone":                 {spec.TierDeadline, policy.Refuel, 1, 196, 9 * time.Hour, 1, 0, false},
+		"deadline greedy one zone":                 {spec.TierDeadline, policy.Greedy, 1, 689, 9 * time.Hour, 1, 0, false},
+		"deadline uniform two zones":               {spec.TierDeadline, policy.UniformProgress, 2, 196, 9 * time.Hour, 1, 0, false},
+		"deadline refuel two zones":                {spec.TierDeadline, policy.Refuel, 2, 984, 9 * time.Hour, 1, 0, false},
+		"flexible refuel one zone":                 {spec.TierFlexible, policy.Refuel, 1, 40, 0, 1, 0, false},
+		"deadline refuel two zones, gang of 2":     {spec.TierDeadline, policy.Refuel, 2, 984, 9 * time.Hour, 2, 0, false},
+		"deadline greedy one zone, gang of 3":      {spec.TierDeadline, policy.Greedy, 1, 689, 9 * time.Hour, 3, 0, true},
+		"deadline refuel two zones, gang of 3":     {spec.TierDeadline, policy.Refuel, 2, 196, 9 * time.Hour, 3, 0, true},
 		"deadline refuel two zones, elastic gang":  {spec.TierDeadline, policy.Refuel, 2, 196, 9 * time.Hour, 3, 2, true},
 		"deadline greedy one zone, elastic gang":   {spec.TierDeadline, policy.Greedy, 1, 689, 9 * time.Hour, 3, 2, true},
 		"deadline uniform two zones, elastic gang": {spec.TierDeadline, policy.UniformProgress, 2, 196, 9 * time.Hour, 3, 2, true},

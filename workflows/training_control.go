@@ -18,16 +18,6 @@ import (
 // trainer. A run whose history grows long continues as new while it
 // trains, without stopping the trainer: its next run attaches to it.
 
-const (
-	// pushControlVersion marks runs that stop attempts by push; runs
-	// recorded before it cancel the training activity, which reaches the
-	// agent with a heartbeat.
-	pushControlVersion = "push-control"
-	// continueWhileTrainingVersion marks runs that continue as new while
-	// they train.
-	continueWhileTrainingVersion = "continue-while-training"
-)
-
 // stopOptions send StopTraining to the instance's own queue. A stop that
 // finds no agent polling is given up quickly: the heartbeat timeout
 // finds a dead agent anyway.

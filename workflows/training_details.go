@@ -16,7 +16,7 @@ func (r *run) showDetails(ctx workflow.Context) {
 
 // details is the run now, as markdown a person reads at a glance.
 func (r *run) details(now time.Time) string {
-	st := r.Status
+	st := r.RunRecord
 	ended := st.State == StateCompleted || st.State == StateFailed || st.State == StateCancelled
 	var lines []string
 	head := "**" + string(st.State) + "**"

@@ -25,8 +25,7 @@ import (
 // A gang shrinks after a loss on the wall clock only: a gang granted by
 // the pool is given back whole, as is one on a market's clock, whose
 // policy chooses the width it acquires at each tick instead
-// (clockedMarket.holdWidth).
-const elasticGangVersion = "elastic-gang"
+// (clockedMarket.holdWidth). The change: elasticGangVersion (versions.go).
 
 // width is how many nodes the gang trains on now: all it asks for but
 // while an elastic gang is short.
@@ -63,8 +62,8 @@ func (r *run) replaceRanks(ctx workflow.Context, gang []*Lease, missing []int, k
 		lease.Teaches = true
 		gang[rank] = lease
 		r.bindRank(ctx, rank, lease)
-		r.Status.NodeReplacements++
-		r.Status.LastRecovery = &RecoveryInfo{ReplacementAt: lease.Since, InstanceID: lease.Instance.ID}
+		r.NodeReplacements++
+		r.LastRecovery = &RecoveryInfo{ReplacementAt: lease.Since, InstanceID: lease.Instance.ID}
 		workflow.GetMetricsHandler(ctx).Counter(telemetry.NodeReplacementsTotal).Inc(1)
 	}
 	return nil
@@ -123,7 +122,7 @@ func (r *run) shrink(ctx workflow.Context, gang []*Lease) {
 	r.use(ctx, lead)
 	if r.Recovery != nil {
 		// The recovery is the gang's on the nodes it kept, from now.
-		r.Status.LastRecovery = &RecoveryInfo{ReplacementAt: workflow.Now(ctx), InstanceID: lead.Instance.ID}
+		r.LastRecovery = &RecoveryInfo{ReplacementAt: workflow.Now(ctx), InstanceID: lead.Instance.ID}
 	}
 	r.resized(ctx, from)
 }
@@ -132,7 +131,7 @@ func (r *run) shrink(ctx workflow.Context, gang []*Lease) {
 // resumes from.
 func (r *run) resized(ctx workflow.Context, from int) {
 	step := int64(0)
-	if ck := r.Status.LastCheckpoint; ck != nil {
+	if ck := r.LastCheckpoint; ck != nil {
 		step = ck.Step
 	}
 	now := workflow.Now(ctx)

@@ -10,7 +10,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"refuel/activities"
-	"refuel/internal/telemetry"
 	"refuel/pkg/admission"
 	"refuel/pkg/capacity"
 )
@@ -206,18 +205,12 @@ func (r *run) settleGang(ctx workflow.Context, e attemptEnd) error {
 	}
 	switch {
 	case e.err == nil && e.res.Outcome == activities.OutcomeCompleted:
-		r.finished = true
-		r.Status.ModelDigest = e.res.ModelDigest
-		r.release(ctx, activities.ReleaseCompleted)
+		r.completed(ctx, e.res.ModelDigest)
 		return nil
 	case failedOn(e.err, classCheckpoint):
-		r.addFailure(ctx, classCheckpoint, r.Lease.Offering().Key(), e.err.Error())
-		r.release(ctx, activities.ReleaseFailed)
-		return temporal.NewNonRetryableApplicationError(e.err.Error(), classCheckpoint, nil)
+		return r.checkpointsFailed(ctx, e.err)
 	case failed != "":
-		r.addFailure(ctx, causeTrainer, r.Lease.Offering().Key(), failed)
-		r.release(ctx, activities.ReleaseFailed)
-		return r.restart(ctx, causeTrainer, failed)
+		return r.trainerFailed(ctx, failed)
 	case r.onMarketClock() && (len(lost) > 0 || e.cause == takenByMarket || e.cause == doneByMarket):
 		return r.settleClockedGang(ctx, e, lost)
 	case joinedMachineLost(lost) != nil:
@@ -226,14 +219,7 @@ func (r *run) settleGang(ctx workflow.Context, e attemptEnd) error {
 	case len(lost) > 0:
 		return r.replaceNodes(ctx, e, lost)
 	}
-	reason := activities.ReleasePaused
-	switch {
-	case r.yieldAsked():
-		reason = activities.ReleaseYielded
-	case r.overBudget(workflow.Now(ctx)):
-		reason = activities.ReleaseOverBudget
-	}
-	r.release(ctx, reason)
+	r.stopped(ctx)
 	return nil
 }
 
@@ -245,11 +231,6 @@ func (r *run) settleGang(ctx workflow.Context, e attemptEnd) error {
 // without notice counts as a restart (max_restarts caps them). The work
 // lost is every node's.
 func (r *run) replaceNodes(ctx workflow.Context, e attemptEnd, lost []nodeEnd) error {
-	now := workflow.Now(ctx)
-	ckptStep := int64(0)
-	if r.Status.LastCheckpoint != nil {
-		ckptStep = r.Status.LastCheckpoint.Step
-	}
 	first := lost[0]
 	withNotice := first.end.err == nil
 	if !withNotice && first.lease == r.Lease {
@@ -257,25 +238,7 @@ func (r *run) replaceNodes(ctx workflow.Context, e attemptEnd, lost []nodeEnd) e
 		r.observeLastHeartbeat(first.end.err)
 		first.end.silent = true
 	}
-	// Every node computed the steps past the checkpoint, and every node
-	// computes them again.
-	perNode := r.lostWorkSeconds(now, first.end, r.Status.Step, ckptStep, withNotice)
-	for _, l := range r.gang() {
-		r.Ledger.AddLostWork(l.Instance.ID, perNode)
-	}
-	lostSecs := perNode * float64(r.width())
-	r.Status.Preemptions++
-	r.Status.LostWorkSecs += lostSecs
-	r.Status.LastPreemption = &PreemptionInfo{
-		Time: now, InstanceID: first.lease.Instance.ID, Zone: first.lease.Offering().Zone,
-		AtStep: r.Status.Step, CheckpointStep: ckptStep, WithNotice: withNotice,
-	}
-	r.AvoidZone = first.lease.Offering().Zone // for a gang acquired again
-	r.Recovery = &Recovery{Since: now}
-	m := workflow.GetMetricsHandler(ctx).WithTags(telemetry.OfferingTags(first.lease.Offering()))
-	m.Counter(telemetry.PreemptionsTotal).Inc(1)
-	m.Counter(telemetry.LostWorkSeconds).Inc(int64(lostSecs))
-	r.enter(ctx, StatePreempted)
+	r.lose(ctx, lostNodes{lead: first.lease, end: first.end, atStep: r.Step, withNotice: withNotice, preemption: true})
 
 	gang := r.gang()
 	var kept *Lease
@@ -296,7 +259,7 @@ func (r *run) replaceNodes(ctx workflow.Context, e attemptEnd, lost []nodeEnd) e
 		// A node lost without a word is a fault that max_restarts caps;
 		// the nodes kept wait for its replacement as after a notice.
 		cause, msg := lossCause(first.end.err), first.end.err.Error()
-		r.addFailure(ctx, cause, first.lease.Offering().Key(), msg)
+		r.addFailure(ctx, string(cause), first.lease.Offering().Key(), msg)
 		if kept == nil {
 			return r.restart(ctx, cause, msg) // every node lost: as a run of one
 		}
@@ -329,10 +292,10 @@ func (r *run) replaceNodes(ctx workflow.Context, e attemptEnd, lost []nodeEnd) e
 		return nil
 	}
 	// The recovery is the replacement's: the drill and status follow it.
-	replaced := r.Status.LastRecovery
+	replaced := r.LastRecovery
 	r.Peers = gang[1:]
 	r.use(ctx, gang[0])
-	r.Status.LastRecovery = replaced
+	r.LastRecovery = replaced
 	return nil
 }
 
@@ -353,7 +316,7 @@ func joinedMachineLost(lost []nodeEnd) *nodeEnd {
 // the whole gang goes back with reason node-lost, teaching the market
 // memory nothing. The pool, told by the machine's BaseNode workflow,
 // yields the gang's grant and places it again. The work lost is every
-// node's.
+// node's (run.lose).
 func (r *run) gangNodeLost(ctx workflow.Context, n nodeEnd) {
 	end := n.end
 	if n.lease == r.Lease && end.err != nil {
@@ -365,17 +328,8 @@ func (r *run) gangNodeLost(ctx workflow.Context, n nodeEnd) {
 	if end.err != nil {
 		msg = end.err.Error()
 	}
-	r.addFailure(ctx, causeNodeLost, n.lease.Offering().Key(), msg)
-	ckptStep := int64(0)
-	if r.Status.LastCheckpoint != nil {
-		ckptStep = r.Status.LastCheckpoint.Step
-	}
-	perNode := r.lostWorkSeconds(workflow.Now(ctx), end, r.Status.Step, ckptStep, false)
-	for _, l := range r.Peers {
-		r.Ledger.AddLostWork(l.Instance.ID, perNode)
-		r.Status.LostWorkSecs += perNode
-	}
-	r.nodeLost(ctx, end) // rank 0's share, and the gang goes back
+	r.addFailure(ctx, string(capacity.NodeLost), n.lease.Offering().Key(), msg)
+	r.nodeLost(ctx, end)
 }
 
 // endOf is how the lease's attempt ended, if it is among ends.

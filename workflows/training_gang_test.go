@@ -194,12 +194,12 @@ func TestGangNodeLostOnAJoinedMachineIsNoRestart(t *testing.T) {
 		t.Fatalf("state %s, restarts %+v, %d preemptions, %d node replacements; want completed after one node-lost, nothing counted",
 			st.State, st.Restarts, st.Preemptions, st.NodeReplacements)
 	}
-	if len(st.Failures) == 0 || st.Failures[0].Class != causeNodeLost {
-		t.Errorf("failures %+v; want the loss booked %s", st.Failures, causeNodeLost)
+	if len(st.Failures) == 0 || st.Failures[0].Class != string(capacity.NodeLost) {
+		t.Errorf("failures %+v; want the loss booked %s", st.Failures, capacity.NodeLost)
 	}
 	lost := 0
 	for _, r := range f.releasedReasons() {
-		if r == activities.ReleaseReason(causeNodeLost) {
+		if r == activities.ReleaseReason(capacity.NodeLost) {
 			lost++
 		}
 	}

@@ -79,7 +79,7 @@ func validatePriority(_ workflow.Context, p int) error {
 // setPriority moves a queued run in the pool's queue at once, and
 // changes what may preempt a running one.
 func (r *run) setPriority(ctx workflow.Context, p int) (int, error) {
-	r.Status.Priority = p
+	r.Priority = p
 	r.showDetails(ctx)
 	if r.Pool != nil && r.Pool.Place != PlaceLeft {
 		r.tellPool(ctx, SignalPoolPriority, PoolPriority{ID: r.id, Priority: p})
@@ -107,15 +107,13 @@ func (r *run) onProgress(ctx workflow.Context, p activities.Progress) {
 	if a == nil || p.Attempt != a.in.Attempt || p.InstanceID != "" && p.InstanceID != a.lease.Instance.ID {
 		return
 	}
-	r.Status.Step = max(r.Status.Step, p.Step)
-	if p.TotalSteps > 0 {
-		r.Status.TotalSteps = p.TotalSteps
+	var c *activities.CheckpointRef
+	if p.Kind == activities.ProgressCheckpoint {
+		c = p.Checkpoint
 	}
+	r.foldProgress(p.Step, p.TotalSteps, c)
 	switch p.Kind {
 	case activities.ProgressCheckpoint:
-		if c := p.Checkpoint; c != nil && (r.Status.LastCheckpoint == nil || c.Step >= r.Status.LastCheckpoint.Step) {
-			r.Status.LastCheckpoint = c
-		}
 		// A report may tell several checkpoints together: the latest, and
 		// what their uploads took in all.
 		h, n := workflow.GetMetricsHandler(ctx), max(1, p.Checkpoints)
@@ -128,7 +126,7 @@ func (r *run) onProgress(ctx workflow.Context, p activities.Progress) {
 		}
 		h.Counter(telemetry.CheckpointsTotal).Inc(int64(n))
 	case activities.ProgressRestored:
-		if r.Recovery != nil && r.Status.LastRecovery != nil {
+		if r.Recovery != nil && r.LastRecovery != nil {
 			r.recovered(ctx, p.Step, workflow.Now(ctx))
 		}
 	case activities.ProgressNotice:
@@ -136,9 +134,10 @@ func (r *run) onProgress(ctx workflow.Context, p activities.Progress) {
 	}
 }
 
-// snapshot is the status with what is derived brought up to now.
+// snapshot is the run's status, built from its record with what is
+// derived brought up to now: the status query's answer, and the result.
 func (r *run) snapshot(ctx workflow.Context) Status {
-	s := r.Status
+	s := r.RunRecord.status()
 	s.Paused = r.Paused
 	s.Attempt = r.Attempts
 	s.Instance = nil
@@ -153,7 +152,7 @@ func (r *run) snapshot(ctx workflow.Context) Status {
 	s.CostUSD = r.Ledger.CostUSD(now)
 	s.Cost = r.Ledger.Breakdown(now)
 	s.Ledger = r.Ledger
-	s.Failures = append([]Failure{}, r.Status.Failures...) // [] rather than null for clients
+	s.Failures = append([]Failure{}, r.Failures...) // [] rather than null for clients
 	if m, ok := r.market.(*clockedMarket); ok {
 		s.Market = m.marketStatus()
 	} else if r.Spot.Why != "" {

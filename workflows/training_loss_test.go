@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -60,7 +61,7 @@ func TestAgentThatNeverPollsIsARestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != StateCompleted || st.Restarts != (Restarts{Agent: 1}) || len(st.Failures) != 1 || st.Failures[0].Class != causeAgent {
+	if st.State != StateCompleted || st.Restarts != (Restarts{Agent: 1}) || len(st.Failures) != 1 || st.Failures[0].Class != string(capacity.AgentFault) {
 		t.Errorf("ended %s with restarts %+v, failures %+v; want completed after one agent restart", st.State, st.Restarts, st.Failures)
 	}
 	if len(f.acquired) != 2 || len(f.released) != 2 {
@@ -88,8 +89,8 @@ func TestUnheardAttemptOnAHealthyInstanceIsAttachedAgain(t *testing.T) {
 	if len(f.acquired) != 1 || len(f.trained) != 2 || f.trained[1].Attempt != f.trained[0].Attempt || f.trained[1].InstanceID != f.trained[0].InstanceID {
 		t.Errorf("%d acquired, trainings %+v; want one instance and its attempt attached to again", len(f.acquired), f.trained)
 	}
-	if len(st.Failures) != 1 || st.Failures[0].Class != causeControlPlane {
-		t.Errorf("failures %+v; want one of class %s", st.Failures, causeControlPlane)
+	if len(st.Failures) != 1 || st.Failures[0].Class != string(capacity.ControlPlane) {
+		t.Errorf("failures %+v; want one of class %s", st.Failures, capacity.ControlPlane)
 	}
 	if f.trained[0].ControlPlaneTolerance != DefaultRunOptions().ControlPlaneTolerance {
 		t.Errorf("the agent was told a tolerance of %v; want the run's %v", f.trained[0].ControlPlaneTolerance, DefaultRunOptions().ControlPlaneTolerance)
@@ -132,7 +133,7 @@ func TestUnheardPastTheToleranceIsLost(t *testing.T) {
 			}
 			planes := 0
 			for _, fl := range st.Failures {
-				if fl.Class == causeControlPlane {
+				if fl.Class == string(capacity.ControlPlane) {
 					planes++
 				}
 			}
@@ -165,5 +166,26 @@ func TestTrainerRestartedForWantOfARunIsAControlPlaneRestart(t *testing.T) {
 	}
 	if st.State != StateCompleted || st.Restarts != (Restarts{ControlPlane: 1}) || st.Restarts.Total() != 0 {
 		t.Errorf("ended %s with restarts %+v; want completed with one control-plane restart, none counted against max_restarts", st.State, st.Restarts)
+	}
+}
+
+// A run counts a fault against max_restarts exactly when the fault table
+// says it does, and past the limit fails with the table's error type.
+func TestRestartsCountWhatTheFaultTableSays(t *testing.T) {
+	for _, f := range capacity.Faults {
+		limit := 0
+		r := &run{spec: spec.JobSpec{MaxRestarts: &limit}}
+		err := r.countRestart(f, "boom")
+		counted := r.Restarts.Total() == 1
+		if want := f.Remedy().Restarts; counted != want {
+			t.Errorf("%s: counted %v; the table says %v", f, counted, want)
+		}
+		var app *temporal.ApplicationError
+		if f.Remedy().Restarts && (!errors.As(err, &app) || app.Type() != f.Remedy().Type) {
+			t.Errorf("%s past max_restarts 0: %v; want an error of type %s", f, err, f.Remedy().Type)
+		}
+		if !f.Remedy().Restarts && err != nil {
+			t.Errorf("%s: %v; want no error, it counts against nothing", f, err)
+		}
 	}
 }

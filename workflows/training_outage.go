@@ -24,11 +24,6 @@ import (
 // attempt as lost; a dead instance is still found within the heartbeat
 // timeout.
 
-// rideOutVersion marks runs that attach again to an attempt whose
-// heartbeats stopped while its cloud still runs the instance; runs
-// recorded before it counted the instance lost at once.
-const rideOutVersion = "ride-out-control-plane"
-
 // followAttempt runs the attempt's RunTraining to its end, attaching
 // again each time the cluster lost touch with a healthy instance's
 // agent. ctx is the activity's (disconnected) context.
@@ -96,7 +91,7 @@ func (r *run) lostTouch(ctx workflow.Context, a *attempt, silent time.Duration) 
 		" for " + silent.Round(time.Second).String() + ", but its cloud still runs it: attaching again (the trainer trains on; the instance is counted lost after " +
 		r.opts.ControlPlaneTolerance.String() + ")"
 	workflow.GetLogger(ctx).Warn("lost touch with a training attempt", "instance", a.lease.Instance.ID, "silent", silent)
-	r.addFailure(ctx, causeControlPlane, a.lease.Offering().Key(), msg)
+	r.addFailure(ctx, string(capacity.ControlPlane), a.lease.Offering().Key(), msg)
 	workflow.GetMetricsHandler(ctx).Counter(telemetry.ControlPlaneOutagesTotal).Inc(1)
 }
 
@@ -107,6 +102,6 @@ func (r *run) countTrainerRestarts(ctx workflow.Context, o *activities.Outage) {
 	if o == nil || o.TrainerRestarts == 0 {
 		return
 	}
-	r.Status.Restarts.ControlPlane += o.TrainerRestarts
+	r.Restarts.ControlPlane += o.TrainerRestarts
 	workflow.GetMetricsHandler(ctx).Counter(telemetry.ControlPlaneRestartsTotal).Inc(int64(o.TrainerRestarts))
 }

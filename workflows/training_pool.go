@@ -11,10 +11,6 @@ import (
 	"refuel/pkg/capacity"
 )
 
-// capacityPoolVersion marks runs that ask the capacity pool for capacity;
-// runs recorded before it acquire on their own.
-const capacityPoolVersion = "capacity-pool"
-
 // AdmissionStatus is a run's place with the capacity pool.
 type AdmissionStatus struct {
 	// Queued is set while the run waits for the pool to admit it.
@@ -64,7 +60,7 @@ func (r *run) joinPool(ctx workflow.Context) bool {
 		r.Pool = nil
 		return false
 	}
-	r.Status.Admission = &AdmissionStatus{}
+	r.Admission = &AdmissionStatus{}
 	return true
 }
 
@@ -72,7 +68,7 @@ func (r *run) joinPool(ctx workflow.Context) bool {
 func (r *run) requestCapacity(ctx workflow.Context) error {
 	req := admission.Request{
 		ID: r.id, Kind: admission.Training, Owner: r.id, Team: r.spec.Team,
-		Priority: r.Status.Priority, Tier: r.spec.Tier, Resources: r.spec.Resources,
+		Priority: r.Priority, Tier: r.spec.Tier, Resources: r.spec.Resources,
 	}
 	if err := workflow.SignalExternalWorkflow(ctx, PoolWorkflowID, "", SignalPoolRequest, req).Get(ctx, nil); err != nil {
 		return err
@@ -134,7 +130,7 @@ func (poolGrant) next(ctx workflow.Context, r *run) (*ask, error) {
 	}
 	if g.Layer == admission.BaseLayer {
 		a := r.askFor(g.Offerings)
-		a.layer, a.node = admission.BaseLayer, g.Node
+		a.layer, a.node, a.pool = admission.BaseLayer, g.Node, g.Pool
 		return a, nil
 	}
 	a := r.askFor(capacity.Order(capacity.Within(r.Offerings, g.Offerings), r.spec.Tier, r.AvoidZone))
@@ -228,12 +224,12 @@ func (r *run) yieldAsked() bool { return r.Pool != nil && r.Pool.Place == PlaceY
 // requeues the run, which resumes from its checkpoint when granted again.
 func (r *run) yielded(ctx workflow.Context) {
 	y := r.Pool.Yield
-	info := &YieldInfo{Time: workflow.Now(ctx), Reason: y.Reason, For: y.For, AtStep: r.Status.Step}
-	if c := r.Status.LastCheckpoint; c != nil {
+	info := &YieldInfo{Time: workflow.Now(ctx), Reason: y.Reason, For: y.For, AtStep: r.Step}
+	if c := r.LastCheckpoint; c != nil {
 		info.CheckpointStep = c.Step
 	}
-	r.Status.Admission.Yields++
-	r.Status.Admission.LastYield = info
+	r.Admission.Yields++
+	r.Admission.LastYield = info
 	r.Pool.Place, r.Pool.Grant, r.Pool.Yield, r.Pool.Why = PlaceQueued, nil, nil, ""
 	r.Recovery = &Recovery{Since: info.Time} // the next instance resumes from the checkpoint: status shows it as a recovery
 	workflow.GetLogger(ctx).Info("yielded capacity to the pool", "reason", y.Reason, "for", y.For, "step", info.AtStep, "checkpoint", info.CheckpointStep)
@@ -276,10 +272,10 @@ func (r *run) leavePool(ctx workflow.Context) {
 // admissionStatus is the run's place with the pool as status shows it:
 // what it holds comes from its grant.
 func (r *run) admissionStatus() *AdmissionStatus {
-	if r.Status.Admission == nil {
+	if r.Admission == nil {
 		return nil
 	}
-	a := *r.Status.Admission
+	a := *r.Admission
 	a.Queued = r.Pool != nil && (r.Pool.Place == PlaceQueued || r.Pool.Place == PlaceHeld)
 	a.Layer, a.Node, a.Pool = "", "", ""
 	if r.Pool != nil && r.Pool.Grant != nil {

@@ -47,7 +47,7 @@ func TestTrainingRunAsksThePoolAndYields(t *testing.T) {
 	var queued, yielded Status
 	env.RegisterDelayedCallback(func() { queued = queryStatus(t, env) }, time.Second)
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(SignalCapacityGranted, admission.Allocation{Request: req, Layer: admission.BaseLayer, Node: "dc-1", Offerings: []capacity.Offering{base}})
+		env.SignalWorkflow(SignalCapacityGranted, admission.Allocation{Request: req, Layer: admission.BaseLayer, Node: "dc-1", Pool: "dc", Offerings: []capacity.Offering{base}})
 	}, 2*time.Second)
 	// The pool asks for the capacity back while the run trains on it.
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
@@ -82,10 +82,11 @@ func TestTrainingRunAsksThePoolAndYields(t *testing.T) {
 	if f.acquired[1].Offering != spotA {
 		t.Errorf("second instance %s; want %s, the run's offering within the grant", f.acquired[1].Offering.Key(), spotA.Key())
 	}
-	// Cost is booked to the pools file's pools: the base group's
-	// provider, then the burst pool by its name, not its cloud's.
-	if _, ok := st.Cost.ByPool["cloud"]; !ok || len(st.Cost.ByPool) != 2 {
-		t.Errorf("cost by pool %+v; want the base provider's and the burst pool cloud's", st.Cost.ByPool)
+	// Cost is booked to the pools file's names: the base group dc (not
+	// its provider, base), then the burst pool cloud.
+	_, dc := st.Cost.ByPool["dc"]
+	if _, cloud := st.Cost.ByPool["cloud"]; !dc || !cloud || len(st.Cost.ByPool) != 2 {
+		t.Errorf("cost by pool %+v; want the base group dc's and the burst pool cloud's", st.Cost.ByPool)
 	}
 	if diff := cmp.Diff(f.releasedReasons(), []activities.ReleaseReason{activities.ReleaseYielded, activities.ReleaseCompleted}); diff != "" {
 		t.Errorf("releases, got(-), want(+):\n%s", diff)
@@ -146,5 +147,52 @@ func TestGrantWhy(t *testing.T) {
 				t.Errorf("got %q; want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// A run whose burst grant finds no stock waits for it; when the pool asks
+// for the grant back (a base machine came free), the run yields at once,
+// without having acquired anything, and trains on the base machine it is
+// granted next.
+func TestRunWaitingOnABurstGrantYieldsToBase(t *testing.T) {
+	t.Parallel()
+	base := capacity.Offering{Provider: "base", InstanceType: "gpu.1x", Zone: "dc", Market: capacity.Base, GPUs: 1}
+	f := &fakeCloud{offerings: []capacity.Offering{spotA}, noStock: map[capacity.Market]bool{capacity.Spot: true}}
+	env := newEnvWithoutPool(t, f)
+	var mu sync.Mutex
+	var told []string
+	env.OnSignalExternalWorkflow(mock.Anything, PoolWorkflowID, "", mock.Anything, mock.Anything).Return(
+		func(_, _, _, name string, _ any) error {
+			mu.Lock()
+			defer mu.Unlock()
+			told = append(told, name)
+			return nil
+		})
+	js := job(spec.TierFlexible)
+	req := admission.Request{ID: js.ID, Kind: admission.Training, Owner: js.ID, Priority: 50, Tier: spec.TierFlexible}
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(SignalCapacityGranted, admission.Allocation{Request: req, Layer: admission.BurstLayer, Pool: "cloud", Offerings: []capacity.Offering{spotA}})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(SignalYield, YieldRequest{ID: req.ID, Reason: "moving to base capacity that came free"})
+	}, 5*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(SignalCapacityGranted, admission.Allocation{Request: req, Layer: admission.BaseLayer, Node: "dc-1", Pool: "dc", Offerings: []capacity.Offering{base}})
+	}, 5*time.Minute+time.Second)
+	env.ExecuteWorkflow(TrainingRunName, js)
+	st, err := result(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.acquired) != 1 || f.acquired[0].Offering != base {
+		t.Errorf("acquired %+v; want only the base machine", f.acquired)
+	}
+	if st.State != StateCompleted {
+		t.Errorf("state %s; want completed", st.State)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(told, []string{SignalPoolRequest, SignalPoolYielded, SignalPoolRelease}); diff != "" {
+		t.Errorf("what the run told the pool, got(-), want(+):\n%s", diff)
 	}
 }

@@ -10,12 +10,6 @@ import (
 	"refuel/pkg/trace"
 )
 
-// pricedZonesVersion marks runs that place each zone in its region at its
-// own prices when refuel decides their market, and count what moving the
-// checkpoint to another region costs; runs recorded before it planned
-// every zone at one price and moved for nothing.
-const pricedZonesVersion = "priced-zones"
-
 // pricesZones reports whether the run decides with priced zones.
 func pricesZones(ctx workflow.Context) bool {
 	return workflow.GetVersion(ctx, pricedZonesVersion, workflow.DefaultVersion, 1) >= 1
@@ -52,7 +46,7 @@ func regionOf(o capacity.Offering) string { return trace.Region(o.Zone) }
 // or p's CheckpointGB while its checkpoints do not say.
 func (r *run) move(p movePrices) policy.Move {
 	gb := p.CheckpointGB
-	if c := r.Status.LastCheckpoint; c != nil && c.Bytes > 0 {
+	if c := r.LastCheckpoint; c != nil && c.Bytes > 0 {
 		gb = float64(c.Bytes) / 1e9
 	}
 	return p.of(r.checkpointRegion(), gb)
@@ -64,7 +58,7 @@ func (r *run) checkpointRegion() string {
 	if r.Lease != nil {
 		return regionOf(r.Lease.Offering())
 	}
-	if r.Status.LastCheckpoint == nil {
+	if r.LastCheckpoint == nil {
 		return ""
 	}
 	segs := r.Ledger.Segments

@@ -10,6 +10,8 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"refuel/pkg/capacity"
 )
 
 // Restarts counts, by cause, the times a run started training again
@@ -34,38 +36,19 @@ type Restarts struct {
 // Total is every restart a fault caused, the ones max_restarts caps.
 func (c Restarts) Total() int { return c.Trainer + c.Agent + c.InstanceLost }
 
-// A restart's cause, as status.failures and a failed run's type name it.
-const (
-	causeTrainer      = "trainer"
-	causeAgent        = "agent"
-	causeInstanceLost = "instance-lost"
-	// causeControlPlane: the cluster was away or slow, never the
-	// instance. It feeds no stock log, checkpoint log or policy.
-	causeControlPlane = "control-plane"
-	// causeNodeLost: a joined base machine went silent. Neither a spot
-	// preemption nor a fault of the run: it feeds no stock log,
-	// checkpoint log or policy.
-	causeNodeLost = "node-lost"
-)
-
-// restartBackoffVersion marks runs that wait, with jitter, before
-// acquiring again after a fault; runs recorded before it re-acquired at
-// once.
-const restartBackoffVersion = "restart-backoff"
-
 // lossCause says why an attempt that ended in an error lost its
 // instance: its agent never picked the work up or failed on its side
 // (a checkpoint store it cannot reach), or the instance went silent.
-func lossCause(err error) string {
+func lossCause(err error) capacity.Fault {
 	var timeout *temporal.TimeoutError
 	if errors.As(err, &timeout) && timeout.TimeoutType() == enums.TIMEOUT_TYPE_SCHEDULE_TO_START {
-		return causeAgent
+		return capacity.AgentFault
 	}
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) {
-		return causeAgent
+		return capacity.AgentFault
 	}
-	return causeInstanceLost
+	return capacity.InstanceLost
 }
 
 // restart counts a fault of the given cause and, past the spec's
@@ -73,29 +56,34 @@ func lossCause(err error) string {
 // before the run acquires again, twice as long after each fault (with
 // jitter, so runs that failed together do not come back together): a
 // fault that repeats costs a few instances, not an endless loop of them.
-func (r *run) restart(ctx workflow.Context, cause, msg string) error {
-	if err := r.countRestart(cause, msg); err != nil {
-		return err
+func (r *run) restart(ctx workflow.Context, cause capacity.Fault, msg string) error {
+	if err := r.countRestart(cause, msg); err != nil || !cause.Remedy().Restarts {
+		return err // a fault that counts against nothing is no fault that repeats
 	}
 	if workflow.GetVersion(ctx, restartBackoffVersion, workflow.DefaultVersion, 1) < 1 {
 		return nil
 	}
-	c := r.Status.Restarts
+	c := r.Restarts
 	wait := jittered(r.opts.RestartBackoff<<min(c.Total()-1, 10), r.identity, r.Attempts)
 	wait = min(wait, r.opts.MaxRestartBackoff)
 	workflow.GetLogger(ctx).Warn("restarting after a fault", "cause", cause, "restarts", c.Total(), "wait", wait, "error", msg)
-	_, err := waitFor(ctx, wait, "wait "+wait.Round(time.Second).String()+" before restarting ("+cause+")", func() bool { return r.Paused })
+	_, err := waitFor(ctx, wait, "wait "+wait.Round(time.Second).String()+" before restarting ("+string(cause)+")", func() bool { return r.Paused })
 	return err
 }
 
 // countRestart counts a fault of the given cause and, past the spec's
-// max_restarts, returns the error that ends the run.
-func (r *run) countRestart(cause, msg string) error {
-	c := &r.Status.Restarts
+// max_restarts, returns the error that ends the run. A fault that counts
+// against nothing (capacity.FaultRemedy.Restarts) is not counted here.
+func (r *run) countRestart(cause capacity.Fault, msg string) error {
+	c := &r.Restarts
+	remedy := cause.Remedy()
+	if !remedy.Restarts {
+		return nil
+	}
 	switch cause {
-	case causeTrainer:
+	case capacity.TrainerFault:
 		c.Trainer++
-	case causeAgent:
+	case capacity.AgentFault:
 		c.Agent++
 	default:
 		c.InstanceLost++
@@ -103,24 +91,11 @@ func (r *run) countRestart(cause, msg string) error {
 	if limit := r.spec.Restarts(); c.Total() > limit {
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("%s after %d restarts (max_restarts %d; trainer %d, agent %d, instance lost %d); last: %s",
-				restartVerdict[cause], c.Total()-1, limit, c.Trainer, c.Agent, c.InstanceLost, msg),
-			restartType[cause], nil)
+				remedy.Verdict, c.Total()-1, limit, c.Trainer, c.Agent, c.InstanceLost, msg),
+			remedy.Type, nil)
 	}
 	return nil
 }
-
-// restartVerdict and restartType say how a run that ran out of restarts
-// failed, by the cause of the last one.
-var (
-	restartVerdict = map[string]string{
-		causeTrainer:      "the trainer keeps failing",
-		causeAgent:        "the node agent keeps failing (check that the instance reaches Temporal and the checkpoint store)",
-		causeInstanceLost: "instances keep going silent",
-	}
-	restartType = map[string]string{
-		causeTrainer: "TrainerFailed", causeAgent: "AgentFailed", causeInstanceLost: "InstanceLost",
-	}
-)
 
 // jittered is d give or take a fifth, by a fraction derived from the
 // run's identity and attempt: spread across runs, the same on replay.

@@ -8,6 +8,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
+	"refuel/activities"
 	"refuel/pkg/admission"
 	"refuel/pkg/capacity"
 )
@@ -19,10 +20,14 @@ import (
 // change over to, its signal channels), which the next run takes up
 // again from Lease and Training.
 type RunState struct {
-	// Status is what the status query answers; its State is the run's
-	// phase (see transitions). What can be derived (cost, the instance
-	// held, the attempt number) is derived when it is asked for.
-	Status Status `json:"status"`
+	// RunRecord is what the run decides with and counts; its State is
+	// the run's phase (see transitions). Status is built from it, and
+	// from what can be derived (cost, the instance held, the attempt
+	// number, a gang's nodes, the market), only when it is asked for
+	// (snapshot). It is carried under "status", as runs carried before
+	// RunRecord carried the whole Status: a carried Status decodes into
+	// it, its derived fields dropped.
+	RunRecord `json:"status"`
 	// Options are what the run started under, recorded in its history;
 	// nil for a run recorded before they were, which uses the worker's.
 	Options *RunOptions `json:"options,omitempty"`
@@ -59,6 +64,40 @@ type RunState struct {
 	// Spot is what a deadline run that chooses between spot and
 	// on-demand itself has learnt about spot.
 	Spot SpotChoice `json:"spot,omitzero"`
+}
+
+// RunRecord is the part of a run's status that is state: what the run
+// decides with and counts. Its fields are Status's, under the same JSON
+// names; Status's others are derived when it is built (snapshot).
+type RunRecord struct {
+	ID             string                    `json:"id"`
+	Team           string                    `json:"team"`
+	Tier           string                    `json:"tier"`
+	State          State                     `json:"state"`
+	Priority       int                       `json:"priority"`
+	Step           int64                     `json:"step"`
+	TotalSteps     int64                     `json:"total_steps"`
+	LastCheckpoint *activities.CheckpointRef `json:"last_checkpoint"`
+	Preemptions    int                       `json:"preemptions"`
+	Recoveries     int                       `json:"recoveries"`
+	LostWorkSecs   float64                   `json:"lost_work_seconds"`
+	Failures       []Failure                 `json:"failures"`
+	Restarts       Restarts                  `json:"restarts"`
+
+	NodeReplacements       int             `json:"node_replacements"`
+	BudgetUSD              float64         `json:"budget_usd,omitempty"`
+	Changeovers            int             `json:"changeovers"`
+	CheckpointIntervalSecs float64         `json:"checkpoint_interval_seconds"`
+	StartedAt              time.Time       `json:"started_at"`
+	LastPreemption         *PreemptionInfo `json:"last_preemption,omitempty"`
+	LastRecovery           *RecoveryInfo   `json:"last_recovery,omitempty"`
+	ModelDigest            string          `json:"model_digest,omitempty"`
+	// Admission is kept as it counts the pool's yields.
+	Admission    *AdmissionStatus `json:"admission,omitempty"`
+	StoreURL     string           `json:"store_url,omitempty"`
+	StockOuts    *StockOuts       `json:"stock_outs,omitempty"`
+	WaitingUntil *time.Time       `json:"waiting_until,omitempty"`
+	WaitingOn    string           `json:"waiting_on,omitempty"`
 }
 
 // CarriedAttempt is a training attempt a run handed on to its next run.
@@ -173,8 +212,8 @@ func (s *RunState) UnmarshalJSON(data []byte) error {
 	if s.Attempts == 0 {
 		s.Attempts = old.Attempt
 	}
-	if s.Status.Restarts.Trainer == 0 {
-		s.Status.Restarts.Trainer = old.TrainerFailures
+	if s.Restarts.Trainer == 0 {
+		s.Restarts.Trainer = old.TrainerFailures
 	}
 	if old.Recovering && s.Recovery == nil {
 		s.Recovery = &Recovery{}

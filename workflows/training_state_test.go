@@ -3,6 +3,8 @@ package workflows
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
+	"strings"
 	"testing"
 
 	"go.temporal.io/sdk/converter"
@@ -32,7 +34,7 @@ func TestLongWaitContinuesAsNew(t *testing.T) {
 	if err := converter.GetDefaultDataConverter().FromPayloads(next.Input, &nextSpec, &carry); err != nil {
 		t.Fatal(err)
 	}
-	if carry == nil || carry.Attempts != 3 || len(carry.Status.Failures) != 3 || nextSpec.ID != js.ID || len(carry.Offerings) != 1 {
+	if carry == nil || carry.Attempts != 3 || len(carry.Failures) != 3 || nextSpec.ID != js.ID || len(carry.Offerings) != 1 {
 		t.Fatalf("carried spec %s and %+v; want the spec, three attempts and their failures", nextSpec.ID, carry)
 	}
 	if len(f.released) != 0 {
@@ -47,9 +49,9 @@ func TestLongWaitContinuesAsNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != StateCompleted || st.Attempt != 4 || len(st.Failures) != 3 || !st.StartedAt.Equal(carry.Status.StartedAt) {
+	if st.State != StateCompleted || st.Attempt != 4 || len(st.Failures) != 3 || !st.StartedAt.Equal(carry.StartedAt) {
 		t.Errorf("next run ended %s at attempt %d with %d failures, started %s; want completed at attempt 4 keeping the 3 failures and the first start %s",
-			st.State, st.Attempt, len(st.Failures), st.StartedAt, carry.Status.StartedAt)
+			st.State, st.Attempt, len(st.Failures), st.StartedAt, carry.StartedAt)
 	}
 	if len(f2.requests) != 1 || f2.requests[0].Attempt != 4 {
 		t.Errorf("next run acquired %v; want one request, attempt 4 (the idempotency token must not repeat)", f2.requests)
@@ -184,5 +186,56 @@ func TestServiceStateCarriedByEarlierRuns(t *testing.T) {
 	}
 	if s.Replicas[1].Lease != nil {
 		t.Errorf("replica r2 read with lease %+v; want none", s.Replicas[1].Lease)
+	}
+}
+
+// A run carried before RunRecord carried its whole status: what the run
+// decides with is read back, and the fields derived when status is asked
+// for (cost, attempt, instance, nodes, market) are dropped.
+func TestStatusCarriedWholeByEarlierRuns(t *testing.T) {
+	t.Parallel()
+	carried := `{"attempts":3,"status":{"id":"job-1","state":"running","priority":70,"step":42,"preemptions":2,
+		"failures":[{"class":"instance-lost","offering":"a/b/c/spot","message":"gone"}],"restarts":{"trainer":1,"node-lost":1},
+		"budget_usd":5,"cost_usd":1.5,"attempt":3,"paused":true,"instance":{"id":"i-1"},"nodes_asked":2,"cost":{},"ledger":{},
+		"last_checkpoint":{"step":40,"url":"file:///c/40"}}}`
+	var s RunState
+	if err := json.Unmarshal([]byte(carried), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.ID != "job-1" || s.State != StateRunning || s.Priority != 70 || s.Step != 42 || s.Preemptions != 2 || len(s.Failures) != 1 ||
+		s.Restarts != (Restarts{Trainer: 1, NodeLost: 1}) || s.BudgetUSD != 5 || s.LastCheckpoint == nil || s.LastCheckpoint.Step != 40 || s.Attempts != 3 {
+		t.Errorf("read %+v; want the carried record", s.RunRecord)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, derived := range []string{"cost_usd", `"attempt"`, `"paused"`, `"instance"`, `"nodes_asked"`, `"cost"`} {
+		if strings.Contains(string(b), derived) {
+			t.Errorf("carried state %s holds %s, which status derives", b, derived)
+		}
+	}
+}
+
+// Every field of Status is the record's, under the same JSON name, or is
+// derived when status is built (snapshot): a new status field must be
+// one or the other.
+func TestStatusIsTheRecordAndWhatIsDerived(t *testing.T) {
+	derived := map[string]bool{"paused": true, "instance": true, "cost_usd": true, "attempt": true, "nodes": true,
+		"nodes_asked": true, "nodes_training": true, "cost": true, "ledger": true, "market": true}
+	recorded := map[string]bool{}
+	rec := reflect.TypeOf(RunRecord{})
+	for i := range rec.NumField() {
+		recorded[strings.Split(rec.Field(i).Tag.Get("json"), ",")[0]] = true
+	}
+	st := reflect.TypeOf(Status{})
+	for i := range st.NumField() {
+		name := strings.Split(st.Field(i).Tag.Get("json"), ",")[0]
+		if recorded[name] == derived[name] {
+			t.Errorf("status field %s (%s): recorded %v, derived %v; want exactly one", st.Field(i).Name, name, recorded[name], derived[name])
+		}
+	}
+	if rec.NumField()+len(derived) != st.NumField() {
+		t.Errorf("RunRecord has %d fields and %d are derived; Status has %d", rec.NumField(), len(derived), st.NumField())
 	}
 }

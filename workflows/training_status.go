@@ -100,6 +100,20 @@ type Status struct {
 	WaitingOn    string     `json:"waiting_on,omitempty"`
 }
 
+// status is the record's part of a run's status.
+func (rec RunRecord) status() Status {
+	return Status{
+		ID: rec.ID, Team: rec.Team, Tier: rec.Tier, State: rec.State, Priority: rec.Priority,
+		Step: rec.Step, TotalSteps: rec.TotalSteps, LastCheckpoint: rec.LastCheckpoint,
+		Preemptions: rec.Preemptions, Recoveries: rec.Recoveries, LostWorkSecs: rec.LostWorkSecs,
+		Failures: rec.Failures, Restarts: rec.Restarts, NodeReplacements: rec.NodeReplacements,
+		BudgetUSD: rec.BudgetUSD, Changeovers: rec.Changeovers, CheckpointIntervalSecs: rec.CheckpointIntervalSecs,
+		StartedAt: rec.StartedAt, LastPreemption: rec.LastPreemption, LastRecovery: rec.LastRecovery,
+		ModelDigest: rec.ModelDigest, Admission: rec.Admission, StoreURL: rec.StoreURL,
+		StockOuts: rec.StockOuts, WaitingUntil: rec.WaitingUntil, WaitingOn: rec.WaitingOn,
+	}
+}
+
 // InstanceRef is the instance a run holds now.
 type InstanceRef struct {
 	ID           string    `json:"id"`

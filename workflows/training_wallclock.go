@@ -22,18 +22,6 @@ import (
 // spot (backToSpotVersion).
 type wallClock struct{}
 
-const (
-	waitForSpotVersion = "wait-for-spot"
-	backToSpotVersion  = "back-to-spot"
-	// gangSpotVersion marks gangs of deadline tier that wait for spot and
-	// go back to it as one node does; gangs recorded before were spot
-	// first with on-demand fallback.
-	gangSpotVersion = "gang-spot"
-	// stockHistoryVersion marks runs that plan both with what all runs
-	// saw of the spot offerings' stock (the market memory, activities/market_memory.go).
-	stockHistoryVersion = "stock-history"
-)
-
 func (wallClock) admit(ctx workflow.Context, r *run) error { return r.holdWhilePaused(ctx) }
 
 // next is the tier's order, or spot alone while refuel says a deadline
@@ -245,7 +233,7 @@ func (r *run) stockHistory(ctx workflow.Context, offerings []capacity.Offering) 
 func (r *run) policyState(now time.Time, w *spotWatch, c policy.Choice) policy.State {
 	remaining := r.remainingWork(now)
 	return policy.State{
-		Elapsed: now.Sub(r.Status.StartedAt), TimeLeft: r.spec.Deadline.Sub(now),
+		Elapsed: now.Sub(r.StartedAt), TimeLeft: r.spec.Deadline.Sub(now),
 		Done: r.spec.Work.D() - remaining, Remaining: remaining,
 		RestartOverhead: w.RestartOverhead, Current: c,
 	}
@@ -353,10 +341,10 @@ func (r *run) spotToTry(ctx workflow.Context, w *spotWatch) (capacity.Offering, 
 // total=N) is judged by its steps instead.
 func (r *run) remainingWork(now time.Time) time.Duration {
 	work := r.spec.Work.D()
-	if t := r.Status.TotalSteps; t > 0 {
-		return time.Duration(float64(work) * float64(max(0, t-r.Status.Step)) / float64(t))
+	if t := r.TotalSteps; t > 0 {
+		return time.Duration(float64(work) * float64(max(0, t-r.Step)) / float64(t))
 	}
-	done := time.Duration((r.Ledger.Hours(now)*3600 - r.Status.LostWorkSecs) * float64(time.Second))
+	done := time.Duration((r.Ledger.Hours(now)*3600 - r.LostWorkSecs) * float64(time.Second))
 	return max(0, work-done)
 }
 

@@ -33,11 +33,6 @@ func (w *Workflows) Register(r Registry) {
 	r.RegisterWorkflowWithOptions(BaseNode, workflow.RegisterOptions{Name: BaseNodeName})
 }
 
-// optionsVersion marks runs and services that record their options in
-// their history when they first start; those recorded before it use the
-// options of the worker that replays them.
-const optionsVersion = "options-in-history"
-
 // recordOptions returns the options a workflow starts under, recorded in
 // its history, or nil for a run recorded before options were.
 func recordOptions[T any](ctx workflow.Context, worker T) *T {

@@ -469,7 +469,7 @@ func TestUnfilledBurstGangMovesToFreeBase(t *testing.T) {
 	for _, tc := range []struct {
 		rules Rules
 		want  []string
-	}{{GangRules, nil}, {UnfilledGangRules, []string{"g"}}} {
+	}{{GangRules, nil}, {UnfilledGangRules, []string{"g"}}, {UnfilledRules, []string{"g"}}} {
 		s := New(gangConfig(machines([]int{1, 1}), cloud("c", 0)))
 		s.Rules = tc.rules
 		mustEnqueue(t, s, t0, job("x", 90, 1, spec.TierCritical), job("y", 90, 1, spec.TierCritical), gang("g", 50, 2, 1, spec.TierFlexible))
@@ -484,6 +484,30 @@ func TestUnfilledBurstGangMovesToFreeBase(t *testing.T) {
 			if _, err := s.Release(id); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if got := ids(s.Moves(), allocID); !slices.Equal(got, tc.want) {
+			t.Errorf("rules %d: moves %v; want %v", tc.rules, got, tc.want)
+		}
+	}
+}
+
+// A run of one node whose burst grant waits for stock moves onto a base
+// machine that came free under UnfilledRules; under the rules before, it
+// stayed until it acquired.
+func TestUnfilledBurstRunMovesToFreeBase(t *testing.T) {
+	for _, tc := range []struct {
+		rules Rules
+		want  []string
+	}{{UnfilledGangRules, nil}, {UnfilledRules, []string{"r"}}} {
+		s := New(gangConfig(machines([]int{1}), cloud("c", 0)))
+		s.Rules = tc.rules
+		mustEnqueue(t, s, t0, job("x", 90, 1, spec.TierCritical), job("r", 50, 1, spec.TierFlexible))
+		s.Admit(t0, nil)
+		if a := s.running("r"); a.Layer != BurstLayer || a.Acquired() {
+			t.Fatalf("r is %+v; want on burst, not acquired, while base is taken", a)
+		}
+		if _, err := s.Release("x"); err != nil {
+			t.Fatal(err)
 		}
 		if got := ids(s.Moves(), allocID); !slices.Equal(got, tc.want) {
 			t.Errorf("rules %d: moves %v; want %v", tc.rules, got, tc.want)

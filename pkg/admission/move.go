@@ -16,7 +16,8 @@ import (
 // stay, but under UnfilledGangRules a burst gang that has not acquired
 // every node moves at once: base machines are free for it now, and the
 // market may not fill its grant before its gang_timeout. A gang moves
-// only when machines for all its nodes are free.
+// only when machines for all its nodes are free. Under UnfilledRules a
+// run of one node waiting on its burst grant moves the same way.
 func (s *State) Moves() []Allocation {
 	for _, r := range s.Waiting {
 		if !r.Paused {
@@ -44,8 +45,8 @@ func (s *State) Moves() []Allocation {
 	var out []Allocation
 	failed := map[*shape]bool{}
 	for _, a := range ReleaseOrder(s.Running) {
-		unfilled := !a.Acquired() && !(s.Rules >= UnfilledGangRules && len(a.Nodes) > 0)
-		if a.Layer != BurstLayer || a.Request.Kind != Training || unfilled || a.Yielding {
+		movesUnfilled := s.Rules >= UnfilledRules || s.Rules >= UnfilledGangRules && len(a.Nodes) > 0
+		if a.Layer != BurstLayer || a.Request.Kind != Training || !a.Acquired() && !movesUnfilled || a.Yielding {
 			continue
 		}
 		sh := s.shapeOf(a.Request)

@@ -76,7 +76,8 @@ type Allocation struct {
 	Node string `json:"node,omitempty"`
 	// Pool is the burst pool counted against its cap: the pool of the
 	// first offering until Bind says which one was acquired. A gang's
-	// nodes are all in this one pool.
+	// nodes are all in this one pool. The grant a base allocation's
+	// holder receives names the base group here, for its ledger.
 	Pool string `json:"pool,omitempty"`
 	// Offerings are what the run may acquire, in order: the base
 	// machine's, or the burst offerings to try one after another (for a
@@ -165,6 +166,10 @@ const (
 	// free for all its nodes (Moves), rather than waiting out its
 	// gang_timeout on a grant the market cannot fill.
 	UnfilledGangRules
+	// UnfilledRules are UnfilledGangRules for every run: one of one
+	// node whose burst grant is not acquired yet (it waits for stock)
+	// moves at once onto a base machine that came free too.
+	UnfilledRules
 )
 
 // State is the pool workflow's admission state. Create it with New.

@@ -57,8 +57,12 @@ type Remedy struct {
 	// Wait: how long waiting takes to cure it.
 	Wait Wait
 	// Account: the failure is the account's rather than the offering's:
-	// every offering of the provider fails alike, so trying the next one
-	// does not help.
+	// every offering of the provider fails alike, so the Acquire activity
+	// tries none of the provider's other offerings in the same call.
+	// Only throttling is: EC2 counts API calls per account and region,
+	// while its quotas are per market and instance family (a spot quota
+	// spent leaves on-demand), and Config covers an instance type or a
+	// subnet that does not exist as well as credentials refused.
 	Account bool
 }
 
@@ -66,11 +70,11 @@ type Remedy struct {
 var remedies = map[Class]Remedy{
 	NoCapacity:   {Wait: Minutes},
 	SpecMismatch: {Wait: Never},
-	Quota:        {Wait: Never, Account: true},
+	Quota:        {Wait: Never},
 	Price:        {Wait: Hours},
 	Throttled:    {Retry: true, Wait: Minutes, Account: true},
 	InitFailure:  {Wait: Minutes},
-	Config:       {Wait: Never, Account: true},
+	Config:       {Wait: Never},
 	Unknown:      {Retry: true, Wait: Minutes},
 }
 

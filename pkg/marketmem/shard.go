@@ -66,22 +66,6 @@ type Stretch struct {
 	Ended bool          `json:"ended"`
 }
 
-// Causes of a lost attempt that teach nothing about the market: the
-// control plane was away or slow, or a base machine went silent.
-const (
-	CauseControlPlane = "control-plane"
-	CauseNodeLost     = "node-lost"
-)
-
-// Learns reports whether an instance given back for cause (a release
-// reason or a failure class) teaches the market memory anything. Losses
-// of CauseControlPlane and CauseNodeLost say nothing about spot stock or
-// preemptions, so they feed neither the stock logs nor the checkpoint
-// logs.
-func Learns(cause string) bool {
-	return cause != CauseControlPlane && cause != CauseNodeLost
-}
-
 // Tried records a try of a spot offering at now, which found stock or did
 // not, given view, the deployment's memory as last read. It reports
 // whether the shard changed. The first try to find none while the

@@ -274,14 +274,6 @@ func TestMergeIsOrderFree(t *testing.T) {
 	}
 }
 
-func TestLearns(t *testing.T) {
-	for cause, want := range map[string]bool{"preempted": true, "completed": true, CauseControlPlane: false, CauseNodeLost: false} {
-		if got := Learns(cause); got != want {
-			t.Errorf("Learns(%q) = %v; want %v", cause, got, want)
-		}
-	}
-}
-
 // The claims on writers long gone are deleted at the next absorption;
 // a recent one stays, to turn away its writer should it come back.
 func TestOldClaimsArePruned(t *testing.T) {

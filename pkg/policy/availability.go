@@ -97,6 +97,12 @@ type Availability struct {
 	// has been so; Since is 0 before anything was observed.
 	Last  bool          `json:"last"`
 	Since time.Duration `json:"since"`
+	// PlacementScore is the cloud's own view of the zone's spot stock,
+	// where it gives one: EC2's spot placement score, from 1 (a request
+	// is unlikely to succeed) to 10 (highly likely), read beside the
+	// stretches. 0 means none was given. It sets the prior the stretches
+	// seen outweigh (see fitStock).
+	PlacementScore int `json:"placement_score,omitempty"`
 }
 
 // Observe records that spot was available (or not) for d.

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"refuel/pkg/capacity"
@@ -94,7 +95,25 @@ func lasts(m Market, i int, sep string) string {
 		return ""
 	}
 	z := m.Zones[i]
-	return sep + "its stock expected to last " + hours(expectedLeft(z, true))
+	return sep + "its stock expected to last " + hours(expectedLeft(z, true)) + basis(z)
+}
+
+// basis names what a zone's expectation was drawn from: the stretches of
+// its stock runs saw, and the cloud's placement score where it gave one.
+func basis(z Zone) string {
+	a := z.History
+	n := a.In.Count + a.Out.Count
+	seen := n > 0 || a.Since > 0
+	score := a.PlacementScore
+	switch {
+	case seen && score > 0:
+		return fmt.Sprintf(" (%d stretches seen over %s, EC2 placement score %d/10)", n, hours(a.In.Total+a.Out.Total+a.Since), score)
+	case seen:
+		return fmt.Sprintf(" (%d stretches seen over %s)", n, hours(a.In.Total+a.Out.Total+a.Since))
+	case score > 0:
+		return fmt.Sprintf(" (EC2 placement score %d/10; nothing seen of it yet)", score)
+	}
+	return " (refuel's prior: nothing seen of it yet)"
 }
 
 // longLived names the zone in stock whose stock is expected to last
@@ -109,7 +128,7 @@ func longLived(m Market) string {
 	if best < 0 {
 		return "spot"
 	}
-	return fmt.Sprintf("spot in %s (expected to last %s)", m.Zones[best].Name, hours(left))
+	return fmt.Sprintf("spot in %s (expected to last %s%s)", m.Zones[best].Name, hours(left), strings.TrimSuffix(strings.Replace(basis(m.Zones[best]), " (", "; ", 1), ")"))
 }
 
 // backIn says when spot is expected back in the zone where it is
@@ -124,7 +143,7 @@ func backIn(m Market, sep string) string {
 	if best < 0 {
 		return ""
 	}
-	return fmt.Sprintf("%sspot in %s expected back in %s", sep, m.Zones[best].Name, hours(left))
+	return fmt.Sprintf("%sspot in %s expected back in %s%s", sep, m.Zones[best].Name, hours(left), basis(m.Zones[best]))
 }
 
 func anyInStock(m Market) bool {

@@ -214,3 +214,18 @@ func TestSpecNamesTheOnlinePolicies(t *testing.T) {
 		t.Errorf("spec.MarketPolicies differ from the online policies, got(-), want(+):\n%s", diff)
 	}
 }
+
+func TestPriorsFollowThePlacementScore(t *testing.T) {
+	cases := map[int]struct{ in, out time.Duration }{
+		0:  {2 * time.Hour, time.Hour}, // no score: refuel's own priors
+		7:  {126 * time.Minute, 54 * time.Minute},
+		10: {171 * time.Minute, 9 * time.Minute}, // kept within 95%
+		1:  {18 * time.Minute, 162 * time.Minute},
+	}
+	for score, want := range cases {
+		in, out := priors(score)
+		if in != want.in || out != want.out {
+			t.Errorf("score %d: priors %s in, %s out; want %s, %s", score, in, out, want.in, want.out)
+		}
+	}
+}

@@ -340,14 +340,43 @@ func refuelSpotZone(s State, m Market) int {
 }
 
 // roamingSpotZone is where a run across zones takes spot: the zone it
-// holds spot in while in stock; else, on a priced market, the zone in
-// stock cheapest for the rest of the work, the move counted; else the
-// zone in stock longest (see longestInStock); -1 when none is in stock.
+// holds spot in while in stock; else the zone in stock whose spot is
+// expected to cost least per hour of work (spotRate), the restart each
+// start pays counted; -1 when none is in stock. Taking the cheapest zone
+// (or the one in stock longest) whatever its stock was expected to last
+// hopped runs between flickering zones: each hop paid a restart from the
+// slack, and on the nine zones of aws-02-15-2023 at 52 h runs spent their
+// slack in the first 20 h and held on-demand for the last 30.
 func roamingSpotZone(s State, m Market) int {
-	if m.priced() {
-		return firstSpotZone(s, m)
+	if i := m.zone(s.Current.Zone); i >= 0 && s.Current.Market == capacity.Spot && m.Zones[i].SpotAvailable {
+		return i
 	}
-	return refuelSpotZone(s, m)
+	best, bestRate := -1, 0.0
+	for i, z := range m.Zones {
+		if r := m.spotRate(s, z); z.SpotAvailable && (best < 0 || r < bestRate) {
+			best, bestRate = i, r
+		}
+	}
+	return best
+}
+
+// spotRate is what a spot start in z is expected to cost per hour of
+// work: its price for as long as its stock is expected to last (or the
+// work left needs) over the work done once the restart overhead (and a
+// move's transfer) is paid, and a move of the checkpoint spread over the
+// work left, as the checkpoint stays in z's region for the starts after.
+func (m Market) spotRate(s State, z Zone) float64 {
+	price := z.SpotPrice
+	if !m.priced() || price <= 0 {
+		price = 1
+	}
+	ovh, usd := s.RestartOverhead, 0.0
+	if m.moves(z) {
+		ovh, usd = ovh+m.Move.Time, m.Move.USD
+	}
+	held := min(expectedLeft(z, true), s.Remaining+ovh)
+	work := max(held-ovh, time.Minute)
+	return price*held.Hours()/work.Hours() + usd/max(s.Remaining, time.Minute).Hours()
 }
 
 // repaysMove reports whether a spot start in z is worth its move of the

@@ -235,3 +235,41 @@ func TestRoamingAcrossRegionsMovesOnlyWhenItsRegionIsOut(t *testing.T) {
 		t.Errorf("roaming in %q after %d outages of %s; want b, after the transfer's %s", r.Zone, r.Out.Count, r.Out.Total, move)
 	}
 }
+
+// Across zones a run fails over to the zone whose spot is expected to
+// cost least per hour of work, the restart its start pays counted.
+func TestRoamingSpotZone(t *testing.T) {
+	// flicker is a zone whose stock lasted 10 minutes at a time, steady
+	// one whose stock lasted 10 hours.
+	flicker, steady := Availability{}, Availability{}
+	for range 12 {
+		flicker.Observe(true, 10*time.Minute)
+		flicker.Observe(false, 10*time.Minute)
+		steady.Observe(true, 10*time.Hour)
+		steady.Observe(false, 10*time.Minute)
+	}
+	flicker.Observe(true, time.Minute)
+	steady.Observe(true, time.Minute)
+	zone := func(name string, price float64, h Availability) Zone {
+		return Zone{Name: name, SpotAvailable: true, SpotPrice: price, Region: "r", OnDemandPrice: 3.06, History: h}
+	}
+	s := State{Remaining: 20 * time.Hour, TimeLeft: 24 * time.Hour, RestartOverhead: 12 * time.Minute}
+	cases := map[string]struct {
+		zones []Zone
+		s     State
+		want  string
+	}{
+		"the steady zone, though dearer": {[]Zone{zone("a", 0.8, flicker), zone("b", 0.9, steady)}, s, "b"},
+		"the cheaper of two alike":       {[]Zone{zone("a", 0.9, steady), zone("b", 0.5, steady)}, s, "b"},
+		"the zone held, while in stock": {[]Zone{zone("a", 0.9, flicker), zone("b", 0.5, steady)},
+			State{Remaining: 20 * time.Hour, TimeLeft: 24 * time.Hour, RestartOverhead: 12 * time.Minute, Current: Choice{Market: capacity.Spot, Zone: "a"}}, "a"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			m := Market{Step: 10 * time.Minute, OnDemandPrice: 3.06, Zones: tc.zones}
+			if got := roamingSpotZone(tc.s, m); got < 0 || m.Zones[got].Name != tc.want {
+				t.Errorf("got zone %d; want %s", got, tc.want)
+			}
+		})
+	}
+}

@@ -30,10 +30,11 @@ type stockModel struct {
 // fitStock estimates the model from what was seen of a zone.
 func fitStock(a Availability) stockModel {
 	var m stockModel
+	pIn, pOut := priors(a.PlacementScore)
 	for in, st := range [2]Stretches{a.FitOut, a.FitIn} {
-		prior := priorOut
+		prior := pOut
 		if in == 1 {
-			prior = priorIn
+			prior = pIn
 		}
 		for b := range ageBuckets {
 			span := bucketSpan(b)
@@ -42,6 +43,21 @@ func fitStock(a Availability) stockModel {
 		}
 	}
 	return m
+}
+
+// priors are the stretches in and out of stock assumed before a zone
+// shows its own. With a placement score, the chance it gives a request
+// of succeeding (score/10, kept within 5-95%) is taken as the share of
+// the time in stock, over a cycle as long as priorIn and priorOut
+// together; a score of about 7 gives the priors themselves.
+func priors(score int) (in, out time.Duration) {
+	if score <= 0 {
+		return priorIn, priorOut
+	}
+	share := min(0.95, max(0.05, float64(score)/10))
+	cycle := priorIn + priorOut
+	in = time.Duration(share * float64(cycle))
+	return in, cycle - in
 }
 
 // bucketSpan is the width of bucket b; the last, open bucket counts as

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -17,13 +18,17 @@ import (
 )
 
 // Cloud is the EC2 provider. Safe for concurrent use: it holds no state
-// of its own beyond configuration; EC2 is the record of every instance.
+// of its own beyond configuration and the spot placement scores it read
+// last; EC2 is the record of every instance.
 type Cloud struct {
 	cfg    Config
 	region string
 	ec2    *ec2.Client
 	log    *zap.Logger
 	types  map[string]InstanceType
+
+	mu     sync.Mutex
+	scores map[string]placementScores // by instance type
 }
 
 var _ capacity.Provider = (*Cloud)(nil)
@@ -47,7 +52,7 @@ func New(ctx context.Context, cfg Config) (*Cloud, error) {
 	})
 	c := &Cloud{
 		cfg: cfg, region: sdk.Region, ec2: client, log: cfg.Logger.Named("aws"),
-		types: map[string]InstanceType{},
+		types: map[string]InstanceType{}, scores: map[string]placementScores{},
 	}
 	for _, t := range cfg.InstanceTypes {
 		c.types[t.Name] = t

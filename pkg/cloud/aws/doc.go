@@ -3,9 +3,11 @@
 // Every instance is launched by an instant EC2 Fleet from one launch
 // template, with an override per instance type and zone the request
 // accepts: spot on price-capacity-optimized, on-demand in the request's
-// order. The provider calls five EC2 actions: CreateFleet,
-// DescribeInstances, TerminateInstances, DescribeInstanceTypeOfferings and
-// DescribeSpotPriceHistory. IAM must also allow the RunInstances and
+// order. The provider calls seven EC2 actions: CreateFleet,
+// DescribeInstances, TerminateInstances, DescribeInstanceTypeOfferings,
+// DescribeSpotPriceHistory, and for the spot placement scores refuel plans
+// with (PlacementScores) GetSpotPlacementScores and
+// DescribeAvailabilityZones. IAM must also allow the RunInstances and
 // CreateTags that CreateFleet is authorised as (see deploy/iam-policy.json),
 // and iam:PassRole when the template names an instance profile.
 //

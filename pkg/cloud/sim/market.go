@@ -265,3 +265,23 @@ func (c *Cloud) Catalogue() []InstanceType {
 
 // Now is the sim's clock.
 func (c *Cloud) Now() time.Time { return c.cfg.Now() }
+
+// SpotStockLately returns a pool's spot stock at each tick of the last
+// span of trace time up to the market's tick, oldest first, from the
+// first tick at the earliest: what its trace says it held lately. Nil for
+// a pool that sells no spot.
+func (c *Cloud) SpotStockLately(key Pool, span time.Duration) []int {
+	c.refresh()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.pools[key]
+	if !ok || p.Spot == nil {
+		return nil
+	}
+	from := max(0, c.tick-int(span/c.cfg.Tick))
+	out := make([]int, 0, c.tick-from+1)
+	for t := from; t <= c.tick; t++ {
+		out = append(out, p.point(t, c.cfg.Tick))
+	}
+	return out
+}

@@ -81,6 +81,7 @@ var actions = map[string]action{
 	"DescribeInstanceTypes":         (*Handler).describeInstanceTypes,
 	"DescribeAvailabilityZones":     (*Handler).describeAvailabilityZones,
 	"DescribeSpotPriceHistory":      (*Handler).describeSpotPriceHistory,
+	"GetSpotPlacementScores":        (*Handler).getSpotPlacementScores,
 }
 
 // Actions lists the EC2 actions served, sorted.
