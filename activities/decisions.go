@@ -43,6 +43,8 @@ type DecisionInput struct {
 	// NotFirst, for DecideWaitForSpot, names zones of Market not to try
 	// first: those of the zone that just preempted the run, tried last.
 	NotFirst []string `json:"not_first,omitempty"`
+	// Gang, for DecideTick, is what an elastic gang knows beyond Market.
+	Gang *policy.Gang `json:"gang,omitempty"`
 }
 
 // Decision is the policy's answer: Wait for DecideWaitForSpot, with
@@ -80,7 +82,11 @@ func (a *Capacity) DecideMarket(_ context.Context, in DecisionInput) (Decision, 
 		c, try := d.TrySpot(in.State, in.Market)
 		return Decision{Choice: c, Try: try, Explanation: policy.ExplainBackToSpot(in.State, in.Market, c, try)}, nil
 	case DecideTick:
-		c, err := d.Decide(in.Tier, in.Policy, in.State, in.Market)
+		var g policy.Gang
+		if in.Gang != nil {
+			g = *in.Gang
+		}
+		c, err := d.DecideGang(in.Tier, in.Policy, in.State, in.Market, g)
 		if err != nil {
 			return Decision{}, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidJobSpec", nil)
 		}

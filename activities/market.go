@@ -24,7 +24,16 @@ type MarketInput struct {
 	// Tick is the tick to wait for and report. OpenMarket ignores it and
 	// reports the present tick with the past before it.
 	Tick int `json:"tick"`
+	// Nodes is the gang the run holds at once: Stock and Past say whether
+	// spot for all of them can be had. 0 means one node. MinNodes, for an
+	// elastic gang, is the fewest it trains on: the view adds Counts, and
+	// Past tells stock for at least MinNodes apart.
+	Nodes    int `json:"nodes,omitempty"`
+	MinNodes int `json:"min_nodes,omitempty"`
 }
+
+// elastic reports whether the view is for an elastic gang.
+func (in MarketInput) elastic() bool { return in.MinNodes > 0 && in.MinNodes < in.Nodes }
 
 // MarketView is the market as a run sees it at a tick.
 type MarketView struct {
@@ -34,11 +43,15 @@ type MarketView struct {
 	Tick            int           `json:"tick"`
 	TickLength      time.Duration `json:"tick_length"`
 	RestartOverhead time.Duration `json:"restart_overhead"`
-	// Stock says, per pool in the order asked, whether spot can be had
-	// during Tick.
+	// Stock says, per pool in the order asked, whether spot for the whole
+	// gang (MarketInput.Nodes) can be had during Tick.
 	Stock []bool `json:"stock"`
-	// Past is each pool's stock from tick PastFrom up to Tick, one '1' or
-	// '0' per tick; only OpenMarket reports it.
+	// Counts is, for an elastic gang, how many of its nodes spot has in
+	// stock per pool, at most Nodes.
+	Counts []int `json:"counts,omitempty"`
+	// Past is each pool's stock from tick PastFrom up to Tick, as Stock,
+	// one '1' or '0' per tick, and for an elastic gang 'm' where spot for
+	// at least MinNodes but not all can be had; only OpenMarket reports it.
 	Past     []string `json:"past,omitempty"`
 	PastFrom int      `json:"past_from,omitempty"`
 }
@@ -57,7 +70,7 @@ func (a *Capacity) OpenMarket(ctx context.Context, in MarketInput) (MarketView, 
 		return MarketView{}, err
 	}
 	now := clock.Tick()
-	view, err := a.stockAt(clock, in.Pools, now)
+	view, err := a.stockAt(clock, in, now)
 	if err != nil {
 		return MarketView{}, err
 	}
@@ -65,13 +78,16 @@ func (a *Capacity) OpenMarket(ctx context.Context, in MarketInput) (MarketView, 
 	for _, p := range in.Pools {
 		var b strings.Builder
 		for t := view.PastFrom; t < now; t++ {
-			in, err := clock.SpotInStock(p.Zone, p.InstanceType, t)
+			n, err := clock.SpotStock(p.Zone, p.InstanceType, t, in.Nodes)
 			if err != nil {
 				return MarketView{}, nonRetryable(err)
 			}
-			if in {
+			switch {
+			case n >= max(1, in.Nodes):
 				b.WriteByte('1')
-			} else {
+			case in.elastic() && n >= in.MinNodes:
+				b.WriteByte('m')
+			default:
 				b.WriteByte('0')
 			}
 		}
@@ -93,17 +109,20 @@ func (a *Capacity) MarketAt(ctx context.Context, in MarketInput) (MarketView, er
 	if err := clock.AwaitTick(ctx, in.Tick); err != nil {
 		return MarketView{}, err
 	}
-	return a.stockAt(clock, in.Pools, in.Tick)
+	return a.stockAt(clock, in, in.Tick)
 }
 
-func (a *Capacity) stockAt(clock capacity.MarketClock, pools []MarketPool, tick int) (MarketView, error) {
+func (a *Capacity) stockAt(clock capacity.MarketClock, in MarketInput, tick int) (MarketView, error) {
 	view := MarketView{Clocked: true, Tick: tick, TickLength: clock.TickLength(), RestartOverhead: clock.RestartOverhead()}
-	for _, p := range pools {
-		in, err := clock.SpotInStock(p.Zone, p.InstanceType, tick)
+	for _, p := range in.Pools {
+		n, err := clock.SpotStock(p.Zone, p.InstanceType, tick, in.Nodes)
 		if err != nil {
 			return MarketView{}, nonRetryable(err)
 		}
-		view.Stock = append(view.Stock, in)
+		view.Stock = append(view.Stock, n >= max(1, in.Nodes))
+		if in.elastic() {
+			view.Counts = append(view.Counts, n)
+		}
 	}
 	return view, nil
 }

@@ -2,7 +2,10 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,16 +27,80 @@ import (
 // from the traces. The run's decisions and bill match `starter sim`
 // replaying the same traces from the same tick.
 func TestClockedRunOnTheSimulatedCloud(t *testing.T) {
-	traces := filepath.Join("..", "workflows", "testdata", "traces")
+	clockedRun(t, clockedJob{id: "clocked", nodes: 1, policy: policy.Refuel}, "training-run-market-time")
+}
+
+// TestClockedGangOnTheSimulatedCloud is the same for a gang of two: it
+// follows the market's clock, decides as `starter sim --nodes 2` replays
+// the same window, and pays what it replays (every node billed), a node
+// taken by the market preempting the whole gang.
+func TestClockedGangOnTheSimulatedCloud(t *testing.T) {
+	clockedRun(t, clockedJob{id: "clocked-gang", nodes: 2, policy: policy.Refuel}, "training-run-market-time-gang")
+}
+
+// TestClockedElasticGangOnTheSimulatedCloud is the same for an elastic
+// gang of three down to two, with greedy, on a trace of counts where
+// every third tick in stock has only two nodes' worth: it holds the
+// widths `starter sim --nodes 3 --min-nodes 2` replays, each change of
+// width a start of real trainers on that many nodes, and pays the same.
+func TestClockedElasticGangOnTheSimulatedCloud(t *testing.T) {
+	src, err := trace.Load(filepath.Join("..", "workflows", "testdata", "traces", "us-west-2a_v100_1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := make([]int, len(src.Points))
+	for i, p := range src.Points {
+		counts[i] = 3 * p
+		if p > 0 && i%3 == 0 {
+			counts[i] = 2
+		}
+	}
+	dir := t.TempDir()
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"gap_seconds": src.Gap.Seconds()}, "data": counts})
+	if err := os.WriteFile(filepath.Join(dir, "us-west-2a_v100_1.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := clockedRun(t, clockedJob{id: "clocked-elastic", nodes: 3, minNodes: 2, policy: policy.Greedy, traces: dir}, "training-run-market-time-elastic-gang")
+	shrunk := 0
+	for _, d := range m.Decisions {
+		if strings.HasSuffix(d.Choice, "×2") {
+			shrunk++
+		}
+	}
+	if shrunk == 0 {
+		t.Errorf("the gang never trained on 2 nodes; this market was made for it to")
+	}
+}
+
+// clockedJob is a deadline job on the simulated cloud's clock: its
+// gang, policy, and the directory of traces its market replays (default
+// workflows/testdata/traces).
+type clockedJob struct {
+	id              string
+	nodes, minNodes int
+	policy          policy.Name
+	traces          string
+}
+
+// clockedRun runs cj on the simulated cloud's clock, checks it against
+// the simulator, records its history under name, and returns its
+// account.
+func clockedRun(t *testing.T, cj clockedJob, name string) *workflows.MarketStatus {
+	traces := cj.traces
+	if traces == "" {
+		traces = filepath.Join("..", "workflows", "testdata", "traces")
+	}
+	nodes := cj.nodes
 	s := startStack(t, func(c *controlplane.Config) {
 		c.Provider = controlplane.ProviderSim
 		c.Sim = controlplane.SimConfig{Traces: traces, Notice: 5 * time.Second, MarketTime: true}
 	})
 	ctx := context.Background()
 	deadline := time.Now().Add(9 * time.Hour)
-	js := quickJob("clocked", spec.TierDeadline)
-	js.Deadline, js.Work, js.Policy = &deadline, spec.Duration(6*time.Hour), string(policy.Refuel)
+	js := quickJob(cj.id, spec.TierDeadline)
+	js.Deadline, js.Work, js.Policy = &deadline, spec.Duration(6*time.Hour), string(cj.policy)
 	js.Resources.InstanceTypes = []string{"p3.2xlarge"}
+	js.Resources.Nodes, js.Resources.MinNodes = nodes, cj.minNodes
 	run, err := jobs.Submit(ctx, s.Client, js)
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +114,9 @@ func TestClockedRunOnTheSimulatedCloud(t *testing.T) {
 	m := final.Market
 	if m == nil {
 		t.Fatal("the run kept wall time; want the market's")
+	}
+	if max(1, m.Job.Nodes) != nodes || m.Job.MinNodes != cj.minNodes {
+		t.Fatalf("the account is of %d nodes down to %d; want %d down to %d", m.Job.Nodes, m.Job.MinNodes, nodes, cj.minNodes)
 	}
 
 	files, _ := filepath.Glob(filepath.Join(traces, "*.json"))
@@ -62,7 +132,7 @@ func TestClockedRunOnTheSimulatedCloud(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := replay.Run(market, m.Job, m.StartTick, replay.NewOnline(spec.TierDeadline, policy.Refuel))
+	want, err := replay.Run(market, m.Job, m.StartTick, replay.NewOnline(spec.TierDeadline, cj.policy))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,8 +158,23 @@ func TestClockedRunOnTheSimulatedCloud(t *testing.T) {
 			t.Errorf("instance %s still %s", inst.ID, inst.State)
 		}
 	}
-	if launched != want.Starts {
-		t.Errorf("%d instances launched; the simulator started %d", launched, want.Starts)
+	// Every start launches the nodes it holds.
+	starts, held := 0, policy.None
+	for _, step := range want.Steps {
+		if step.Preempted {
+			held = policy.None
+		}
+		if c := step.Choice; c.Holds() && c != held {
+			starts += nodes
+			if c.Nodes > 0 {
+				starts += c.Nodes - nodes
+			}
+		}
+		held = step.Choice
 	}
-	recordHistory(t, s.Client, js.ID, "training-run-market-time")
+	if launched != starts {
+		t.Errorf("%d instances launched; the simulator started %d nodes in %d starts", launched, starts, want.Starts)
+	}
+	recordHistory(t, s.Client, js.ID, name)
+	return m
 }

@@ -24,6 +24,8 @@ import (
 // same cost from the same stock.
 type clockedMarket struct {
 	provider string
+	nodes    int // the gang's, 0 for one node: the stock asked for
+	minNodes int // an elastic gang's fewest, 0 for a rigid one
 	pools    []activities.MarketPool
 	zones    []string             // the policy's name of each pool
 	spot     []*capacity.Offering // per pool; nil where it sells no spot
@@ -105,12 +107,23 @@ type MarketDecision struct {
 // openMarket finds out whether the run's offerings trade on a market with
 // a clock; if so the run follows it. Critical runs hold stable capacity
 // whatever the market does, and a run spread over several providers keeps
-// wall time.
+// wall time. A gang (gangClockVersion) follows the clock as `starter sim
+// --nodes N [--min-nodes M]` replays it: the meter sees how many of its
+// nodes each pool has in stock, bills every node held, and the policy
+// decides for the gang on those counts (policy.DecideGang); an elastic
+// gang holds the width the policy chooses.
 func openClockedMarket(ctx workflow.Context, r *run) (*clockedMarket, error) {
-	if !r.spec.Tier.AllowsSpot() || r.nodes() > 1 || workflow.GetVersion(ctx, marketClockVersion, workflow.DefaultVersion, 1) < 1 {
+	if !r.spec.Tier.AllowsSpot() || r.nodes() > 1 && workflow.GetVersion(ctx, gangClockVersion, workflow.DefaultVersion, 1) < 1 ||
+		workflow.GetVersion(ctx, marketClockVersion, workflow.DefaultVersion, 1) < 1 {
 		return nil, nil
 	}
 	m := &clockedMarket{policy: policy.Name(r.spec.Policy)}
+	if r.nodes() > 1 {
+		m.nodes = r.nodes()
+		if r.spec.Resources.Elastic() {
+			m.minNodes = r.spec.Resources.MinNodeCount()
+		}
+	}
 	for _, o := range r.Offerings {
 		if m.provider == "" {
 			m.provider = o.Provider
@@ -124,7 +137,7 @@ func openClockedMarket(ctx workflow.Context, r *run) (*clockedMarket, error) {
 		return nil, nil
 	}
 	var view activities.MarketView
-	in := activities.MarketInput{Provider: m.provider, Pools: m.pools}
+	in := activities.MarketInput{Provider: m.provider, Pools: m.pools, Nodes: m.nodes, MinNodes: m.minNodes}
 	actx := titled(controlOptions(ctx), "does "+m.provider+"'s market keep a clock?")
 	if err := workflow.ExecuteActivity(actx, activities.OpenMarketName, in).Get(ctx, &view); err != nil || !view.Clocked {
 		return nil, err
@@ -135,16 +148,22 @@ func openClockedMarket(ctx workflow.Context, r *run) (*clockedMarket, error) {
 		moves = &p
 	}
 	m.job = m.jobFor(r.spec, r.StartedAt, view.RestartOverhead, moves)
+	m.job.Nodes, m.job.MinNodes = m.nodes, m.minNodes
 	meter, err := replay.NewMeter(m.job, m.zones, view.TickLength)
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError("the market cannot be followed: "+err.Error(), "InvalidJobSpec", nil)
 	}
 	for t := 0; t < view.Tick-view.PastFrom; t++ {
-		stock := make([]bool, len(view.Past))
+		counts := make([]int, len(view.Past))
 		for z, past := range view.Past {
-			stock[z] = past[t] == '1'
+			switch past[t] {
+			case '1':
+				counts[z] = max(1, m.nodes)
+			case 'm':
+				counts[z] = m.minNodes
+			}
 		}
-		if err := meter.Witness(stock); err != nil {
+		if err := meter.WitnessCounts(counts); err != nil {
 			return nil, err
 		}
 	}
@@ -258,6 +277,7 @@ func (m *clockedMarket) next(ctx workflow.Context, r *run) (*ask, error) {
 		if o == nil {
 			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("policy chose %s, which no offering of the run sells", c), string(capacity.SpecMismatch), nil)
 		}
+		m.holdWidth(ctx, r, c)
 		return r.askFor([]capacity.Offering{*o}), nil
 	}
 }
@@ -317,7 +337,7 @@ func (m *clockedMarket) see(ctx workflow.Context, r *run) (preempted bool, err e
 		return false, nil
 	}
 	if m.view == nil {
-		in := activities.MarketInput{Provider: m.provider, Pools: m.pools, Tick: m.tick}
+		in := activities.MarketInput{Provider: m.provider, Pools: m.pools, Tick: m.tick, Nodes: m.nodes, MinNodes: m.minNodes}
 		m.view = workflow.ExecuteActivity(titled(marketOptions(ctx), "the market at tick "+strconv.Itoa(m.tick)), activities.MarketAtName, in)
 	}
 	sel := workflow.NewSelector(ctx)
@@ -338,7 +358,16 @@ func (m *clockedMarket) see(ctx workflow.Context, r *run) (preempted bool, err e
 	if err != nil {
 		return false, err
 	}
-	s, market, preempted, err := m.meter.Begin(view.Stock)
+	counts := view.Counts
+	if len(counts) == 0 {
+		counts = make([]int, len(view.Stock))
+		for z, in := range view.Stock {
+			if in {
+				counts[z] = max(1, m.nodes)
+			}
+		}
+	}
+	s, market, preempted, err := m.meter.BeginCounts(counts)
 	if err != nil {
 		return false, err
 	}
@@ -358,7 +387,11 @@ func (m *clockedMarket) decide(ctx workflow.Context, r *run) error {
 		// quick, and decided here cost no event in the history.
 		if m.policy == policy.Refuel && r.spec.Tier == spec.TierDeadline && askPlans(ctx) {
 			var d activities.Decision
-			d, err = decide(ctx, activities.DecisionInput{Kind: activities.DecideTick, Tier: r.spec.Tier, Policy: m.policy, State: t.state, Market: t.market},
+			in := activities.DecisionInput{Kind: activities.DecideTick, Tier: r.spec.Tier, Policy: m.policy, State: t.state, Market: t.market}
+			if g := m.meter.Gang(); g.Elastic() {
+				in.Gang = &g
+			}
+			d, err = decide(ctx, in,
 				"decide what to hold at tick "+strconv.Itoa(m.tick))
 			if failedOn(err, "InvalidJobSpec") {
 				return temporal.NewNonRetryableApplicationError(err.Error(), "InvalidJobSpec", nil)
@@ -368,7 +401,7 @@ func (m *clockedMarket) decide(ctx workflow.Context, r *run) error {
 			}
 			choice, m.why = d.Choice, d.Explanation
 		} else {
-			if choice, err = m.decider.Decide(r.spec.Tier, m.policy, t.state, t.market); err != nil {
+			if choice, err = m.decider.DecideGang(r.spec.Tier, m.policy, t.state, t.market, m.meter.Gang()); err != nil {
 				return temporal.NewNonRetryableApplicationError(err.Error(), "InvalidJobSpec", nil)
 			}
 			m.why = policy.Explain(r.spec.Tier, m.policy, t.state, t.market, choice)
@@ -383,6 +416,19 @@ func (m *clockedMarket) decide(ctx workflow.Context, r *run) error {
 	m.tick++
 	m.decided = &step.Choice
 	return nil
+}
+
+// holdWidth makes the width an elastic gang acquires the one c holds
+// (c.Nodes; 0 is all), booking a change of it as the ledger's resize.
+func (m *clockedMarket) holdWidth(ctx workflow.Context, r *run, c policy.Choice) {
+	if m.minNodes == 0 {
+		return
+	}
+	from := r.width()
+	r.Width = c.Nodes
+	if r.width() != from {
+		r.resized(ctx, from)
+	}
 }
 
 // offering is the offering that sells a choice.
@@ -414,4 +460,46 @@ func (m *clockedMarket) marketStatus() *MarketStatus {
 		st.DoneHours = s.Done.Hours()
 	}
 	return st
+}
+
+// onMarketClock reports whether the run follows a market's clock.
+func (r *run) onMarketClock() bool {
+	_, ok := r.market.(*clockedMarket)
+	return ok
+}
+
+// settleClockedGang acts on a gang on the market clock that the market's
+// account ended, or that lost a node: the gang goes back whole, as the
+// meter says, and the policy decides at the next tick what to hold. A
+// node taken is the whole gang preempted, as `starter sim --nodes N`
+// replays a rigid gang: no replacement is sought beside the account.
+// The work lost is every node's (run.lose).
+func (r *run) settleClockedGang(ctx workflow.Context, e attemptEnd, lost []nodeEnd) error {
+	if e.cause == doneByMarket {
+		r.release(ctx, activities.ReleaseCompleted)
+		r.finished = true
+		return nil
+	}
+	// The market's notice may not have reached the agents yet: its
+	// account counts the preemption either way. A node lost without a
+	// word is a fault besides, which max_restarts caps.
+	var silent *nodeEnd
+	for i := range lost {
+		if lost[i].end.err != nil {
+			silent = &lost[i]
+		}
+	}
+	atStep := max(e.res.LastStep, r.Step)
+	if silent == nil {
+		r.preempted(ctx, e, atStep, true)
+		return nil
+	}
+	if silent.lease == r.Lease {
+		r.observeLastHeartbeat(silent.end.err)
+		e.silent = true
+	}
+	cause, msg := lossCause(silent.end.err), silent.end.err.Error()
+	r.addFailure(ctx, string(cause), silent.lease.Offering().Key(), msg)
+	r.preempted(ctx, e, atStep, false)
+	return r.restart(ctx, cause, msg)
 }

@@ -3,6 +3,8 @@ package workflows
 import (
 	"context"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -65,7 +67,11 @@ func (tr *trainer) StopTraining(_ context.Context, in activities.StopInput) erro
 
 // A deadline or flexible run on the simulated cloud decides at every tick
 // of its clock with pkg/policy, and makes the same decisions at the same
-// cost as `starter sim` replaying the same traces from the same tick.
+// cost as `starter sim` replaying the same traces from the same tick. A
+// gang does as `starter sim --nodes N` does: on one-node traces stock for
+// one node is stock for all; on traces of counts (counts: each point
+// times the gang, every fifth one short of it) only a point of N is, and
+// an elastic gang may hold the width the policy chooses from what is.
 func TestClockedRunDecidesAsTheSimulator(t *testing.T) {
 	t.Parallel()
 	traces := []string{"us-west-2a_v100_1.json", "us-west-2b_v100_1.json"}
@@ -75,12 +81,22 @@ func TestClockedRunDecidesAsTheSimulator(t *testing.T) {
 		traces   int
 		start    int
 		deadline time.Duration
+		nodes    int
+		minNodes int
+		counts   bool
 	}{
-		"deadline refuel one zone":   {spec.TierDeadline, policy.Refuel, 1, 196, 9 * time.Hour},
-		"deadline greedy one zone":   {spec.TierDeadline, policy.Greedy, 1, 689, 9 * time.Hour},
-		"deadline uniform two zones": {spec.TierDeadline, policy.UniformProgress, 2, 196, 9 * time.Hour},
-		"deadline refuel two zones":  {spec.TierDeadline, policy.Refuel, 2, 984, 9 * time.Hour},
-		"flexible refuel one zone":   {spec.TierFlexible, policy.Refuel, 1, 40, 0},
+		"deadline refuel one zone":                 {spec.TierDeadline, policy.Refuel, 1, 196, 9 * time.Hour, 1, 0, false},
+		"deadline greedy one zone":                 {spec.TierDeadline, policy.Greedy, 1, 689, 9 * time.Hour, 1, 0, false},
+		"deadline uniform two zones":               {spec.TierDeadline, policy.UniformProgress, 2, 196, 9 * time.Hour, 1, 0, false},
+		"deadline refuel two zones":                {spec.TierDeadline, policy.Refuel, 2, 984, 9 * time.Hour, 1, 0, false},
+		"flexible refuel one zone":                 {spec.TierFlexible, policy.Refuel, 1, 40, 0, 1, 0, false},
+		"deadline refuel two zones, gang of 2":     {spec.TierDeadline, policy.Refuel, 2, 984, 9 * time.Hour, 2, 0, false},
+		"deadline greedy one zone, gang of 3":      {spec.TierDeadline, policy.Greedy, 1, 689, 9 * time.Hour, 3, 0, true},
+		"deadline refuel two zones, gang of 3":     {spec.TierDeadline, policy.Refuel, 2, 196, 9 * time.Hour, 3, 0, true},
+		"deadline refuel two zones, elastic gang":  {spec.TierDeadline, policy.Refuel, 2, 196, 9 * time.Hour, 3, 2, true},
+		"deadline greedy one zone, elastic gang":   {spec.TierDeadline, policy.Greedy, 1, 689, 9 * time.Hour, 3, 2, true},
+		"deadline uniform two zones, elastic gang": {spec.TierDeadline, policy.UniformProgress, 2, 196, 9 * time.Hour, 3, 2, true},
+		"flexible refuel one zone, elastic gang":   {spec.TierFlexible, policy.Refuel, 1, 40, 0, 3, 2, true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var loaded []*trace.Trace
@@ -89,6 +105,15 @@ func TestClockedRunDecidesAsTheSimulator(t *testing.T) {
 				tr, err := trace.Load(filepath.Join("testdata", "traces", file))
 				if err != nil {
 					t.Fatal(err)
+				}
+				if tc.counts {
+					tr.Points = append([]int(nil), tr.Points...)
+					for i, p := range tr.Points {
+						tr.Points[i] = p * tc.nodes
+						if i%5 == 0 && p > 0 {
+							tr.Points[i] = tc.nodes - 1
+						}
+					}
 				}
 				loaded = append(loaded, tr)
 				cfg.Pools = append(cfg.Pools, sim.PoolConfig{Pool: sim.Pool{Zone: tr.Zone, InstanceType: "p3.2xlarge"}, Spot: tr})
@@ -101,7 +126,7 @@ func TestClockedRunDecidesAsTheSimulator(t *testing.T) {
 
 			work := 6 * time.Hour
 			js := spec.JobSpec{ID: "clocked", Team: "t", Priority: 50, Tier: tc.tier, Work: spec.Duration(work), Policy: string(tc.policy),
-				Resources: spec.Resources{GPUs: 1, InstanceTypes: []string{"p3.2xlarge"}}}
+				Resources: spec.Resources{GPUs: 1, InstanceTypes: []string{"p3.2xlarge"}, Nodes: tc.nodes, MinNodes: tc.minNodes}}
 			startedAt := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
 			if tc.deadline > 0 {
 				d := startedAt.Add(tc.deadline)
@@ -114,7 +139,16 @@ func TestClockedRunDecidesAsTheSimulator(t *testing.T) {
 				deadline = 100 * work
 			}
 			job := replay.Job{Tier: tc.tier, Work: work, Deadline: deadline, RestartOverhead: sim.DefaultRestartOverhead, SpotPrice: 0.9701, OnDemandPrice: 3.06}
+			if tc.nodes > 1 {
+				job.Nodes, job.MinNodes = tc.nodes, tc.minNodes
+			}
 			checkAsSimulated(t, st, cloud, loaded, job, tc.start, tc.policy)
+			if tc.minNodes > 0 && tc.policy != policy.Refuel {
+				shrunk := slices.ContainsFunc(st.Market.Decisions, func(d MarketDecision) bool { return strings.Contains(d.Choice, "×") })
+				if !shrunk || len(st.Ledger.Resizes) == 0 {
+					t.Errorf("held a shrunk width %v, %d resizes booked; this window was chosen for the gang to shrink", shrunk, len(st.Ledger.Resizes))
+				}
+			}
 		})
 	}
 }
@@ -249,8 +283,25 @@ func checkAsSimulated(t *testing.T, st Status, cloud *sim.Cloud, loaded []*trace
 	if st.State != StateCompleted || st.Preemptions != want.Preemptions {
 		t.Errorf("state %s with %d preemptions counted; want completed with %d", st.State, st.Preemptions, want.Preemptions)
 	}
-	if launched := len(cloud.Instances()); launched != want.Starts {
-		t.Errorf("%d instances launched; the simulator started %d", launched, want.Starts)
+	// Every start launches the nodes it holds.
+	starts, held := 0, policy.None
+	for _, step := range want.Steps {
+		if step.Preempted {
+			held = policy.None
+		}
+		if c := step.Choice; c.Holds() && c != held {
+			starts += max(1, job.Nodes)
+			if c.Nodes > 0 {
+				starts += c.Nodes - job.Nodes
+			}
+		}
+		held = step.Choice
+	}
+	if launched := len(cloud.Instances()); launched != starts {
+		t.Errorf("%d instances launched; the simulator started %d (%d starts)", launched, starts, want.Starts)
+	}
+	if got := st.Market.Job; got.Nodes != job.Nodes || got.MinNodes != job.MinNodes {
+		t.Errorf("the run's account is of a gang of %d down to %d; want %d down to %d", got.Nodes, got.MinNodes, job.Nodes, job.MinNodes)
 	}
 	if left := liveInstances(cloud); left != 0 {
 		t.Errorf("%d instances still live after the run", left)

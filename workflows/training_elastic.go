@@ -22,9 +22,10 @@ import (
 // REFUEL_NUM_NODES. The ledger books each shrink and growth
 // (cost.Ledger.Resizes).
 //
-// A gang is elastic on the wall clock only: a gang granted by the pool
-// is given back whole, as is one on a market's clock (it never keeps a
-// gang through a loss). The change: elasticGangVersion (versions.go).
+// A gang shrinks after a loss on the wall clock only: a gang granted by
+// the pool is given back whole, as is one on a market's clock, whose
+// policy chooses the width it acquires at each tick instead
+// (clockedMarket.holdWidth). The change: elasticGangVersion (versions.go).
 
 // width is how many nodes the gang trains on now: all it asks for but
 // while an elastic gang is short.

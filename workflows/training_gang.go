@@ -24,8 +24,13 @@ import (
 // latest checkpoint. A replacement that cannot be had gives the whole
 // gang back, and the run acquires a gang again as a one-node run would.
 //
-// Gangs decide in wall time and follow no market clock. A gang of
-// deadline tier decides as one node does, for all its nodes at once
+// On a market with a clock of its own (gangClockVersion,
+// training_clocked.go) a gang follows it as `starter sim --nodes N`
+// replays it: the policy decides at each tick on the counts of its nodes
+// in stock (an elastic gang on the width to hold), and a node the market
+// takes is the whole gang preempted. Elsewhere gangs
+// decide in wall time. A gang of deadline tier decides as one node does,
+// for all its nodes at once
 // (gangSpotVersion, training_wallclock.go): it waits for spot while
 // refuel says its slack allows, and on on-demand it acquires a whole spot
 // gang while it trains, then changes over at a checkpoint. An elastic
@@ -47,13 +52,14 @@ func (r *run) gang() []*Lease {
 // on its market. A rank that cannot be had gives the whole gang back:
 // the run holds nothing while it waits. It returns what failed.
 func (r *run) acquirePeers(ctx workflow.Context, ask ask) []activities.FailureDetail {
-	if r.Width > 0 && r.Width < r.nodes() {
-		// A short gang given back whole is acquired whole again.
+	if r.Width > 0 && r.Width < r.nodes() && !r.onMarketClock() {
+		// A short gang given back whole is acquired whole again. (On a
+		// market's clock the policy chose the width: clockedMarket.next.)
 		from := r.Width
 		r.Width = 0
 		r.resized(ctx, from)
 	}
-	for rank := len(r.Peers) + 1; rank < r.nodes(); rank++ {
+	for rank := len(r.Peers) + 1; rank < r.width(); rank++ {
 		lease, err := r.Leases.acquire(ctx, r.owner(), r.peerAsk(ask, rank, r.Lease.Offering()))
 		if err != nil {
 			details := r.recordFailures(ctx, err)
@@ -205,6 +211,11 @@ func (r *run) settleGang(ctx workflow.Context, e attemptEnd) error {
 		return r.checkpointsFailed(ctx, e.err)
 	case failed != "":
 		return r.trainerFailed(ctx, failed)
+	case r.onMarketClock() && (len(lost) > 0 || e.cause == takenByMarket || e.cause == doneByMarket):
+		return r.settleClockedGang(ctx, e, lost)
+	case joinedMachineLost(lost) != nil:
+		r.gangNodeLost(ctx, *joinedMachineLost(lost))
+		return nil
 	case len(lost) > 0:
 		return r.replaceNodes(ctx, e, lost)
 	}
@@ -286,6 +297,39 @@ func (r *run) replaceNodes(ctx workflow.Context, e attemptEnd, lost []nodeEnd) e
 	r.use(ctx, gang[0])
 	r.LastRecovery = replaced
 	return nil
+}
+
+// joinedMachineLost is the first of the nodes lost that ran on a machine
+// that joined the base group, or nil.
+func joinedMachineLost(lost []nodeEnd) *nodeEnd {
+	for i := range lost {
+		if onJoinedMachine(lost[i].lease) {
+			return &lost[i]
+		}
+	}
+	return nil
+}
+
+// gangNodeLost books a gang one of whose joined base machines went
+// silent as nodeLost books a run of one: no spot preemption and no
+// fault, so it counts against no max_restarts (restarts node-lost), and
+// the whole gang goes back with reason node-lost, teaching the market
+// memory nothing. The pool, told by the machine's BaseNode workflow,
+// yields the gang's grant and places it again. The work lost is every
+// node's (run.lose).
+func (r *run) gangNodeLost(ctx workflow.Context, n nodeEnd) {
+	end := n.end
+	if n.lease == r.Lease && end.err != nil {
+		// Rank 0 went silent: what its agent last reported counts.
+		r.observeLastHeartbeat(end.err)
+		end.silent = true
+	}
+	msg := "the attempt ended with outcome " + strconv.Quote(string(end.res.Outcome))
+	if end.err != nil {
+		msg = end.err.Error()
+	}
+	r.addFailure(ctx, string(capacity.NodeLost), n.lease.Offering().Key(), msg)
+	r.nodeLost(ctx, end)
 }
 
 // endOf is how the lease's attempt ended, if it is among ends.

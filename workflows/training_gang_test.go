@@ -168,6 +168,46 @@ func TestGangNodeLostWithoutNoticeCountsARestart(t *testing.T) {
 	}
 }
 
+// A gang node on a machine that joined the base group and went silent is
+// the machine's loss, not the instance's: booked node-lost, no restart
+// counted (max_restarts 0 would end the run), no preemption, and the
+// whole gang goes back as node-lost for the pool to place it again.
+func TestGangNodeLostOnAJoinedMachineIsNoRestart(t *testing.T) {
+	t.Parallel()
+	f := &fakeCloud{
+		offerings: []capacity.Offering{spotA},
+		ranks: map[int][]activities.TrainingOutcome{
+			0: {"block"},
+			1: {"silent"},
+		},
+		tags: map[string]string{capacity.TagJoined: "dc-1"},
+	}
+	env := newEnv(t, f)
+	js := gangJob(2)
+	js.MaxRestarts = new(int)
+	env.ExecuteWorkflow(TrainingRunName, js)
+	st, err := result(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StateCompleted || st.Restarts.NodeLost != 1 || st.Restarts.Total() != 0 || st.Preemptions != 0 || st.NodeReplacements != 0 {
+		t.Fatalf("state %s, restarts %+v, %d preemptions, %d node replacements; want completed after one node-lost, nothing counted",
+			st.State, st.Restarts, st.Preemptions, st.NodeReplacements)
+	}
+	if len(st.Failures) == 0 || st.Failures[0].Class != string(capacity.NodeLost) {
+		t.Errorf("failures %+v; want the loss booked %s", st.Failures, capacity.NodeLost)
+	}
+	lost := 0
+	for _, r := range f.releasedReasons() {
+		if r == activities.ReleaseReason(capacity.NodeLost) {
+			lost++
+		}
+	}
+	if lost != 2 || len(f.acquired) != 4 {
+		t.Errorf("%d released as node-lost of %d acquired (%v); want the gang of 2 back as node-lost, then a gang of 2 again", lost, len(f.acquired), f.releasedReasons())
+	}
+}
+
 func TestGangTrainerFailureRestartsTheGang(t *testing.T) {
 	t.Parallel()
 	f := &fakeCloud{

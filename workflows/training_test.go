@@ -68,6 +68,8 @@ type fakeCloud struct {
 	// outage makes the acquisitions numbered past outage[0] up to
 	// outage[1] find no stock.
 	outage [2]int
+	// tags are set on every instance acquired.
+	tags map[string]string
 
 	// healthy are the instances the cloud still runs though their
 	// agent went unheard; LostInstances reports every other it is asked
@@ -130,7 +132,7 @@ func (f *fakeCloud) Acquire(_ context.Context, req capacity.Request) (capacity.I
 		case f.noStock[o.Market] || f.outOfStock[o.Key()]:
 			details = append(details, activities.FailureDetail{Class: capacity.NoCapacity, Offering: o.Key(), Message: "fake out of stock"})
 		default:
-			inst := capacity.Instance{ID: "i-" + string(rune('0'+len(f.acquired))), Offering: o, TaskQueue: "node"}
+			inst := capacity.Instance{ID: "i-" + string(rune('0'+len(f.acquired))), Offering: o, TaskQueue: "node", Tags: f.tags}
 			f.acquired = append(f.acquired, inst)
 			return inst, nil
 		}

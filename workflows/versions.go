@@ -143,4 +143,11 @@ const (
 	// those recorded before left it on burst. Recorded in
 	// capacity-pool.json.
 	poolMovesUnfilledRunsVersion = "pool-moves-unfilled-runs"
+
+	// gangClockVersion: gangs look for a market clock too, and follow it
+	// as `starter sim --nodes N [--min-nodes M]` replays them, deciding on
+	// counts (training_clocked.go); gangs recorded before it go straight
+	// to acquiring in wall time. Recorded in
+	// training-run-market-time-gang.json.
+	gangClockVersion = "gang-market-clock"
 )

@@ -18,10 +18,11 @@ type MarketClock interface {
 	// AwaitTick returns once the market is at tick or past it. A market
 	// whose clock stands still is moved on to tick, so a run can drive it.
 	AwaitTick(ctx context.Context, tick int) error
-	// SpotInStock reports whether spot of the instance type can be had in
-	// the zone during tick (past or present); asking of a pool the market
-	// does not sell is an error.
-	SpotInStock(zone, instanceType string, tick int) (bool, error)
+	// SpotStock is how many of a gang of nodes instances (below 1 counts
+	// as 1) spot of the instance type has in stock in the zone during tick
+	// (past or present), at most nodes; asking of a pool the market does
+	// not sell is an error.
+	SpotStock(zone, instanceType string, tick, nodes int) (int, error)
 	// RestartOverhead is the market time a start of an instance costs
 	// before its work progresses: boot, setup, restoring a checkpoint.
 	RestartOverhead() time.Duration

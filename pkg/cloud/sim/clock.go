@@ -38,16 +38,21 @@ func (c *Cloud) AwaitTick(ctx context.Context, tick int) error {
 	return nil
 }
 
-// SpotInStock implements capacity.MarketClock.
-func (c *Cloud) SpotInStock(zone, instanceType string, tick int) (bool, error) {
+// SpotStock implements capacity.MarketClock, reading the pool's point as
+// starter sim reads it for a gang: a count in a trace of counts, and in a
+// one-node trace a 1 that stands for every node alike.
+func (c *Cloud) SpotStock(zone, instanceType string, tick, nodes int) (int, error) {
 	key := Pool{Zone: zone, InstanceType: instanceType}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p, ok := c.pools[key]
 	if !ok {
-		return false, fmt.Errorf("sim: no pool %s", key)
+		return 0, fmt.Errorf("sim: no pool %s", key)
 	}
-	return tick >= 0 && p.point(tick, c.cfg.Tick) > 0, nil
+	if tick < 0 {
+		return 0, nil
+	}
+	return min(p.stock(tick, c.cfg.Tick), max(1, nodes)), nil
 }
 
 // RestartOverhead implements capacity.MarketClock.
