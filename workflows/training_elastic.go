@@ -153,27 +153,9 @@ func (r *run) short(ctx workflow.Context) bool {
 // A run whose history grew long continues as new instead (the error).
 func (r *run) awaitNodes(ctx workflow.Context) (bool, error) {
 	every := r.spec.Resources.ShrinkBound()
-	for {
-		tctx, cancelTimer := workflow.WithCancel(ctx)
-		t := timer(tctx, every, "try for the gang's "+strconv.Itoa(r.nodes()-r.width())+" missing node(s)")
-		sel := workflow.NewSelector(ctx)
-		sel.AddFuture(r.attempt.result, func(workflow.Future) {})
-		sel.AddFuture(t, func(workflow.Future) {})
-		sel.Select(ctx)
-		if r.attempt.result.IsReady() || ctx.Err() != nil {
-			cancelTimer()
-			return false, nil
-		}
-		if r.attempt.mayContinue && r.historyFull(ctx) {
-			return false, r.continueTraining(ctx)
-		}
-		if r.Paused || r.yieldAsked() {
-			continue // the trainer is stopping; the attempt ends soon
-		}
-		if r.tryNodes(ctx) {
-			return true, nil
-		}
-	}
+	return r.pollWhileTraining(ctx, func() (time.Duration, string) {
+		return every, "try for the gang's " + strconv.Itoa(r.nodes()-r.width()) + " missing node(s)"
+	}, func() bool { return r.tryNodes(ctx) })
 }
 
 // tryNodes acquires what it can of the gang's missing ranks, beside rank

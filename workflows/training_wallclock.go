@@ -267,32 +267,51 @@ func (r *run) spotOfferings() []capacity.Offering {
 func (r *run) awaitSpot(ctx workflow.Context) (*Lease, error) {
 	w := r.watch(ctx)
 	wait := w.Every
+	var spot *Lease
+	_, err := r.pollWhileTraining(ctx, func() (time.Duration, string) {
+		return wait, "ask refuel whether to try spot again"
+	}, func() bool {
+		first, ok := r.spotToTry(ctx, w)
+		if !ok {
+			wait = w.Every
+			return false
+		}
+		if spot = r.trySpot(ctx, first); spot != nil {
+			return true
+		}
+		wait = min(2*wait, max(w.AtMost, w.Every))
+		return false
+	})
+	return spot, err
+}
+
+// pollWhileTraining waits while the attempt trains and, each time the
+// wait ends, asks try, until try succeeds (true), the attempt ends by
+// itself or is stopped (false), or the run's history grew long and it
+// continues as new (the error). While a pause or a yield stops the
+// trainer it asks nothing: the attempt ends soon.
+func (r *run) pollWhileTraining(ctx workflow.Context, wait func() (time.Duration, string), try func() bool) (bool, error) {
 	for {
+		d, summary := wait()
 		tctx, cancelTimer := workflow.WithCancel(ctx)
-		t := timer(tctx, wait, "ask refuel whether to try spot again")
+		t := timer(tctx, d, summary)
 		sel := workflow.NewSelector(ctx)
 		sel.AddFuture(r.attempt.result, func(workflow.Future) {})
 		sel.AddFuture(t, func(workflow.Future) {})
 		sel.Select(ctx)
 		if r.attempt.result.IsReady() || ctx.Err() != nil {
 			cancelTimer()
-			return nil, nil
+			return false, nil
 		}
 		if r.attempt.mayContinue && r.historyFull(ctx) {
-			return nil, r.continueTraining(ctx)
+			return false, r.continueTraining(ctx)
 		}
 		if r.Paused || r.yieldAsked() {
-			continue // the trainer is stopping; the attempt ends soon
-		}
-		first, ok := r.spotToTry(ctx, w)
-		if !ok {
-			wait = w.Every
 			continue
 		}
-		if spot := r.trySpot(ctx, first); spot != nil {
-			return spot, nil
+		if try() {
+			return true, nil
 		}
-		wait = min(2*wait, max(w.AtMost, w.Every))
 	}
 }
 
