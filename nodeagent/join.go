@@ -48,15 +48,15 @@ func JoinMain(args []string, stderr io.Writer) int {
 		zone         = fs.String("zone", "", "where the machine is (rack, data centre), for runs' resources.zones")
 		price        = fs.Float64("price-per-hour", 0, "what an hour of the machine costs (amortised or reserved), for cost reports")
 		tokenFile    = fs.String("token-file", os.Getenv("REFUEL_JOIN_TOKEN_FILE"), "the deployment's join token, as the pools file's base.token_file holds it (env REFUEL_JOIN_TOKEN_FILE)")
-		dir          = fs.String("dir", ".", "scratch directory for checkpoints and logs")
 		readyFile    = fs.String("ready-file", "", "file created once the machine joined and serves its task queue")
 		stopTimeout  = fs.Duration("stop-timeout", 2*time.Minute, "on SIGTERM, how long the machine's runs have to checkpoint and move before it leaves")
-		address      = fs.String("temporal-address", "", "Temporal frontend host:port (default: TEMPORAL_ADDRESS or profile)")
-		namespace    = fs.String("namespace", "", "Temporal namespace (default: TEMPORAL_NAMESPACE or default)")
-		storeURL     = fs.String("checkpoint-url", "", "checkpoint store for jobs whose spec names none")
-		stepTime     = fs.Duration("demo-step-time", 100*time.Millisecond, "pace of the demo trainer's steps")
-		logLevel     = fs.String("log-level", "info", "debug, info, warn or error")
+		shared       = addAgentFlags(fs)
 	)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: worker join --name NAME --gpus N [--instance-type T] [--zone Z] [--price-per-hour P] [--token-file F] [flags]\n\n"+
+			"Joins this machine to the deployment's base group while the process runs, and serves runs' attempts on it.\n\n")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -87,7 +87,7 @@ func JoinMain(args []string, stderr io.Writer) int {
 			return 2
 		}
 	}
-	log, err := telemetry.NewLogger(*logLevel, false)
+	log, err := telemetry.NewLogger(*shared.logLevel, false)
 	if err != nil {
 		fmt.Fprintln(stderr, "join:", err)
 		return 2
@@ -102,11 +102,8 @@ func JoinMain(args []string, stderr io.Writer) int {
 	defer stop()
 	m := &machine{
 		node: node, token: token, session: newSession(), stopTimeout: *stopTimeout, readyFile: *readyFile, log: log,
-		target: cluster.Target{Address: *address, Namespace: *namespace},
-		agent: &activities.Node{
-			Dir: *dir, DefaultStoreURL: *storeURL, SelfCommand: []string{self}, DemoStepTime: *stepTime, Logger: log,
-			ProgressSignal: workflows.SignalProgress,
-		},
+		target: shared.target(),
+		agent:  shared.node(log, self, nil),
 	}
 	err = m.run(ctx)
 	var refused *RefusedError

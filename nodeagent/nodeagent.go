@@ -33,13 +33,8 @@ func Main(args []string, stderr io.Writer) int {
 		instanceID = fs.String("instance-id", "", "the instance this agent runs on (required)")
 		taskQueue  = fs.String("task-queue", "", "the instance's own task queue (required)")
 		metaURL    = fs.String("metadata-endpoint", "", "instance metadata endpoint to watch for interruption notices; empty watches none")
-		dir        = fs.String("dir", ".", "scratch directory for checkpoints and logs")
 		readyFile  = fs.String("ready-file", "", "file created once the agent serves its task queue")
-		address    = fs.String("temporal-address", "", "Temporal frontend host:port (default: TEMPORAL_ADDRESS or profile)")
-		namespace  = fs.String("namespace", "", "Temporal namespace (default: TEMPORAL_NAMESPACE or default)")
-		storeURL   = fs.String("checkpoint-url", "", "checkpoint store for jobs whose spec names none")
-		stepTime   = fs.Duration("demo-step-time", 100*time.Millisecond, "pace of the demo trainer's steps")
-		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
+		shared     = addAgentFlags(fs)
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -48,7 +43,7 @@ func Main(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "agent: --instance-id and --task-queue are required")
 		return 2
 	}
-	log, err := telemetry.NewLogger(*logLevel, false)
+	log, err := telemetry.NewLogger(*shared.logLevel, false)
 	if err != nil {
 		fmt.Fprintln(stderr, "agent:", err)
 		return 2
@@ -62,16 +57,49 @@ func Main(args []string, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := run(ctx, log, agentConfig{
-		target: cluster.Target{Address: *address, Namespace: *namespace}, taskQueue: *taskQueue, readyFile: *readyFile,
-		node: &activities.Node{
-			InstanceID: *instanceID, Dir: *dir, MetadataEndpoint: *metaURL, DefaultStoreURL: *storeURL,
-			SelfCommand: []string{self}, DemoStepTime: *stepTime, Logger: log, ProgressSignal: workflows.SignalProgress,
-		},
+		target: shared.target(), taskQueue: *taskQueue, readyFile: *readyFile,
+		node: shared.node(log, self, func(n *activities.Node) { n.InstanceID, n.MetadataEndpoint = *instanceID, *metaURL }),
 	}); err != nil {
 		log.Error("agent stopped", zap.Error(err))
 		return 1
 	}
 	return 0
+}
+
+// agentFlags are the flags an instance's agent and a joining machine
+// share: where the cluster is, where scratch files and checkpoints go,
+// the demo trainer's pace and the log level.
+type agentFlags struct {
+	dir, address, namespace, storeURL, logLevel *string
+	stepTime                                    *time.Duration
+}
+
+func addAgentFlags(fs *flag.FlagSet) agentFlags {
+	return agentFlags{
+		dir:       fs.String("dir", ".", "scratch directory for checkpoints and logs"),
+		address:   fs.String("temporal-address", "", "Temporal frontend host:port (default: TEMPORAL_ADDRESS or profile)"),
+		namespace: fs.String("namespace", "", "Temporal namespace (default: TEMPORAL_NAMESPACE or default)"),
+		storeURL:  fs.String("checkpoint-url", "", "checkpoint store for jobs whose spec names none"),
+		stepTime:  fs.Duration("demo-step-time", 100*time.Millisecond, "pace of the demo trainer's steps"),
+		logLevel:  fs.String("log-level", "info", "debug, info, warn or error"),
+	}
+}
+
+func (f agentFlags) target() cluster.Target {
+	return cluster.Target{Address: *f.address, Namespace: *f.namespace}
+}
+
+// node is the agent the flags describe, run by the executable self;
+// with sets what only one kind of agent has.
+func (f agentFlags) node(log *zap.Logger, self string, with func(*activities.Node)) *activities.Node {
+	n := &activities.Node{
+		Dir: *f.dir, DefaultStoreURL: *f.storeURL, SelfCommand: []string{self}, DemoStepTime: *f.stepTime,
+		Logger: log, ProgressSignal: workflows.SignalProgress,
+	}
+	if with != nil {
+		with(n)
+	}
+	return n
 }
 
 // workerOptions are a node agent's: one job at a time (the instance is
