@@ -88,6 +88,8 @@ func resources(gpus string) map[string]field {
 		"resources":                    {"What an instance must have and what the work may pay. Empty lists mean any the providers offer.", nil},
 		"resources.gpus":               {gpus + fmt.Sprintf(" At most %d.", spec.MaxGPUs), intRange(0, spec.MaxGPUs)},
 		"resources.nodes":              {fmt.Sprintf("How many instances the job needs at once (a gang); 0 means 1, at most %d. A service's replicas take one node each.", spec.MaxNodes), intRange(0, spec.MaxNodes)},
+		"resources.min_nodes":          {"The fewest nodes an elastic gang trains on: when a node is lost and no replacement comes within shrink_after, the gang resumes on the nodes it holds if they are at least this many, and grows back at a checkpoint. 0 or absent means nodes (a rigid gang). Services refuse it.", intRange(0, spec.MaxNodes)},
+		"resources.shrink_after":       {fmt.Sprintf("How long an elastic gang waits for a lost node's replacement before it trains on fewer nodes; a duration such as 2m, default %s, at most %s. Services refuse it.", spec.DefaultShrinkAfter, spec.MaxShrinkAfter), nil},
 		"resources.same_zone":          {"Keep a gang's nodes in one zone; default true.", nil},
 		"resources.instance_types":     {fmt.Sprintf("Acceptable instance types, such as p3.2xlarge; at most %d, each %s.", spec.MaxInstanceTypes, name), list(spec.MaxInstanceTypes, spec.MaxNameLength, spec.NamePattern, true)},
 		"resources.instance_types[]":   {"An instance type.", nil},
