@@ -174,7 +174,7 @@ func (n *baseNode) join(ctx workflow.Context, req JoinRequest) (BaseNodeStatus, 
 		return BaseNodeStatus{}, err
 	}
 	st := &n.Status
-	st.Node, st.Session, st.HeartbeatTimeout = req.Node, req.Session, terms.HeartbeatTimeout
+	st.Node, st.HeartbeatTimeout = req.Node, terms.HeartbeatTimeout
 	st.Joins++
 	st.JoinedAt, st.LastSeen = workflow.Now(ctx), time.Time{}
 	state := admission.NodeReady
@@ -182,7 +182,11 @@ func (n *baseNode) join(ctx workflow.Context, req JoinRequest) (BaseNodeStatus, 
 		state = admission.NodeDraining
 	}
 	workflow.GetLogger(ctx).Info("base machine joined", "node", req.Node.Name, "gpus", req.Node.GPUs, "joins", st.Joins)
+	// The pool hears of the join before the new session's presence
+	// starts: a presence that ends at once must not tell it "left"
+	// ahead of "ready".
 	n.set(ctx, state)
+	st.Session = req.Session
 	n.rejoined.SendAsync(true)
 	return *st, nil
 }
