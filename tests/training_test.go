@@ -331,6 +331,9 @@ func TestReusedJobIDGetsInstancesOfItsOwn(t *testing.T) {
 	js := quickJob("reused-1", spec.TierCritical)
 	var ran []string
 	for range 2 {
+		// A run refuses checkpoints another run of its id wrote: each
+		// run of the reused id keeps them in a store of its own.
+		js.Checkpoint.URL = "file://" + t.TempDir()
 		run, err := s.Client.ExecuteWorkflow(wctx, client.StartWorkflowOptions{
 			ID: js.ID, TaskQueue: workflows.TaskQueue, WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		}, workflows.TrainingRunName, js)
