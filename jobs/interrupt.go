@@ -58,7 +58,7 @@ func awaitRecovery(ctx context.Context, c client.Client, id, instance string, no
 			!r.ResumedAt.Before(p.Time) && r.InstanceID != instance
 	})
 	if err != nil {
-		return Recovery{}, st, err
+		return Recovery{}, st, fmt.Errorf("%w; it did not resume on another instance after %s was taken (%s)", err, instance, recoverySeen(st))
 	}
 	rec := Recovery{
 		ReplacementInstance: st.LastRecovery.InstanceID,
@@ -69,6 +69,19 @@ func awaitRecovery(ctx context.Context, c client.Client, id, instance string, no
 	}
 	rec.LostSteps = max(0, rec.PreemptedAtStep-rec.ResumedFromStep)
 	return rec, st, nil
+}
+
+// recoverySeen says what the run last recorded of a loss and a
+// recovery, for a drill that waited in vain.
+func recoverySeen(st workflows.Status) string {
+	seen := "no preemption recorded"
+	if p := st.LastPreemption; p != nil {
+		seen = fmt.Sprintf("last preemption: %s at step %d", p.InstanceID, p.AtStep)
+	}
+	if r := st.LastRecovery; r != nil {
+		seen += fmt.Sprintf("; last recovery: onto %s from step %d", r.InstanceID, r.ResumedFromStep)
+	}
+	return seen
 }
 
 // InterruptReport is what `starter interrupt --json` prints: the drill's

@@ -160,6 +160,10 @@ func (m *machine) run(ctx context.Context) error {
 	w := worker.New(c, st.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize: 8, MaxConcurrentActivityTaskPollers: 2, DisableWorkflowWorker: true,
 		WorkerStopTimeout: m.stopTimeout,
+		// The SDK holds heartbeats back to 0.8 of the timeout, which
+		// leaves a fifth of it for a slow network or a busy cluster: let
+		// the presence's beats, a third of the timeout apart, through.
+		MaxHeartbeatThrottleInterval: max(st.HeartbeatTimeout/3, 100*time.Millisecond),
 	})
 	register(w, m.agent)
 	w.RegisterActivityWithOptions(presence.Serve, activity.RegisterOptions{Name: activities.NodePresenceName})

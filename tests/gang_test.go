@@ -305,7 +305,7 @@ func TestGangDrillOnTheBuiltInMarket(t *testing.T) {
 		c.Sim = controlplane.SimConfig{Speed: 1, Notice: 5 * time.Second}
 	})
 	rep, err := jobs.Drill(context.Background(), s.Client, jobs.DrillOptions{
-		Work: 6 * time.Second, Interval: time.Second, NoticeGrace: 30 * time.Second, Timeout: 80 * time.Second,
+		Work: 20 * time.Second, Interval: time.Second, NoticeGrace: 30 * time.Second, Timeout: 80 * time.Second,
 		Nodes: 2, Tier: spec.TierFlexible, Progress: testWriter{t},
 	})
 	if err != nil {
@@ -314,6 +314,7 @@ func TestGangDrillOnTheBuiltInMarket(t *testing.T) {
 	b, _ := json.Marshal(rep)
 	t.Logf("drill report: %s", b)
 	if !rep.Passed || rep.Nodes != 2 {
-		t.Fatalf("drill of a spot gang on the built-in market: passed %v (%s); want passed", rep.Passed, rep.Reason)
+		st, _ := jobs.Status(context.Background(), s.Client, rep.WorkflowID)
+		t.Fatalf("drill of a spot gang on the built-in market: passed %v (%s); want passed\nfailures %+v\nsegments %+v", rep.Passed, rep.Reason, st.Failures, st.Ledger.Segments)
 	}
 }

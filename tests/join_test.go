@@ -21,9 +21,13 @@ import (
 )
 
 // joinHeartbeat is how long a joined machine may be silent before it is
-// lost, in this test: shorter than the runs' heartbeat timeout, so a run
-// whose machine died finds it lost when it asks.
-const joinHeartbeat = 2 * time.Second
+// lost, in this test: shorter than the runs' heartbeat timeout
+// (joinRunHeartbeat), so a run whose machine died finds it lost when it
+// asks. Both leave room for a CI machine busy with the other tests.
+const (
+	joinHeartbeat    = 5 * time.Second
+	joinRunHeartbeat = 8 * time.Second
+)
 
 // TestJoinedBaseMachines is issue 22 end to end: two machines join the
 // base group (two `worker join` processes, each with a directory of its
@@ -54,6 +58,7 @@ func TestJoinedBaseMachines(t *testing.T) {
 	s := startStack(t, func(c *controlplane.Config) {
 		c.Provider, c.Pools, c.CheckpointURL = controlplane.ProviderLocal, &pools, store
 		c.Workflows = killWorkflows()
+		c.Workflows.Run.HeartbeatTimeout = joinRunHeartbeat
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
@@ -121,7 +126,7 @@ func TestJoinedBaseMachines(t *testing.T) {
 	// Runs fill the joined machines before burst.
 	for _, id := range []string{"j1", "j2", "j3"} {
 		js := quickJob(id, spec.TierFlexible)
-		js.Work = spec.Duration(25 * time.Second)
+		js.Work = spec.Duration(40 * time.Second)
 		if _, err := jobs.Submit(ctx, s.Client, js); err != nil {
 			t.Fatal(err)
 		}
