@@ -20,6 +20,7 @@ import (
 
 	"refuel/activities"
 	"refuel/internal/cluster"
+	"refuel/internal/inflight"
 	"refuel/internal/telemetry"
 	"refuel/nodeagent"
 	"refuel/pkg/capacity"
@@ -143,7 +144,7 @@ type Stack struct {
 	worker      worker.Worker
 	metrics     *http.Server
 	codecServer *http.Server
-	inFlight    *inFlight
+	inFlight    *inflight.Counter
 	closers     []func()
 	log         *zap.Logger
 	// identity is the worker's, as pollers show it to /readyz.
@@ -223,7 +224,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	caps.InProcessInstances = s.Virtual != nil
 	jan := &activities.Janitor{Providers: providers, Client: s.Client, Deployment: cfg.Deployment}
 
-	s.inFlight = newInFlight()
+	s.inFlight = inflight.New()
 	s.worker = worker.New(s.Client, workflows.TaskQueue, worker.Options{
 		WorkerStopTimeout: cfg.StopTimeout,
 		Interceptors:      []interceptor.WorkerInterceptor{s.inFlight},

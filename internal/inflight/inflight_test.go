@@ -1,4 +1,4 @@
-package controlplane
+package inflight
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // when it began, by type, then those that finished on their own and
 // those the stop timeout cut short.
 func TestInFlightCountsWhatAStopDid(t *testing.T) {
-	f := newInFlight()
+	f := New()
 	started := make(chan struct{}, 3)
 	release := make(chan struct{})
 	finishes := func(context.Context) error { started <- struct{}{}; <-release; return nil }
@@ -34,13 +34,13 @@ func TestInFlightCountsWhatAStopDid(t *testing.T) {
 	for range 3 {
 		<-started
 	}
-	n, what := f.stop()
+	n, what := f.Stop()
 	if n != 3 || what != "Acquire 2, Release 1" {
 		t.Errorf("in flight at the stop: %d (%s); want 3 (Acquire 2, Release 1)", n, what)
 	}
 	close(release)
 	wg.Wait()
-	if finished, handed, left := f.stopped(); finished != 2 || handed != 1 || left != 0 {
+	if finished, handed, left := f.Stopped(); finished != 2 || handed != 1 || left != 0 {
 		t.Errorf("finished %d, handed over %d, left %d; want 2, 1, 0", finished, handed, left)
 	}
 }
