@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 
 	"refuel/controlplane"
@@ -52,7 +53,7 @@ func startStack(t *testing.T, edit func(*controlplane.Config)) *controlplane.Sta
 		InMemory: true, DataDir: t.TempDir(),
 		FrontendAddr: "127.0.0.1:0", UIAddr: "-", MetricsAddr: "127.0.0.1:0",
 		SelfCommand: []string{self}, DemoStepTime: demoStepTime, JanitorEvery: -1,
-		Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
+		Logger: stackLogger(t),
 	}
 	if edit != nil {
 		edit(&cfg)
@@ -68,6 +69,29 @@ func startStack(t *testing.T, edit func(*controlplane.Config)) *controlplane.Sta
 		assertNoAgents(t, cfg.DataDir)
 	})
 	return s
+}
+
+// stackLogger logs a stack's warnings into the test's output, but only
+// the embedded server's errors: its warnings (a task retried, a poll cut
+// short by a busy machine) would bury what a failing test has to say.
+func stackLogger(t testing.TB) *zap.Logger {
+	return zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel), zaptest.WrapOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return serverQuieter{c}
+	})))
+}
+
+type serverQuieter struct{ zapcore.Core }
+
+func (q serverQuieter) With(fields []zapcore.Field) zapcore.Core { return serverQuieter{q.Core.With(fields)} }
+
+func (q serverQuieter) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if strings.HasPrefix(e.LoggerName, "temporal") && e.Level < zapcore.ErrorLevel {
+		return ce
+	}
+	if !q.Enabled(e.Level) {
+		return ce
+	}
+	return ce.AddCore(e, q)
 }
 
 // assertNoAgents checks that no node-agent or trainer process of this
