@@ -80,7 +80,7 @@ type attemptEnd struct {
 // may move the run meanwhile: a deadline run on on-demand changes over
 // to a spot instance it got, and trains on there.
 func (r *run) train(ctx workflow.Context) (attemptEnd, error) {
-	if r.Paused || r.yieldAsked() || r.overBudget(workflow.Now(ctx)) {
+	if r.mustStop(ctx) != goOn {
 		// Asked to stop while it acquired: the instance goes back untrained.
 		return attemptEnd{res: activities.TrainingResult{Outcome: activities.OutcomeStopped}, started: workflow.Now(ctx)}, nil
 	}
@@ -288,11 +288,11 @@ func (r *run) checkpointsFailed(ctx workflow.Context, err error) error {
 // stopped gives back what an attempt stopped at a checkpoint held: for a
 // yield to the pool, a spent budget, or a pause.
 func (r *run) stopped(ctx workflow.Context) {
-	reason := activities.ReleasePaused
-	switch {
-	case r.yieldAsked():
+	reason := activities.ReleasePaused // a pause, or a cancel
+	switch r.mustStop(ctx, stopPause) {
+	case stopYield:
 		reason = activities.ReleaseYielded
-	case r.overBudget(workflow.Now(ctx)):
+	case stopBudget:
 		reason = activities.ReleaseOverBudget
 	}
 	r.release(ctx, reason)
@@ -519,7 +519,9 @@ func (r *run) changeOver(ctx workflow.Context, spot *Lease) (end attemptEnd, mov
 		stopped = r.peersStopped(ctx)
 	}
 	r.standby = nil
-	if !stopped || r.Paused || r.yieldAsked() || ctx.Err() != nil {
+	// A spent budget is left to the budget's watcher, which stops the
+	// attempt on the new instance at once.
+	if !stopped || r.mustStop(ctx, stopBudget) != goOn || ctx.Err() != nil {
 		r.Leases.release(ctx, spot, activities.ReleaseCleanup)
 		r.releaseStandbyPeers(ctx)
 		return end, false

@@ -263,10 +263,10 @@ func (m *clockedMarket) next(ctx workflow.Context, r *run) (*ask, error) {
 		c := *m.decided
 		m.decided, m.holding = nil, c
 		if !c.Holds() {
-			switch {
-			case r.Paused:
+			switch r.mustStop(ctx, stopYield) {
+			case stopPause:
 				r.enter(ctx, StatePaused)
-			case r.overBudget(workflow.Now(ctx)):
+			case stopBudget:
 				r.enter(ctx, StateOverBudget)
 			default:
 				r.enter(ctx, StateWaiting)
@@ -381,7 +381,7 @@ func (m *clockedMarket) decide(ctx workflow.Context, r *run) error {
 	t := m.seen
 	m.seen = nil
 	choice := policy.None
-	if !r.held(ctx) {
+	if r.mustStop(ctx, stopYield) == goOn { // no pool: no yield
 		var err error
 		// Only refuel's decisions solve plans; the other policies' are
 		// quick, and decided here cost no event in the history.

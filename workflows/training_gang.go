@@ -196,7 +196,7 @@ func (r *run) settleGang(ctx workflow.Context, e attemptEnd) error {
 	}
 	if len(grown) > 0 {
 		if e.cause == grownByMarket && len(lost) == 0 && failed == "" && stoppedCleanly(e.res, e.err) &&
-			!r.Paused && !r.yieldAsked() && !r.overBudget(workflow.Now(ctx)) {
+			r.mustStop(ctx) == goOn {
 			r.grow(ctx, grown) // stopped at a checkpoint to take them in
 			return nil
 		}
@@ -280,7 +280,7 @@ func (r *run) replaceNodes(ctx workflow.Context, e attemptEnd, lost []nodeEnd) e
 		if missing, err = r.awaitReplacements(ctx, gang, missing); err != nil {
 			return err
 		}
-		if len(missing) > 0 && !r.Paused && !r.yieldAsked() {
+		if len(missing) > 0 && r.mustStop(ctx, stopBudget) == goOn {
 			r.shrink(ctx, gang)
 			return nil
 		}
