@@ -581,8 +581,9 @@ func onJoinedMachine(l *Lease) bool {
 // work since the latest checkpoint is lost and the run recovers from it
 // elsewhere, as after a preemption, but it is no spot preemption and no
 // fault: counted apart (restarts node-lost), against no max_restarts,
-// and its release teaches the market memory nothing. The pool, told by
-// the machine's BaseNode workflow, asks the run to move; it waits for
+// and its release teaches the market memory nothing. A gang goes back
+// whole. The pool, told by the machine's BaseNode workflow, asks the run
+// to move (a gang: yields its grant and places it again); it waits for
 // that in admit.
 func (r *run) nodeLost(ctx workflow.Context, e attemptEnd) {
 	r.Restarts.NodeLost++
