@@ -3,10 +3,14 @@ package workflows
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"refuel/activities"
+	"refuel/pkg/cost"
 )
 
 // TestSettleClassifiesEveryWidthOnce holds settle's one classification
@@ -67,6 +71,53 @@ func TestSettleClassifiesEveryWidthOnce(t *testing.T) {
 			if v.ending != tc.want || len(v.lost) != tc.lost || (v.silent != nil) != tc.silent {
 				t.Errorf("classify = ending %d, %d lost, silent %v; want ending %d, %d lost, silent %v",
 					v.ending, len(v.lost), v.silent != nil, tc.want, tc.lost, tc.silent)
+			}
+		})
+	}
+}
+
+// TestMustStopAnswersOnceAndNamesWhatItLeavesOut holds the one stop
+// question: a pause, then a yield, then a spent budget, each left out
+// only where a place names it.
+func TestMustStopAnswersOnceAndNamesWhatItLeavesOut(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name                   string
+		paused, yield, overrun bool
+		except                 []stopWhy
+		want                   stopWhy
+	}{
+		{name: "nothing asked", want: goOn},
+		{name: "paused", paused: true, want: stopPause},
+		{name: "yield asked", yield: true, want: stopYield},
+		{name: "budget spent", overrun: true, want: stopBudget},
+		{name: "a pause named first", paused: true, yield: true, overrun: true, want: stopPause},
+		{name: "a yield before the budget", yield: true, overrun: true, want: stopYield},
+		{name: "a wait that holds nothing leaves out the budget", overrun: true, except: []stopWhy{stopBudget}, want: goOn},
+		{name: "a release reason leaves out the pause", paused: true, overrun: true, except: []stopWhy{stopPause}, want: stopBudget},
+		{name: "the restart wait heeds only a pause", yield: true, overrun: true, except: []stopWhy{stopYield, stopBudget}, want: goOn},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s testsuite.WorkflowTestSuite
+			env := s.NewTestWorkflowEnvironment()
+			env.ExecuteWorkflow(func(ctx workflow.Context) (stopWhy, error) {
+				r := &run{}
+				r.Paused = tc.paused
+				if tc.yield {
+					r.Pool = &PoolPlace{Place: PlaceYielding}
+				}
+				if tc.overrun {
+					r.spec.BudgetUSD = 1
+					r.Ledger.Open(cost.Segment{InstanceID: "i", PricePerHour: 10, Start: workflow.Now(ctx).Add(-time.Hour)})
+				}
+				return r.mustStop(ctx, tc.except...), nil
+			})
+			var got stopWhy
+			if err := env.GetWorkflowResult(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("mustStop = %q, want %q", got, tc.want)
 			}
 		})
 	}
