@@ -223,7 +223,7 @@ func (r *run) listOfferings(ctx workflow.Context) error {
 // admit returns once the run may acquire: not paused, and granted
 // capacity when it goes through the pool.
 func (r *run) admit(ctx workflow.Context) error {
-	if r.held(ctx) || r.yieldAsked() {
+	if r.mustStop(ctx) != goOn {
 		r.releaseNow(ctx) // it waits before it acquires
 	}
 	return r.market.admit(ctx, r)
@@ -306,7 +306,8 @@ func (r *run) backOff(ctx workflow.Context, details []activities.FailureDetail, 
 	until := workflow.Now(ctx).Add(wait)
 	r.WaitingUntil, r.WaitingOn = &until, string(waitingOn(details))
 	r.showDetails(ctx)
-	_, err := waitFor(ctx, wait, summary, func() bool { return r.Paused || r.yieldAsked() })
+	// Holding nothing, it spends no budget while it waits.
+	_, err := waitFor(ctx, wait, summary, func() bool { return r.mustStop(ctx, stopBudget) != goOn })
 	r.WaitingUntil, r.WaitingOn = nil, ""
 	if err != nil {
 		return false, err

@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -80,7 +79,7 @@ type attemptEnd struct {
 // may move the run meanwhile: a deadline run on on-demand changes over
 // to a spot instance it got, and trains on there.
 func (r *run) train(ctx workflow.Context) (attemptEnd, error) {
-	if r.Paused || r.yieldAsked() || r.overBudget(workflow.Now(ctx)) {
+	if r.mustStop(ctx) != goOn {
 		// Asked to stop while it acquired: the instance goes back untrained.
 		return attemptEnd{res: activities.TrainingResult{Outcome: activities.OutcomeStopped}, started: workflow.Now(ctx)}, nil
 	}
@@ -193,75 +192,235 @@ func (r *run) stopAttempt(ctx workflow.Context, cause stopCause) attemptEnd {
 	return r.attemptResult(ctx)
 }
 
-// settle acts on how an attempt ended.
+// settle acts on how an attempt ended, for one node or a gang alike (e
+// is rank 0's): every rank's end is collected (a run of one node has
+// only e), classified once (ending) and acted on once. A lost node is
+// settled by nodesLost, whatever the width.
 func (r *run) settle(ctx workflow.Context, e attemptEnd) error {
 	if ctx.Err() != nil {
 		return temporal.NewCanceledError()
 	}
-	if r.nodes() > 1 {
-		return r.settleGang(ctx, e)
-	}
+	ends := r.rankEnds(ctx, e)
 	r.observeResult(ctx, e)
-	switch e.cause {
-	case movedByMarket:
-		r.release(ctx, activities.ReleasePaused)
+	v := r.classify(e, ends)
+	if r.grew(ctx, e, v) {
 		return nil
-	case doneByMarket:
+	}
+	switch v.ending {
+	case endMoved:
+		r.release(ctx, activities.ReleasePaused)
+	case endDone:
 		r.release(ctx, activities.ReleaseCompleted)
 		r.finished = true
-		return nil
-	case takenByMarket:
-		if e.err != nil || e.res.Outcome != activities.OutcomeCompleted {
-			// The agent may not have seen the notice yet: the market's
-			// account counts the preemption either way.
-			r.preempted(ctx, e, max(e.res.LastStep, r.Step), true)
-			return nil
-		}
-	}
-	var canceled *temporal.CanceledError
-	switch res := e.res; {
-	case e.err == nil && res.Outcome == activities.OutcomeCompleted:
-		r.completed(ctx, res.ModelDigest)
-	case e.err == nil && res.Outcome == activities.OutcomePreempted:
-		r.preempted(ctx, e, res.LastStep, true)
-	case e.err == nil && res.Outcome == activities.OutcomeFailed:
-		return r.trainerFailed(ctx, res.Message)
-	case e.err == nil && res.Outcome == activities.OutcomeStopped, errors.As(e.err, &canceled):
-		r.stopped(ctx)
-	case failedOn(e.err, classCheckpoint):
+	case endTaken:
+		return r.takenByMarket(ctx, e, v.silent)
+	case endCompleted:
+		r.completed(ctx, e.res.ModelDigest)
+	case endCheckpointsFailed:
 		return r.checkpointsFailed(ctx, e.err)
+	case endTrainerFailed:
+		return r.trainerFailed(ctx, v.message)
+	case endLost:
+		return r.nodesLost(ctx, v.lost)
 	default:
-		// The instance went silent, or its agent never picked the work up
-		// or failed: it was taken without notice, or died. Either way it
-		// is lost, and the run starts again on another.
-		msg := fmt.Sprintf("the attempt ended with outcome %q", res.Outcome)
-		if e.err != nil {
-			msg = e.err.Error()
-		}
-		cause := lossCause(e.err)
-		// Runs recorded before it counted a silent loss from their own
-		// record, which checkpoints reach in batches: often no work lost.
-		if workflow.GetVersion(ctx, silentLossVersion, workflow.DefaultVersion, 1) >= 1 {
-			r.observeLastHeartbeat(e.err)
-			e.silent = true
-		}
-		if onJoinedMachine(r.Lease) {
-			r.addFailure(ctx, string(capacity.NodeLost), r.Lease.Offering().Key(), msg)
-			r.nodeLost(ctx, e)
-			return nil
-		}
-		r.addFailure(ctx, string(cause), r.Lease.Offering().Key(), msg)
-		if cause.Remedy().Preemption {
-			r.preempted(ctx, e, r.Step, false)
-		}
-		return r.restart(ctx, cause, msg)
+		r.stopped(ctx)
 	}
 	return nil
 }
 
-// The ends of an attempt a run of one node and a gang settle alike
-// (settle, settleGang): whatever the width, every instance held is
-// given back for the same reason.
+// nodeEnd is how one rank's attempt ended.
+type nodeEnd struct {
+	lease *Lease
+	end   attemptEnd
+}
+
+// lost reports whether the rank's instance was taken or went silent: a
+// rank stopped by cancellation, or whose checkpoints fail to verify, is
+// not lost, and neither is one that ended in an outcome the run knows
+// otherwise.
+func (n nodeEnd) lost() bool {
+	var canceled *temporal.CanceledError
+	if err := n.end.err; err != nil {
+		return !errors.As(err, &canceled) && !failedOn(err, classCheckpoint)
+	}
+	switch n.end.res.Outcome {
+	case activities.OutcomeCompleted, activities.OutcomeFailed, activities.OutcomeStopped, activities.OutcomeGangStopped:
+		return false
+	}
+	return true // taken with notice, or an end no agent reports: gone either way
+}
+
+// noticed reports whether the rank's instance was taken with notice.
+func (n nodeEnd) noticed() bool {
+	return n.end.err == nil && n.end.res.Outcome == activities.OutcomePreempted
+}
+
+// message is what the failure a lost rank books says.
+func (n nodeEnd) message() string {
+	if n.end.err != nil {
+		return n.end.err.Error()
+	}
+	return "the attempt ended with outcome " + strconv.Quote(string(n.end.res.Outcome))
+}
+
+// rankEnds stops the ranks after rank 0 and waits for each: every rank's
+// end, rank 0's (e) first.
+func (r *run) rankEnds(ctx workflow.Context, e attemptEnd) []nodeEnd {
+	ends := []nodeEnd{{r.Lease, e}}
+	for i, p := range r.peers {
+		p.stop()
+		var res activities.TrainingResult
+		err := p.result.Get(ctx, &res)
+		ends = append(ends, nodeEnd{r.Peers[i], attemptEnd{res: res, err: err, started: p.started}})
+	}
+	r.peers = nil
+	return ends
+}
+
+// ending is what an attempt's end comes to, every rank's end taken
+// together.
+type ending int
+
+const (
+	// endStopped: stopped at a checkpoint or cancelled, for a pause, a
+	// yield, a spent budget or a cancel.
+	endStopped ending = iota
+	endCompleted
+	endCheckpointsFailed // no checkpoint verifies: the run ends
+	endTrainerFailed     // a rank's trainer failed
+	endLost              // a rank's instance was taken or went silent
+	// The market's own ends: its policy moved the run, its account says
+	// the work is done, or it took a spot instance back.
+	endMoved
+	endDone
+	endTaken
+)
+
+// verdict is how settle classifies an attempt's end.
+type verdict struct {
+	ending ending
+	// failed: a rank's trainer failed; message is what the last one
+	// that failed said.
+	failed  bool
+	message string
+	lost    []nodeEnd // the ranks lost, in rank order
+	// silent is a gang's rank lost without a word when the market took
+	// it (endTaken): a fault besides.
+	silent *nodeEnd
+}
+
+// classify makes one verdict of every rank's end. A run of one node
+// heeds the market first: the market stopped its attempt, and a notice
+// its agent had not seen yet is the market's preemption all the same. A
+// gang heeds its ranks' completion and failures first, then a market
+// clock's account; a gang moved by its policy is stopped.
+func (r *run) classify(e attemptEnd, ends []nodeEnd) verdict {
+	var v verdict
+	for _, n := range ends {
+		switch {
+		case n.lost():
+			v.lost = append(v.lost, n)
+		case n.end.res.Outcome == activities.OutcomeFailed:
+			v.failed, v.message = true, n.end.res.Message
+		}
+	}
+	completed := e.err == nil && e.res.Outcome == activities.OutcomeCompleted
+	gang := r.nodes() > 1
+	switch {
+	case !gang && e.cause == movedByMarket:
+		v.ending = endMoved
+	case !gang && e.cause == doneByMarket:
+		v.ending = endDone
+	case !gang && e.cause == takenByMarket && !completed:
+		v.ending = endTaken
+	case completed:
+		v.ending = endCompleted
+	case failedOn(e.err, classCheckpoint):
+		v.ending = endCheckpointsFailed
+	case v.failed:
+		v.ending = endTrainerFailed
+	case gang && r.onMarketClock() && e.cause == doneByMarket:
+		v.ending = endDone
+	case gang && r.onMarketClock() && (len(v.lost) > 0 || e.cause == takenByMarket):
+		v.ending = endTaken
+		for i := range v.lost {
+			if v.lost[i].end.err != nil {
+				v.silent = &v.lost[i]
+			}
+		}
+	case len(v.lost) > 0:
+		v.ending = endLost
+	}
+	return v
+}
+
+// nodesLost settles ranks lost, one node's or a gang's alike: what rank
+// 0's agent last reported counts when it went silent; a joined base
+// machine lost is node-lost, whatever the width. Otherwise a run of one
+// node taken with notice gives its instance back on the way to the
+// replacement (one trip, preempted) and a silent one restarts as a fault
+// max_restarts caps; a gang replaces the nodes lost, and a gang that
+// lost every node is a run that lost its one (replaceNodes).
+func (r *run) nodesLost(ctx workflow.Context, lost []nodeEnd) error {
+	n := lost[0]
+	if j := joinedMachineLost(lost); j != nil {
+		n = *j
+	}
+	if n.lease == r.Lease && !n.noticed() && r.countsLastHeartbeat(ctx) {
+		r.observeLastHeartbeat(n.end.err)
+		n.end.silent = true
+	}
+	if onJoinedMachine(n.lease) {
+		r.addFailure(ctx, string(capacity.NodeLost), n.lease.Offering().Key(), n.message())
+		r.nodeLost(ctx, n.end)
+		return nil
+	}
+	if r.nodes() > 1 {
+		return r.replaceNodes(ctx, n, lost)
+	}
+	if n.noticed() {
+		r.preempted(ctx, n.end, n.end.res.LastStep, true)
+		return nil
+	}
+	cause, msg := lossCause(n.end.err), n.message()
+	r.addFailure(ctx, string(cause), n.lease.Offering().Key(), msg)
+	if cause.Remedy().Preemption {
+		r.preempted(ctx, n.end, r.Step, false)
+	}
+	return r.restart(ctx, cause, msg)
+}
+
+// countsLastHeartbeat reports whether a silent rank 0's last heartbeat
+// counts. Runs of one node recorded before it counted a silent loss from
+// their own record, which checkpoints reach in batches: often no work
+// lost.
+func (r *run) countsLastHeartbeat(ctx workflow.Context) bool {
+	return r.nodes() > 1 || workflow.GetVersion(ctx, silentLossVersion, workflow.DefaultVersion, 1) >= 1
+}
+
+// takenByMarket settles a run whose spot instance a market's account
+// took (a gang: any of its nodes, and the whole gang goes back, as
+// `starter sim --nodes N` replays it). The agent may not have seen the
+// notice yet: the account counts the preemption either way. A gang's
+// node lost without a word is a fault besides, which max_restarts caps.
+func (r *run) takenByMarket(ctx workflow.Context, e attemptEnd, silent *nodeEnd) error {
+	atStep := max(e.res.LastStep, r.Step)
+	if silent == nil {
+		r.preempted(ctx, e, atStep, true)
+		return nil
+	}
+	if silent.lease == r.Lease {
+		r.observeLastHeartbeat(silent.end.err)
+		e.silent = true
+	}
+	cause, msg := lossCause(silent.end.err), silent.end.err.Error()
+	r.addFailure(ctx, string(cause), silent.lease.Offering().Key(), msg)
+	r.preempted(ctx, e, atStep, false)
+	return r.restart(ctx, cause, msg)
+}
+
+// The ends of an attempt settled alike for every width: every instance
+// held is given back for the same reason.
 
 // completed ends the run's work: the model is done.
 func (r *run) completed(ctx workflow.Context, digest string) {
@@ -288,11 +447,11 @@ func (r *run) checkpointsFailed(ctx workflow.Context, err error) error {
 // stopped gives back what an attempt stopped at a checkpoint held: for a
 // yield to the pool, a spent budget, or a pause.
 func (r *run) stopped(ctx workflow.Context) {
-	reason := activities.ReleasePaused
-	switch {
-	case r.yieldAsked():
+	reason := activities.ReleasePaused // a pause, or a cancel
+	switch r.mustStop(ctx, stopPause) {
+	case stopYield:
 		reason = activities.ReleaseYielded
-	case r.overBudget(workflow.Now(ctx)):
+	case stopBudget:
 		reason = activities.ReleaseOverBudget
 	}
 	r.release(ctx, reason)
@@ -422,8 +581,9 @@ func onJoinedMachine(l *Lease) bool {
 // work since the latest checkpoint is lost and the run recovers from it
 // elsewhere, as after a preemption, but it is no spot preemption and no
 // fault: counted apart (restarts node-lost), against no max_restarts,
-// and its release teaches the market memory nothing. The pool, told by
-// the machine's BaseNode workflow, asks the run to move; it waits for
+// and its release teaches the market memory nothing. A gang goes back
+// whole. The pool, told by the machine's BaseNode workflow, asks the run
+// to move (a gang: yields its grant and places it again); it waits for
 // that in admit.
 func (r *run) nodeLost(ctx workflow.Context, e attemptEnd) {
 	r.Restarts.NodeLost++
@@ -519,7 +679,9 @@ func (r *run) changeOver(ctx workflow.Context, spot *Lease) (end attemptEnd, mov
 		stopped = r.peersStopped(ctx)
 	}
 	r.standby = nil
-	if !stopped || r.Paused || r.yieldAsked() || ctx.Err() != nil {
+	// A spent budget is left to the budget's watcher, which stops the
+	// attempt on the new instance at once.
+	if !stopped || r.mustStop(ctx, stopBudget) != goOn || ctx.Err() != nil {
 		r.Leases.release(ctx, spot, activities.ReleaseCleanup)
 		r.releaseStandbyPeers(ctx)
 		return end, false
@@ -543,7 +705,7 @@ func stoppedCleanly(res activities.TrainingResult, err error) bool {
 }
 
 // peersStopped stops a gang's ranks after rank 0 and reports whether each
-// ended stopped. Their results stay ready for settleGang.
+// ended stopped. Their results stay ready for settle (rankEnds).
 func (r *run) peersStopped(ctx workflow.Context) bool {
 	ok := true
 	for _, p := range r.peers {

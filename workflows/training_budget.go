@@ -3,6 +3,7 @@ package workflows
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
@@ -17,10 +18,32 @@ func (r *run) overBudget(now time.Time) bool {
 	return r.spec.BudgetUSD > 0 && r.Ledger.CostUSD(now) >= r.spec.BudgetUSD
 }
 
-// held reports whether the run must hold nothing now: paused, or over
-// its budget.
-func (r *run) held(ctx workflow.Context) bool {
-	return r.Paused || r.overBudget(workflow.Now(ctx))
+// stopWhy is why a run must stop training and hold nothing now.
+type stopWhy string
+
+const (
+	goOn       stopWhy = ""
+	stopPause  stopWhy = "pause"  // the pause update
+	stopYield  stopWhy = "yield"  // the pool asked for the run's grant back
+	stopBudget stopWhy = "budget" // the run spent its budget
+)
+
+// mustStop is the one question "must the run stop now, and why?": a
+// pause, a yield the pool asked for, or a spent budget, named in that
+// order. A place that deliberately heeds only some of them says which it
+// leaves out (except): a wait that holds nothing spends no budget, and
+// the pool's yield concerns only a run that has a grant.
+func (r *run) mustStop(ctx workflow.Context, except ...stopWhy) stopWhy {
+	heeds := func(w stopWhy) bool { return !slices.Contains(except, w) }
+	switch {
+	case r.Paused && heeds(stopPause):
+		return stopPause
+	case r.yieldAsked() && heeds(stopYield):
+		return stopYield
+	case heeds(stopBudget) && r.overBudget(workflow.Now(ctx)):
+		return stopBudget
+	}
+	return goOn
 }
 
 // validateBudget rejects a budget that is not a sum of money before

@@ -263,10 +263,10 @@ func (m *clockedMarket) next(ctx workflow.Context, r *run) (*ask, error) {
 		c := *m.decided
 		m.decided, m.holding = nil, c
 		if !c.Holds() {
-			switch {
-			case r.Paused:
+			switch r.mustStop(ctx, stopYield) {
+			case stopPause:
 				r.enter(ctx, StatePaused)
-			case r.overBudget(workflow.Now(ctx)):
+			case stopBudget:
 				r.enter(ctx, StateOverBudget)
 			default:
 				r.enter(ctx, StateWaiting)
@@ -381,7 +381,7 @@ func (m *clockedMarket) decide(ctx workflow.Context, r *run) error {
 	t := m.seen
 	m.seen = nil
 	choice := policy.None
-	if !r.held(ctx) {
+	if r.mustStop(ctx, stopYield) == goOn { // no pool: no yield
 		var err error
 		// Only refuel's decisions solve plans; the other policies' are
 		// quick, and decided here cost no event in the history.
@@ -466,40 +466,4 @@ func (m *clockedMarket) marketStatus() *MarketStatus {
 func (r *run) onMarketClock() bool {
 	_, ok := r.market.(*clockedMarket)
 	return ok
-}
-
-// settleClockedGang acts on a gang on the market clock that the market's
-// account ended, or that lost a node: the gang goes back whole, as the
-// meter says, and the policy decides at the next tick what to hold. A
-// node taken is the whole gang preempted, as `starter sim --nodes N`
-// replays a rigid gang: no replacement is sought beside the account.
-// The work lost is every node's (run.lose).
-func (r *run) settleClockedGang(ctx workflow.Context, e attemptEnd, lost []nodeEnd) error {
-	if e.cause == doneByMarket {
-		r.release(ctx, activities.ReleaseCompleted)
-		r.finished = true
-		return nil
-	}
-	// The market's notice may not have reached the agents yet: its
-	// account counts the preemption either way. A node lost without a
-	// word is a fault besides, which max_restarts caps.
-	var silent *nodeEnd
-	for i := range lost {
-		if lost[i].end.err != nil {
-			silent = &lost[i]
-		}
-	}
-	atStep := max(e.res.LastStep, r.Step)
-	if silent == nil {
-		r.preempted(ctx, e, atStep, true)
-		return nil
-	}
-	if silent.lease == r.Lease {
-		r.observeLastHeartbeat(silent.end.err)
-		e.silent = true
-	}
-	cause, msg := lossCause(silent.end.err), silent.end.err.Error()
-	r.addFailure(ctx, string(cause), silent.lease.Offering().Key(), msg)
-	r.preempted(ctx, e, atStep, false)
-	return r.restart(ctx, cause, msg)
 }

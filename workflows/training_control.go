@@ -65,7 +65,7 @@ func (r *run) resumeTraining(ctx workflow.Context) (attemptEnd, error) {
 	} else {
 		r.launchAttempt(ctx, in, t.Started)
 	}
-	if r.held(ctx) || r.yieldAsked() {
+	if r.mustStop(ctx) != goOn {
 		r.attempt.stop()
 	}
 	return r.trainOn(ctx)

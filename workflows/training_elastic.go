@@ -80,16 +80,16 @@ func (r *run) awaitReplacements(ctx workflow.Context, gang []*Lease, missing []i
 	r.hold(gang)
 	for len(missing) > 0 {
 		left := deadline.Sub(workflow.Now(ctx))
-		if left <= 0 || r.Paused || r.yieldAsked() {
+		if left <= 0 || r.mustStop(ctx, stopBudget) != goOn {
 			break
 		}
 		wait := min(left, max(time.Second, bound/4))
 		summary := "wait " + wait.Round(time.Second).String() + " for " + strconv.Itoa(len(missing)) +
 			" lost node(s) to be replaced before training on " + strconv.Itoa(r.width()-len(missing))
-		if _, err := waitFor(ctx, wait, summary, func() bool { return r.Paused || r.yieldAsked() }); err != nil {
+		if _, err := waitFor(ctx, wait, summary, func() bool { return r.mustStop(ctx, stopBudget) != goOn }); err != nil {
 			return missing, err // the run ends and releases what it holds
 		}
-		if r.Paused || r.yieldAsked() {
+		if r.mustStop(ctx, stopBudget) != goOn {
 			break
 		}
 		missing = r.replaceRanks(ctx, gang, missing, r.Lease)

@@ -1,12 +1,10 @@
 package workflows
 
 import (
-	"errors"
 	"hash/fnv"
 	"strconv"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"refuel/activities"
@@ -151,76 +149,22 @@ func masterPort(identity string, attempt int) int {
 	return 20000 + int(h.Sum32()%10000)
 }
 
-// nodeEnd is how one rank's attempt ended.
-type nodeEnd struct {
-	lease *Lease
-	end   attemptEnd
-}
-
-// lost reports whether the rank's instance was taken or went silent: a
-// rank stopped by cancellation, or whose checkpoints fail to verify, is
-// not lost.
-func (n nodeEnd) lost() bool {
-	var canceled *temporal.CanceledError
-	if err := n.end.err; err != nil {
-		return !errors.As(err, &canceled) && !failedOn(err, classCheckpoint)
-	}
-	return n.end.res.Outcome == activities.OutcomePreempted
-}
-
-// settleGang acts on how a gang's attempt ended (e is rank 0's): the
-// other ranks are stopped and waited for, then the gang completes, is
-// given back for a pause, a yield or a budget, restarts after a trainer
-// failure, or replaces the nodes the market took.
-func (r *run) settleGang(ctx workflow.Context, e attemptEnd) error {
-	ends := []nodeEnd{{r.Lease, e}}
-	for i, p := range r.peers {
-		p.stop()
-		var res activities.TrainingResult
-		err := p.result.Get(ctx, &res)
-		ends = append(ends, nodeEnd{r.Peers[i], attemptEnd{res: res, err: err, started: p.started}})
-	}
-	r.peers = nil
-	r.observeResult(ctx, e)
+// grew takes in the nodes an elastic gang got while short, when its
+// attempt stopped at a checkpoint for them and nothing else ended it;
+// otherwise they go back and the attempt's end is settled as it came.
+func (r *run) grew(ctx workflow.Context, e attemptEnd, v verdict) bool {
 	grown := r.growing
 	r.growing = nil
-	var lost []nodeEnd
-	failed := ""
-	for _, n := range ends {
-		switch {
-		case n.lost():
-			lost = append(lost, n)
-		case n.end.res.Outcome == activities.OutcomeFailed:
-			failed = n.end.res.Message
-		}
+	if len(grown) == 0 {
+		return false
 	}
-	if len(grown) > 0 {
-		if e.cause == grownByMarket && len(lost) == 0 && failed == "" && stoppedCleanly(e.res, e.err) &&
-			!r.Paused && !r.yieldAsked() && !r.overBudget(workflow.Now(ctx)) {
-			r.grow(ctx, grown) // stopped at a checkpoint to take them in
-			return nil
-		}
-		r.growing = grown
-		r.releaseGrowing(ctx)
+	if e.cause == grownByMarket && len(v.lost) == 0 && !v.failed && stoppedCleanly(e.res, e.err) && r.mustStop(ctx) == goOn {
+		r.grow(ctx, grown)
+		return true
 	}
-	switch {
-	case e.err == nil && e.res.Outcome == activities.OutcomeCompleted:
-		r.completed(ctx, e.res.ModelDigest)
-		return nil
-	case failedOn(e.err, classCheckpoint):
-		return r.checkpointsFailed(ctx, e.err)
-	case failed != "":
-		return r.trainerFailed(ctx, failed)
-	case r.onMarketClock() && (len(lost) > 0 || e.cause == takenByMarket || e.cause == doneByMarket):
-		return r.settleClockedGang(ctx, e, lost)
-	case joinedMachineLost(lost) != nil:
-		r.gangNodeLost(ctx, *joinedMachineLost(lost))
-		return nil
-	case len(lost) > 0:
-		return r.replaceNodes(ctx, e, lost)
-	}
-	r.stopped(ctx)
-	return nil
+	r.growing = grown
+	r.releaseGrowing(ctx)
+	return false
 }
 
 // replaceNodes gives back the nodes the market took, keeps the others,
@@ -230,14 +174,8 @@ func (r *run) settleGang(ctx workflow.Context, e attemptEnd) error {
 // acquires a gang again, holding nothing while it waits. A node lost
 // without notice counts as a restart (max_restarts caps them). The work
 // lost is every node's.
-func (r *run) replaceNodes(ctx workflow.Context, e attemptEnd, lost []nodeEnd) error {
-	first := lost[0]
-	withNotice := first.end.err == nil
-	if !withNotice && first.lease == r.Lease {
-		// Rank 0 went silent: what its agent last reported counts.
-		r.observeLastHeartbeat(first.end.err)
-		first.end.silent = true
-	}
+func (r *run) replaceNodes(ctx workflow.Context, first nodeEnd, lost []nodeEnd) error {
+	withNotice := first.noticed()
 	r.lose(ctx, lostNodes{lead: first.lease, end: first.end, atStep: r.Step, withNotice: withNotice, preemption: true})
 
 	gang := r.gang()
@@ -258,7 +196,7 @@ func (r *run) replaceNodes(ctx workflow.Context, e attemptEnd, lost []nodeEnd) e
 	if !withNotice {
 		// A node lost without a word is a fault that max_restarts caps;
 		// the nodes kept wait for its replacement as after a notice.
-		cause, msg := lossCause(first.end.err), first.end.err.Error()
+		cause, msg := lossCause(first.end.err), first.message()
 		r.addFailure(ctx, string(cause), first.lease.Offering().Key(), msg)
 		if kept == nil {
 			return r.restart(ctx, cause, msg) // every node lost: as a run of one
@@ -280,7 +218,7 @@ func (r *run) replaceNodes(ctx workflow.Context, e attemptEnd, lost []nodeEnd) e
 		if missing, err = r.awaitReplacements(ctx, gang, missing); err != nil {
 			return err
 		}
-		if len(missing) > 0 && !r.Paused && !r.yieldAsked() {
+		if len(missing) > 0 && r.mustStop(ctx, stopBudget) == goOn {
 			r.shrink(ctx, gang)
 			return nil
 		}
@@ -308,28 +246,6 @@ func joinedMachineLost(lost []nodeEnd) *nodeEnd {
 		}
 	}
 	return nil
-}
-
-// gangNodeLost books a gang one of whose joined base machines went
-// silent as nodeLost books a run of one: no spot preemption and no
-// fault, so it counts against no max_restarts (restarts node-lost), and
-// the whole gang goes back with reason node-lost, teaching the market
-// memory nothing. The pool, told by the machine's BaseNode workflow,
-// yields the gang's grant and places it again. The work lost is every
-// node's (run.lose).
-func (r *run) gangNodeLost(ctx workflow.Context, n nodeEnd) {
-	end := n.end
-	if n.lease == r.Lease && end.err != nil {
-		// Rank 0 went silent: what its agent last reported counts.
-		r.observeLastHeartbeat(end.err)
-		end.silent = true
-	}
-	msg := "the attempt ended with outcome " + strconv.Quote(string(end.res.Outcome))
-	if end.err != nil {
-		msg = end.err.Error()
-	}
-	r.addFailure(ctx, string(capacity.NodeLost), n.lease.Offering().Key(), msg)
-	r.nodeLost(ctx, end)
 }
 
 // endOf is how the lease's attempt ended, if it is among ends.

@@ -121,7 +121,7 @@ func (poolGrant) admit(ctx workflow.Context, r *run) error {
 // offerings within the burst pool's (the pool's list when the two do
 // not meet), in the tier's order.
 func (poolGrant) next(ctx workflow.Context, r *run) (*ask, error) {
-	if r.held(ctx) || r.yieldAsked() {
+	if r.mustStop(ctx) != goOn {
 		return nil, nil
 	}
 	g := r.Pool.Grant
@@ -240,14 +240,14 @@ func (r *run) yielded(ctx workflow.Context) {
 // has spent its budget (which, holding nothing, it spends no more of).
 func (r *run) holdWhilePaused(ctx workflow.Context) error {
 	for {
-		switch {
-		case r.Paused:
+		switch r.mustStop(ctx, stopYield) {
+		case stopPause:
 			r.leavePool(ctx) // a paused run holds no capacity; it asks again on resume
 			r.enter(ctx, StatePaused)
 			if err := workflow.Await(ctx, func() bool { return !r.Paused }); err != nil {
 				return err
 			}
-		case r.overBudget(workflow.Now(ctx)):
+		case stopBudget:
 			r.leavePool(ctx)
 			r.enter(ctx, StateOverBudget)
 			_ = workflow.UpsertTypedSearchAttributes(ctx, AttrCostUSD.ValueSet(r.Ledger.CostUSD(workflow.Now(ctx))))

@@ -67,7 +67,9 @@ func (r *run) restart(ctx workflow.Context, cause capacity.Fault, msg string) er
 	wait := jittered(r.opts.RestartBackoff<<min(c.Total()-1, 10), r.identity, r.Attempts)
 	wait = min(wait, r.opts.MaxRestartBackoff)
 	workflow.GetLogger(ctx).Warn("restarting after a fault", "cause", cause, "restarts", c.Total(), "wait", wait, "error", msg)
-	_, err := waitFor(ctx, wait, "wait "+wait.Round(time.Second).String()+" before restarting ("+string(cause)+")", func() bool { return r.Paused })
+	// Only a pause cuts the wait short: a yield or a spent budget is
+	// heeded when the run acquires again.
+	_, err := waitFor(ctx, wait, "wait "+wait.Round(time.Second).String()+" before restarting ("+string(cause)+")", func() bool { return r.mustStop(ctx, stopYield, stopBudget) != goOn })
 	return err
 }
 

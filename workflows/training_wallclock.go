@@ -27,7 +27,7 @@ func (wallClock) admit(ctx workflow.Context, r *run) error { return r.holdWhileP
 // next is the tier's order, or spot alone while refuel says a deadline
 // run should wait for it.
 func (wallClock) next(ctx workflow.Context, r *run) (*ask, error) {
-	if r.held(ctx) {
+	if r.mustStop(ctx, stopYield) != goOn { // no pool: no yield
 		return nil, nil
 	}
 	order := capacity.Order(r.Offerings, r.spec.Tier, r.AvoidZone)
@@ -306,7 +306,7 @@ func (r *run) pollWhileTraining(ctx workflow.Context, wait func() (time.Duration
 		if r.attempt.mayContinue && r.historyFull(ctx) {
 			return false, r.continueTraining(ctx)
 		}
-		if r.Paused || r.yieldAsked() {
+		if r.mustStop(ctx, stopBudget) != goOn {
 			continue
 		}
 		if try() {
