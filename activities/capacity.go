@@ -30,6 +30,12 @@ type StockHolder interface {
 	HoldStock(id string, d time.Duration) error
 }
 
+// ClockHolder is an Interrupter whose market runs on a clock of its
+// own, which it can stop for a while.
+type ClockHolder interface {
+	HoldClock(d time.Duration)
+}
+
 // Capacity holds the control plane's capacity activities.
 type Capacity struct {
 	Providers []capacity.Provider
@@ -250,6 +256,9 @@ func (a *Capacity) Interrupt(ctx context.Context, in InterruptInput) (InterruptR
 		}
 		if err != nil {
 			return InterruptResult{}, err
+		}
+		if h, ok := ip.(ClockHolder); ok && in.Still > 0 {
+			h.HoldClock(in.Still)
 		}
 		return InterruptResult{NoticeAt: at}, nil
 	}

@@ -85,6 +85,11 @@ type InterruptInput struct {
 	// meanwhile (clouds that are StockHolders: the local and simulated
 	// ones).
 	Hold time.Duration `json:"hold,omitempty"`
+	// Still stops the market's clock for that long from the notice
+	// (clouds that are ClockHolders: the in-process simulated one, whose
+	// market otherwise moves a tick a second), so a drill measures
+	// refuel's recovery and not the market's next move.
+	Still time.Duration `json:"still,omitempty"`
 }
 
 // InterruptResult tells when the notice was served.

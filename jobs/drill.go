@@ -128,7 +128,7 @@ func Drill(ctx context.Context, c client.Client, o DrillOptions) (DrillReport, e
 		hold = o.Hold
 		say("holding the stock of its market in its zone for %s: no replacement within shrink_after %s", hold, o.ShrinkAfter)
 	}
-	notice, err := interrupt(ctx, c, activities.InterruptInput{InstanceID: rep.InterruptedInstance, Grace: o.NoticeGrace, Hold: hold})
+	notice, err := interrupt(ctx, c, activities.InterruptInput{InstanceID: rep.InterruptedInstance, Grace: o.NoticeGrace, Hold: hold, Still: drillStill})
 	if err != nil {
 		return rep, err
 	}

@@ -19,6 +19,12 @@ func Interrupt(ctx context.Context, c client.Client, instanceID string, grace ti
 	return interrupt(ctx, c, activities.InterruptInput{InstanceID: instanceID, Grace: grace})
 }
 
+// drillStill is how long the simulated cloud's market stands still from
+// a drill's notice: time enough for the run to recover, so a drill on
+// the built-in market measures refuel's recovery, not the next tick's
+// stock (the market moves a tick a second there).
+const drillStill = 2 * time.Minute
+
 // interrupt is Interrupt of any input: one that holds stock too.
 func interrupt(ctx context.Context, c client.Client, in activities.InterruptInput) (time.Time, error) {
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
@@ -152,7 +158,7 @@ func InterruptRun(ctx context.Context, c client.Client, id string, o InterruptOp
 		rep.CheckpointStep = ck.Step
 	}
 	say("%s rank %d is on %s, last checkpoint at step %d; serving the notice (grace %s)", id, o.Node, instance, rep.CheckpointStep, o.Grace)
-	notice, err := Interrupt(ctx, c, instance, o.Grace)
+	notice, err := interrupt(ctx, c, activities.InterruptInput{InstanceID: instance, Grace: o.Grace, Still: drillStill})
 	if err != nil {
 		return rep, err
 	}

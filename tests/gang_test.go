@@ -308,13 +308,9 @@ func TestGangDrillOnTheBuiltInMarket(t *testing.T) {
 		Work: 20 * time.Second, Interval: time.Second, NoticeGrace: 30 * time.Second, Timeout: 80 * time.Second,
 		Nodes: 2, Tier: spec.TierFlexible, Progress: testWriter{t},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := json.Marshal(rep)
-	t.Logf("drill report: %s", b)
-	if !rep.Passed || rep.Nodes != 2 {
+	if err != nil || !rep.Passed || rep.Nodes != 2 {
+		b, _ := json.Marshal(rep)
 		st, _ := jobs.Status(context.Background(), s.Client, rep.WorkflowID)
-		t.Fatalf("drill of a spot gang on the built-in market: passed %v (%s); want passed\nfailures %+v\nsegments %+v", rep.Passed, rep.Reason, st.Failures, st.Ledger.Segments)
+		t.Fatalf("drill of a spot gang on the built-in market: %v; report %s; want passed\nfailures %+v\npreemptions %d, restarts %+v\nsegments %+v", err, b, st.Failures, st.Preemptions, st.Restarts, st.Ledger.Segments)
 	}
 }

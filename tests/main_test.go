@@ -82,7 +82,9 @@ func stackLogger(t testing.TB) *zap.Logger {
 
 type serverQuieter struct{ zapcore.Core }
 
-func (q serverQuieter) With(fields []zapcore.Field) zapcore.Core { return serverQuieter{q.Core.With(fields)} }
+func (q serverQuieter) With(fields []zapcore.Field) zapcore.Core {
+	return serverQuieter{q.Core.With(fields)}
+}
 
 func (q serverQuieter) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
 	if strings.HasPrefix(e.LoggerName, "temporal") && e.Level < zapcore.ErrorLevel {

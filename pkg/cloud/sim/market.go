@@ -143,7 +143,9 @@ func (c *Cloud) runClock(every time.Duration) {
 		case <-c.closing.Done():
 			return
 		case <-t.C:
-			c.Advance(1)
+			if !c.clockStill() {
+				c.Advance(1)
+			}
 		}
 	}
 }

@@ -66,6 +66,7 @@ type Cloud struct {
 	throttle  int
 	endpoints map[string]string    // instance → metadata endpoint, as launched
 	held      map[string]time.Time // zone/market → out of stock until then (HoldStock)
+	still     time.Time            // the market's clock stands still until then (HoldClock)
 }
 
 // Status is an instance as the sim sees it.
@@ -364,6 +365,26 @@ func (c *Cloud) HoldStock(id string, d time.Duration) error {
 	}
 	c.held[heldKey(inst.Offering.Zone, inst.Offering.Market)] = c.cfg.Now().Add(d)
 	return nil
+}
+
+// HoldClock stops the market's clock for d: its ticks pass without
+// moving the market, so no stock changes meanwhile. Drills use it to
+// measure a recovery rather than the market's next move. Only the clock
+// that runs at Speed stands still; a run on the market clock moves it
+// itself.
+func (c *Cloud) HoldClock(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if until := c.cfg.Now().Add(d); until.After(c.still) {
+		c.still = until
+	}
+}
+
+// clockStill reports whether HoldClock stops the clock now.
+func (c *Cloud) clockStill() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cfg.Now().Before(c.still)
 }
 
 // heldKey is what HoldStock holds: a market in a zone.

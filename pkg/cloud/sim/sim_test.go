@@ -544,3 +544,33 @@ func TestHoldStock(t *testing.T) {
 		t.Errorf("HoldStock of an unknown instance: %v; want not found", err)
 	}
 }
+
+// A clock held still lets its ticks pass without moving the market, and
+// moves again once the hold is over.
+func TestHoldClock(t *testing.T) {
+	c, clock := newMarket(t, points(1, 0, 1), points(1), func(cfg *Config) { cfg.Speed = 500 })
+	moved := func(from int) bool {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if c.Tick() > from {
+				return true
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return false
+	}
+	if !moved(0) {
+		t.Fatal("the market's clock never ticked")
+	}
+	c.HoldClock(time.Minute)
+	time.Sleep(10 * time.Millisecond) // a tick begun before the hold ends
+	held := c.Tick()
+	time.Sleep(50 * time.Millisecond) // some 25 ticks of the clock
+	if got := c.Tick(); got != held {
+		t.Errorf("held still, the market moved from tick %d to %d", held, got)
+	}
+	clock.Add(time.Minute)
+	if !moved(held) {
+		t.Errorf("the hold is over, and the market stays at tick %d", held)
+	}
+}
