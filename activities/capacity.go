@@ -238,6 +238,14 @@ func heartbeatWhile(ctx context.Context) (stop func()) {
 
 // Interrupt asks the provider holding an instance to reclaim it.
 func (a *Capacity) Interrupt(ctx context.Context, in InterruptInput) (InterruptResult, error) {
+	if in.InstanceID == "" {
+		for _, ip := range a.Interrupters {
+			if h, ok := ip.(ClockHolder); ok {
+				h.HoldClock(in.Still)
+			}
+		}
+		return InterruptResult{}, nil
+	}
 	for _, ip := range a.Interrupters {
 		if in.Hold > 0 {
 			h, ok := ip.(StockHolder)

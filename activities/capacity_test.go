@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -204,5 +205,38 @@ func TestAccountFailureSkipsTheProvidersOtherOfferings(t *testing.T) {
 					aCalls, bCalls, acquired, err, tc.calls, tc.acquired)
 			}
 		})
+	}
+}
+
+// clockCloud is an Interrupter with a market clock, as the simulated
+// cloud is: it records the holds it is asked for and the instances it
+// is asked to interrupt.
+type clockCloud struct {
+	holds       []time.Duration
+	interrupted []string
+}
+
+func (c *clockCloud) Interrupt(id string, _ time.Duration) (time.Time, error) {
+	c.interrupted = append(c.interrupted, id)
+	return time.Unix(1, 0), nil
+}
+
+func (c *clockCloud) HoldClock(d time.Duration) { c.holds = append(c.holds, d) }
+
+// An interruption with no instance only holds the market's clock (a
+// drill's start and end); one with an instance holds it from the notice.
+func TestInterruptHoldsTheMarketClock(t *testing.T) {
+	cloud := &clockCloud{}
+	a := &Capacity{Interrupters: []Interrupter{cloud}}
+	for _, in := range []InterruptInput{{Still: time.Minute}, {Still: 0}, {InstanceID: "i-1", Grace: time.Second, Still: 2 * time.Minute}, {InstanceID: "i-2"}} {
+		if _, err := a.Interrupt(context.Background(), in); err != nil {
+			t.Fatalf("Interrupt(%+v): %v", in, err)
+		}
+	}
+	if want := []time.Duration{time.Minute, 0, 2 * time.Minute}; !slices.Equal(cloud.holds, want) {
+		t.Errorf("holds %v; want %v", cloud.holds, want)
+	}
+	if want := []string{"i-1", "i-2"}; !slices.Equal(cloud.interrupted, want) {
+		t.Errorf("interrupted %v; want %v (a hold alone interrupts nothing)", cloud.interrupted, want)
 	}
 }

@@ -88,7 +88,9 @@ type InterruptInput struct {
 	// Still stops the market's clock for that long from the notice
 	// (clouds that are ClockHolders: the in-process simulated one, whose
 	// market otherwise moves a tick a second), so a drill measures
-	// refuel's recovery and not the market's next move.
+	// refuel's recovery and not the market's next move. With no
+	// InstanceID the input only sets the clock's hold: Still from now,
+	// 0 to let it go.
 	Still time.Duration `json:"still,omitempty"`
 }
 

@@ -98,6 +98,17 @@ func Drill(ctx context.Context, c client.Client, o DrillOptions) (DrillReport, e
 	}
 	js.Normalize()
 	nodes := js.Resources.NodeCount()
+	// A simulated market moves a tick a second: held still for the drill,
+	// it cannot take the run's nodes while the drill measures a recovery.
+	if err := holdMarket(ctx, c, "hold-market-"+js.ID, o.Timeout); err != nil {
+		say("the market's clock could not be held still (%v): a tick may move it during the drill", err)
+	} else {
+		defer func() {
+			rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = holdMarket(rctx, c, "release-market-"+js.ID, 0)
+		}()
+	}
 	rep := DrillReport{WorkflowID: js.ID, Nodes: nodes}
 	run, err := Submit(ctx, c, js)
 	if err != nil {
@@ -128,7 +139,7 @@ func Drill(ctx context.Context, c client.Client, o DrillOptions) (DrillReport, e
 		hold = o.Hold
 		say("holding the stock of its market in its zone for %s: no replacement within shrink_after %s", hold, o.ShrinkAfter)
 	}
-	notice, err := interrupt(ctx, c, activities.InterruptInput{InstanceID: rep.InterruptedInstance, Grace: o.NoticeGrace, Hold: hold, Still: drillStill})
+	notice, err := interrupt(ctx, c, activities.InterruptInput{InstanceID: rep.InterruptedInstance, Grace: o.NoticeGrace, Hold: hold})
 	if err != nil {
 		return rep, err
 	}

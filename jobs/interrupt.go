@@ -20,10 +20,23 @@ func Interrupt(ctx context.Context, c client.Client, instanceID string, grace ti
 }
 
 // drillStill is how long the simulated cloud's market stands still from
-// a drill's notice: time enough for the run to recover, so a drill on
-// the built-in market measures refuel's recovery, not the next tick's
-// stock (the market moves a tick a second there).
+// the notice `starter interrupt` serves: time enough for the run to
+// recover, so the report measures refuel's recovery, not the next tick's
+// stock (the market moves a tick a second there). The drill holds it
+// still for the whole drill.
 const drillStill = 2 * time.Minute
+
+// holdMarket holds the simulated market's clock still for d from now,
+// or lets it go (d 0), on the clouds that have such a clock; the others
+// ignore it. id names the workflow that carries it.
+func holdMarket(ctx context.Context, c client.Client, id string, d time.Duration) error {
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue},
+		workflows.InjectInterruptionName, activities.InterruptInput{Still: d})
+	if err != nil {
+		return err
+	}
+	return run.Get(ctx, nil)
+}
 
 // interrupt is Interrupt of any input: one that holds stock too.
 func interrupt(ctx context.Context, c client.Client, in activities.InterruptInput) (time.Time, error) {

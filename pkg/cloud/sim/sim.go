@@ -367,17 +367,15 @@ func (c *Cloud) HoldStock(id string, d time.Duration) error {
 	return nil
 }
 
-// HoldClock stops the market's clock for d: its ticks pass without
-// moving the market, so no stock changes meanwhile. Drills use it to
-// measure a recovery rather than the market's next move. Only the clock
-// that runs at Speed stands still; a run on the market clock moves it
-// itself.
+// HoldClock stops the market's clock for d from now (d of 0 lets it go
+// at once): its ticks pass without moving the market, so no stock
+// changes meanwhile. Drills use it to measure a recovery rather than the
+// market's next move. Only the clock that runs at Speed stands still; a
+// run on the market clock moves it itself.
 func (c *Cloud) HoldClock(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if until := c.cfg.Now().Add(d); until.After(c.still) {
-		c.still = until
-	}
+	c.still = c.cfg.Now().Add(d)
 }
 
 // clockStill reports whether HoldClock stops the clock now.
