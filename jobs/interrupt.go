@@ -30,27 +30,27 @@ const drillStill = 2 * time.Minute
 // or lets it go (d 0), on the clouds that have such a clock; the others
 // ignore it. id names the workflow that carries it.
 func holdMarket(ctx context.Context, c client.Client, id string, d time.Duration) error {
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue},
-		workflows.InjectInterruptionName, activities.InterruptInput{Still: d})
-	if err != nil {
-		return err
-	}
-	return run.Get(ctx, nil)
+	_, err := inject(ctx, c, id, activities.InterruptInput{Still: d})
+	return err
 }
 
 // interrupt is Interrupt of any input: one that holds stock too.
 func interrupt(ctx context.Context, c client.Client, in activities.InterruptInput) (time.Time, error) {
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: "interrupt-" + in.InstanceID, TaskQueue: workflows.TaskQueue,
-	}, workflows.InjectInterruptionName, in)
+	res, err := inject(ctx, c, "interrupt-"+in.InstanceID, in)
 	if err != nil {
-		return time.Time{}, err
-	}
-	var res activities.InterruptResult
-	if err := run.Get(ctx, &res); err != nil {
 		return time.Time{}, fmt.Errorf("interrupt %s: %w", in.InstanceID, err)
 	}
 	return res.NoticeAt, nil
+}
+
+// inject runs the InjectInterruption workflow id on in and waits for it.
+func inject(ctx context.Context, c client.Client, id string, in activities.InterruptInput) (activities.InterruptResult, error) {
+	var res activities.InterruptResult
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.InjectInterruptionName, in)
+	if err == nil {
+		err = run.Get(ctx, &res)
+	}
+	return res, err
 }
 
 // Recovery is how a run came back from the loss of one instance, timed
