@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -144,9 +145,13 @@ func TestNoticeSourcePreempts(t *testing.T) {
 	if res.Outcome != Preempted || res.Killed || res.Notice == nil || !res.Notice.Time.Equal(notice.Time) {
 		t.Fatalf("result %+v; want preempted by the notice, the trainer stopping in time", res)
 	}
+	// The recommendation comes before the notice, and the notice's final
+	// checkpoint ends the events; a periodic checkpoint may still fall
+	// between the notice and the stop.
 	kinds := h.events.kinds()
-	if diff := cmp.Diff([]EventKind{EventRebalance, EventNotice, EventCheckpoint}, kinds[len(kinds)-3:]); diff != "" {
-		t.Errorf("last events (-want +got):\n%s", diff)
+	rebalanced, noticed := slices.Index(kinds, EventRebalance), slices.Index(kinds, EventNotice)
+	if rebalanced < 0 || noticed < rebalanced || kinds[len(kinds)-1] != EventCheckpoint || slices.Contains(kinds[noticed+1:], EventNotice) {
+		t.Errorf("events %v; want the rebalance, then one notice, then checkpoints to the end", kinds)
 	}
 	if n := strings.Count(fmt.Sprint(kinds), string(EventRebalance)); n != 1 {
 		t.Errorf("%d rebalance events; want 1", n)
