@@ -66,21 +66,25 @@ func (s slow) Release(_ context.Context, id string) error {
 	return &capacity.NotFoundError{ID: id}
 }
 
-// A provider call that outlasts the activity's heartbeat timeout many
-// times over is kept alive by heartbeats, so only a dead worker's call
-// is retried elsewhere; a release that finds the instance gone has
-// released it. The control, an activity as slow that does not
-// heartbeat, times out.
+// A provider call that outlasts the activity's heartbeat timeout is kept
+// alive by heartbeats, so only a dead worker's call is retried
+// elsewhere; a release that finds the instance gone has released it. The
+// control, an activity as slow that does not heartbeat, times out.
+//
+// The SDK sends heartbeats at most every 0.8 of the timeout, so a
+// heartbeat timeout of a second leaves 200 ms for a busy machine to send
+// one; the control runs beside the provider calls to keep the test short.
 func TestCapacityCallsHeartbeatWhileTheProviderWorks(t *testing.T) {
-	const heartbeat = 100 * time.Millisecond
+	const heartbeat = time.Second
 	offering := capacity.Offering{Provider: "fake", InstanceType: "gpu", Zone: "a", Market: capacity.Spot, GPUs: 1}
-	a := &Capacity{Providers: []capacity.Provider{slow{took: 4 * heartbeat}}}
-	silent := func(context.Context) error { time.Sleep(4 * heartbeat); return nil }
+	a := &Capacity{Providers: []capacity.Provider{slow{took: 5 * heartbeat / 2}}}
+	silent := func(context.Context) error { time.Sleep(5 * heartbeat / 2); return nil }
 	calls := func(ctx workflow.Context) (string, error) {
 		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: time.Minute, HeartbeatTimeout: heartbeat,
 			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
 		})
+		control := workflow.ExecuteActivity(ctx, silent)
 		var inst capacity.Instance
 		if err := workflow.ExecuteActivity(ctx, a.Acquire, capacity.Request{RunID: "r", Attempt: 1, Offerings: []capacity.Offering{offering}}).Get(ctx, &inst); err != nil {
 			return "", err
@@ -89,7 +93,7 @@ func TestCapacityCallsHeartbeatWhileTheProviderWorks(t *testing.T) {
 			return "", err
 		}
 		var timeout *temporal.TimeoutError
-		if err := workflow.ExecuteActivity(ctx, silent).Get(ctx, nil); !errors.As(err, &timeout) || timeout.TimeoutType() != enums.TIMEOUT_TYPE_HEARTBEAT {
+		if err := control.Get(ctx, nil); !errors.As(err, &timeout) || timeout.TimeoutType() != enums.TIMEOUT_TYPE_HEARTBEAT {
 			return "", fmt.Errorf("an activity as slow without heartbeats ended with %v; want a heartbeat timeout", err)
 		}
 		return inst.ID, nil
