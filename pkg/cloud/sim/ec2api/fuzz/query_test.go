@@ -1,4 +1,8 @@
-package ec2api
+// Package fuzz holds the fuzz test of the sim's EC2 endpoint apart from
+// its other tests: those drive it with the AWS SDK's EC2 client, and a
+// fuzz build instruments every package it links, the SDK's largest among
+// them, which took minutes of a cold build.
+package fuzz
 
 import (
 	"encoding/xml"
@@ -6,9 +10,29 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"refuel/pkg/cloud/sim"
+	"refuel/pkg/cloud/sim/ec2api"
+	"refuel/pkg/trace"
 )
+
+var (
+	smallA = sim.Pool{Zone: "us-west-2a", InstanceType: "p3.2xlarge"}
+	smallB = sim.Pool{Zone: "us-west-2b", InstanceType: "p3.2xlarge"}
+	largeA = sim.Pool{Zone: "us-west-2a", InstanceType: "p3.16xlarge"}
+)
+
+func points(p ...int) *trace.Trace { return &trace.Trace{Gap: 10 * time.Minute, Points: p} }
+
+// ec2Error is the body of an EC2 error, as clients read it.
+type ec2Error struct {
+	XMLName xml.Name `xml:"Response"`
+	Errors  []struct {
+		Code    string `xml:"Code"`
+		Message string `xml:"Message"`
+	} `xml:"Errors>Error"`
+}
 
 // FuzzQuery sends any form body to the endpoint: it never panics or
 // hangs, and answers either a response of the action or an EC2 error
@@ -23,7 +47,7 @@ func FuzzQuery(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { _ = cloud.Close() })
-	h := New(cloud, nil)
+	h := ec2api.New(cloud, nil)
 	f.Fuzz(func(t *testing.T, body string) {
 		req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -36,7 +60,7 @@ func FuzzQuery(f *testing.F) {
 			}
 			return
 		}
-		var e errorResponse
+		var e ec2Error
 		if err := xml.Unmarshal(rec.Body.Bytes(), &e); err != nil || len(e.Errors) == 0 || e.Errors[0].Code == "" {
 			t.Fatalf("HTTP %d with a body that is no EC2 error: %v\n%s", rec.Code, err, rec.Body.String())
 		}
