@@ -66,6 +66,7 @@ func startAWSStack(t *testing.T, zones map[string][]int, quotas sim.Quotas, edit
 // interruption notice, and the run resumes in the other zone from the
 // final checkpoint, ending with the uninterrupted model.
 func TestAWSPathPreemptionWithNotice(t *testing.T) {
+	t.Parallel()
 	s := startAWSStack(t, map[string][]int{"us-west-2a": {1, 0, 0, 0}, "us-west-2b": {1, 1, 1, 1}}, sim.Quotas{})
 	ctx := context.Background()
 	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
