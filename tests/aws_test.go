@@ -72,7 +72,7 @@ func TestAWSPathPreemptionWithNotice(t *testing.T) {
 	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	js := quickJob("aws-preempt", spec.TierFlexible)
-	js.Work = spec.Duration(6 * time.Second)
+	js.Work = spec.Duration(16 * time.Second) // still training when the notice comes, on a busy machine
 	js.Resources.Zones = []string{"us-west-2a", "us-west-2b"}
 	run, err := jobs.Submit(ctx, s.Client, js)
 	if err != nil {

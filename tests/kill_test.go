@@ -72,7 +72,7 @@ func TestAgentKilledMidTraining(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	js := quickJob("kill-agent", spec.TierCritical)
-	js.Work = spec.Duration(8 * time.Second)
+	js.Work = spec.Duration(16 * time.Second) // room to kill its agent mid-training, on a busy machine
 	run, err := jobs.Submit(ctx, s.Client, js)
 	if err != nil {
 		t.Fatal(err)
@@ -225,7 +225,7 @@ func TestEmbeddedStackKilledWithRunsInFlight(t *testing.T) {
 	before := map[string]workflows.Status{}
 	for _, id := range ids {
 		js := quickJob(id, spec.TierFlexible)
-		js.Work = spec.Duration(6 * time.Second)
+		js.Work = spec.Duration(20 * time.Second) // both still training when the stack is killed, on a busy machine
 		if _, err := jobs.Submit(ctx, c, js); err != nil {
 			t.Fatal(err)
 		}
@@ -608,7 +608,7 @@ func TestCheckpointStoreFaults(t *testing.T) {
 			defer cancel()
 			store := t.TempDir()
 			js := quickJob("corrupt-"+strconv.FormatBool(fromScratch), spec.TierFlexible)
-			js.Work, js.Checkpoint.URL, js.Checkpoint.RestartFromScratch = spec.Duration(4*time.Second), "file://"+store, fromScratch
+			js.Work, js.Checkpoint.URL, js.Checkpoint.RestartFromScratch = spec.Duration(16*time.Second), "file://"+store, fromScratch // room to pause it before it ends
 			run, err := jobs.Submit(ctx, s.Client, js)
 			if err != nil {
 				t.Fatal(err)

@@ -70,11 +70,13 @@ func TestPriorityPreemptionEndToEnd(t *testing.T) {
 		return run
 	}
 
-	low := submit("low", 10, 20*time.Second)
+	// Work long enough that low is still training when the service comes
+	// and mid still holds burst while q1 and q2 queue, on a busy machine.
+	low := submit("low", 10, 30*time.Second)
 	waitRun("low", "a checkpoint on base", func(st workflows.Status) bool {
 		return st.Admission != nil && st.Admission.Layer == "base" && st.LastCheckpoint != nil
 	})
-	mid := submit("mid", 30, 8*time.Second)
+	mid := submit("mid", 30, 30*time.Second)
 	waitRun("mid", "training on burst", func(st workflows.Status) bool {
 		return st.Admission != nil && st.Admission.Layer == "burst" && st.State == workflows.StateRunning
 	})

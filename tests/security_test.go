@@ -396,7 +396,7 @@ func TestCodecKeyRotation(t *testing.T) {
 
 	first := stack(before)
 	js := quickJob(id, spec.TierFlexible)
-	js.Work = spec.Duration(4 * time.Second)
+	js.Work = spec.Duration(16 * time.Second) // room to pause it before it ends, on a busy machine
 	if _, err := jobs.Submit(ctx, first.Client, js); err != nil {
 		t.Fatal(err)
 	}

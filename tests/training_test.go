@@ -172,7 +172,7 @@ func TestPauseAndResume(t *testing.T) {
 	s := startStack(t, nil)
 	ctx := context.Background()
 	js := quickJob("pause-1", spec.TierFlexible)
-	js.Work = spec.Duration(8 * time.Second)
+	js.Work = spec.Duration(16 * time.Second) // room to pause it before it ends, on a busy machine
 	run, err := jobs.Submit(ctx, s.Client, js)
 	if err != nil {
 		t.Fatal(err)

@@ -205,7 +205,7 @@ func TestVirtualInstanceTakenWithoutNotice(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	js := quickJob("virtual-lost", spec.TierFlexible)
-	js.Work = spec.Duration(8 * time.Second)
+	js.Work = spec.Duration(16 * time.Second) // still training when its instance goes, on a busy machine
 	run, err := jobs.Submit(ctx, s.Client, js)
 	if err != nil {
 		t.Fatal(err)

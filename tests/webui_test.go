@@ -26,7 +26,7 @@ func TestTheWebUITellsTheStory(t *testing.T) {
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	js := quickJob("ui-story", spec.TierFlexible)
-	js.Work = spec.Duration(4 * time.Second)
+	js.Work = spec.Duration(12 * time.Second) // still running when its current details are read
 	run, err := jobs.Submit(ctx, s.Client, js)
 	if err != nil {
 		t.Fatal(err)
