@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"refuel/pkg/agent"
+	"refuel/pkg/capacity"
 	"refuel/pkg/checkpoint"
 	"refuel/pkg/trainer"
 )
@@ -318,7 +319,7 @@ func (n *Node) train(ctx context.Context, in TrainingInput, store *checkpoint.St
 	var foreign *checkpoint.ForeignRunError
 	if errors.As(err, &foreign) {
 		// No retry makes another run's checkpoint this run's.
-		return TrainingResult{}, temporal.NewNonRetryableApplicationError(foreign.Error(), "checkpoint", nil)
+		return TrainingResult{}, temporal.NewNonRetryableApplicationError(foreign.Error(), capacity.CheckpointFault.Remedy().Type, nil)
 	}
 	var none *checkpoint.NotFoundError
 	if errors.As(err, &none) && len(none.Skipped) > 0 {
@@ -326,7 +327,7 @@ func (n *Node) train(ctx context.Context, in TrainingInput, store *checkpoint.St
 		// back, and training from step 0 must be asked for.
 		return TrainingResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 			"%v, the newest: %v; put a good checkpoint back in the store, or set checkpoint.restart_from_scratch: true to train again from step 0",
-			none, none.Skipped[0]), "checkpoint", nil)
+			none, none.Skipped[0]), capacity.CheckpointFault.Remedy().Type, nil)
 	}
 	if err != nil {
 		return TrainingResult{}, err

@@ -370,7 +370,7 @@ func stormed(insts []sim.Status) map[string]int {
 // count an instance the market took without the run seeing the notice.
 func healthyLost(st workflows.Status, taken int) int {
 	unseen := max(0, taken-st.Preemptions)
-	return max(0, st.Restarts.Total()+st.Restarts.ControlPlane-unseen)
+	return max(0, st.Restarts.Total()+st.Restarts[capacity.ControlPlane]-unseen)
 }
 
 // busyCores starts n processes that each keep a core busy, and returns

@@ -155,9 +155,8 @@ func printStatus(w io.Writer, st workflows.Status, live activities.Progress) {
 		fmt.Fprintf(w, "queued     with the capacity pool (starter pool says why each request waits)\n")
 	}
 	fmt.Fprintf(w, "preempted  %d, recovered %d, lost work %.1fs\n", st.Preemptions, st.Recoveries, st.LostWorkSecs)
-	if r := st.Restarts; r.Total() > 0 || r.ControlPlane > 0 {
-		fmt.Fprintf(w, "restarts   trainer %d, agent %d, instance lost %d (max_restarts caps these); control plane %d\n",
-			r.Trainer, r.Agent, r.InstanceLost, r.ControlPlane)
+	if r := st.Restarts; r.Any() {
+		fmt.Fprintf(w, "restarts   %s (max_restarts caps these); %s\n", r.Capped(), r.Uncapped())
 	}
 	if st.Changeovers > 0 {
 		fmt.Fprintf(w, "moved      %d times from on-demand back to spot\n", st.Changeovers)

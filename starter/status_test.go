@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"refuel/activities"
+	"refuel/pkg/capacity"
 	"refuel/workflows"
 )
 
@@ -62,8 +63,8 @@ func TestPrintStatusShowsRestartsWhenThereAreAny(t *testing.T) {
 		want string
 	}{
 		"none":          {workflows.Restarts{}, ""},
-		"a fault":       {workflows.Restarts{Agent: 1}, "restarts   trainer 0, agent 1, instance lost 0 (max_restarts caps these); control plane 0"},
-		"control plane": {workflows.Restarts{ControlPlane: 2}, "restarts   trainer 0, agent 0, instance lost 0 (max_restarts caps these); control plane 2"},
+		"a fault":       {workflows.Restarts{capacity.AgentFault: 1}, "restarts   trainer 0, agent 1, instance lost 0 (max_restarts caps these); control plane 0, node lost 0"},
+		"control plane": {workflows.Restarts{capacity.ControlPlane: 2}, "restarts   trainer 0, agent 0, instance lost 0 (max_restarts caps these); control plane 2, node lost 0"},
 	} {
 		var out bytes.Buffer
 		printStatus(&out, workflows.Status{ID: "job-1", State: workflows.StateRunning, Restarts: tc.r}, activities.Progress{})

@@ -169,7 +169,7 @@ func TestJoinedBaseMachines(t *testing.T) {
 	}
 	lostAt := time.Now()
 	recovered := waitRun("j2", "recovering on burst", func(st workflows.Status) bool {
-		return st.Admission.Layer == "burst" && st.LastRecovery != nil && !st.LastRecovery.ResumedAt.IsZero() && st.Restarts.NodeLost == 1
+		return st.Admission.Layer == "burst" && st.LastRecovery != nil && !st.LastRecovery.ResumedAt.IsZero() && st.Restarts[capacity.NodeLost] == 1
 	})
 	t.Logf("j2 resumed on burst %.1fs after its machine's SIGKILL, from step %d", recovered.LastRecovery.ResumedAt.Sub(lostAt).Seconds(), recovered.LastRecovery.ResumedFromStep)
 	if recovered.Preemptions != 0 || recovered.Restarts.Total() != 0 || !hasFailure("node-lost")(recovered) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -117,7 +118,7 @@ func TestAgentKilledMidTraining(t *testing.T) {
 	if final.State != workflows.StateCompleted || final.Step != final.TotalSteps {
 		t.Fatalf("run ended %s at step %d/%d; want completed", final.State, final.Step, final.TotalSteps)
 	}
-	if want := (workflows.Restarts{InstanceLost: 1}); final.Restarts != want {
+	if want := (workflows.Restarts{capacity.InstanceLost: 1}); !maps.Equal(final.Restarts, want) {
 		t.Errorf("restarts %+v; want %+v", final.Restarts, want)
 	}
 	if !slices.ContainsFunc(final.Failures, func(f workflows.Failure) bool { return f.Class == "instance-lost" }) {
@@ -258,7 +259,7 @@ func TestEmbeddedStackKilledWithRunsInFlight(t *testing.T) {
 			t.Fatalf("%s after the restart: %v", id, err)
 		}
 		was := before[id]
-		if final.State != workflows.StateCompleted || final.Restarts.InstanceLost != 1 || final.Recoveries != 1 || final.LostWorkSecs <= 0 {
+		if final.State != workflows.StateCompleted || final.Restarts[capacity.InstanceLost] != 1 || final.Recoveries != 1 || final.LostWorkSecs <= 0 {
 			t.Errorf("%s ended %s with restarts %+v, %d recoveries, %.1fs of work lost; want completed after one instance lost, its work counted",
 				id, final.State, final.Restarts, final.Recoveries, final.LostWorkSecs)
 		}
@@ -594,7 +595,7 @@ func TestCheckpointStoreFaults(t *testing.T) {
 			t.Fatalf("run ended with %v; want AgentFailed naming max_restarts and the store", err)
 		}
 		st, _ := jobs.Status(ctx, s.Client, js.ID)
-		if st.Restarts != (workflows.Restarts{Agent: 2}) || len(st.Ledger.Segments) != 2 {
+		if !maps.Equal(st.Restarts, (workflows.Restarts{capacity.AgentFault: 2})) || len(st.Ledger.Segments) != 2 {
 			t.Errorf("restarts %+v on %d instances; want 2 agent failures, one per instance", st.Restarts, len(st.Ledger.Segments))
 		}
 		if left, _ := s.Cloud.List(ctx, map[string]string{capacity.TagRun: js.ID}); len(left) != 0 {

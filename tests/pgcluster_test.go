@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"math"
 	"syscall"
 	"testing"
@@ -213,7 +214,7 @@ func checkUndisturbed(t *testing.T, st workflows.Status) {
 		t.Errorf("%s ended %s at step %d/%d with model %s; want completed with the uninterrupted %s",
 			st.ID, st.State, st.Step, st.TotalSteps, st.ModelDigest, want)
 	}
-	if st.Attempt != 1 || st.Restarts != (workflows.Restarts{}) || st.Preemptions != 0 || st.Recoveries != 0 {
+	if st.Attempt != 1 || !maps.Equal(st.Restarts, (workflows.Restarts{})) || st.Preemptions != 0 || st.Recoveries != 0 {
 		t.Errorf("%s: attempt %d, restarts %+v, %d preemptions, %d recoveries; want its first attempt on a healthy instance, nothing counted",
 			st.ID, st.Attempt, st.Restarts, st.Preemptions, st.Recoveries)
 	}

@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,7 +77,7 @@ func TestRollingUpgradeMidRun(t *testing.T) {
 			t.Fatalf("%s: %v", id, err)
 		}
 		want := trainer.Train(trainer.Config{Steps: final.TotalSteps, Seed: trainer.DefaultSeed}).Digest()
-		if final.State != workflows.StateCompleted || final.Attempt != 1 || final.Restarts != (workflows.Restarts{}) || final.Preemptions != 0 || final.ModelDigest != want {
+		if final.State != workflows.StateCompleted || final.Attempt != 1 || !maps.Equal(final.Restarts, (workflows.Restarts{})) || final.Preemptions != 0 || final.ModelDigest != want {
 			t.Errorf("%s: %s on attempt %d, restarts %+v, %d preemptions, model %s; want completed on attempt 1 with none and the uninterrupted model %s",
 				id, final.State, final.Attempt, final.Restarts, final.Preemptions, final.ModelDigest, want)
 		}

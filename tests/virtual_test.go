@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"refuel/pkg/capacity"
 	"strings"
 	"sync"
 	"testing"
@@ -234,7 +235,7 @@ func TestVirtualInstanceTakenWithoutNotice(t *testing.T) {
 	if final.State != workflows.StateCompleted || final.ModelDigest != want {
 		t.Fatalf("final %s, model %s; want completed with %s", final.State, final.ModelDigest, want)
 	}
-	if final.Restarts.InstanceLost != 1 || final.Instance != nil {
+	if final.Restarts[capacity.InstanceLost] != 1 || final.Instance != nil {
 		t.Errorf("restarts %+v; want the one lost instance", final.Restarts)
 	}
 	if atLoss.LastCheckpoint == nil || atLoss.LastCheckpoint.Step < st.LastCheckpoint.Step {

@@ -241,7 +241,7 @@ type nodeEnd struct {
 func (n nodeEnd) lost() bool {
 	var canceled *temporal.CanceledError
 	if err := n.end.err; err != nil {
-		return !errors.As(err, &canceled) && !failedOn(err, classCheckpoint)
+		return !errors.As(err, &canceled) && !failedOn(err, string(capacity.CheckpointFault))
 	}
 	switch n.end.res.Outcome {
 	case activities.OutcomeCompleted, activities.OutcomeFailed, activities.OutcomeStopped, activities.OutcomeGangStopped:
@@ -335,7 +335,7 @@ func (r *run) classify(e attemptEnd, ends []nodeEnd) verdict {
 		v.ending = endTaken
 	case completed:
 		v.ending = endCompleted
-	case failedOn(e.err, classCheckpoint):
+	case failedOn(e.err, string(capacity.CheckpointFault)):
 		v.ending = endCheckpointsFailed
 	case v.failed:
 		v.ending = endTrainerFailed
@@ -439,9 +439,9 @@ func (r *run) trainerFailed(ctx workflow.Context, msg string) error {
 // checkpointsFailed ends the run: no checkpoint verifies, and training
 // again from step 0 would throw the work away silently.
 func (r *run) checkpointsFailed(ctx workflow.Context, err error) error {
-	r.addFailure(ctx, classCheckpoint, r.Lease.Offering().Key(), err.Error())
+	r.addFailure(ctx, string(capacity.CheckpointFault), r.Lease.Offering().Key(), err.Error())
 	r.release(ctx, activities.ReleaseFailed)
-	return temporal.NewNonRetryableApplicationError(err.Error(), classCheckpoint, nil)
+	return temporal.NewNonRetryableApplicationError(err.Error(), capacity.CheckpointFault.Remedy().Type, nil)
 }
 
 // stopped gives back what an attempt stopped at a checkpoint held: for a
@@ -456,11 +456,6 @@ func (r *run) stopped(ctx workflow.Context) {
 	}
 	r.release(ctx, reason)
 }
-
-// classCheckpoint is the failure of a run none of whose checkpoints
-// verifies; the node agent fails an attempt with an application error of
-// this type.
-const classCheckpoint = "checkpoint"
 
 // failedOn reports whether err is an application error of the type.
 func failedOn(err error, errType string) bool {
@@ -586,7 +581,7 @@ func onJoinedMachine(l *Lease) bool {
 // to move (a gang: yields its grant and places it again); it waits for
 // that in admit.
 func (r *run) nodeLost(ctx workflow.Context, e attemptEnd) {
-	r.Restarts.NodeLost++
+	r.Restarts.add(capacity.NodeLost, 1)
 	workflow.GetLogger(ctx).Warn("base machine lost under the run; recovering from the latest checkpoint", "instance", r.Lease.Instance.ID)
 	r.lose(ctx, lostNodes{lead: r.Lease, end: e, atStep: r.Step, preemption: capacity.NodeLost.Remedy().Preemption})
 	r.release(ctx, activities.ReleaseReason(capacity.NodeLost))

@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -113,14 +114,14 @@ func TestRestartsAreCappedAndBackOff(t *testing.T) {
 		wantType    string // "" completes
 		want        Restarts
 	}{
-		"three trainer failures are tolerated": {trainings: repeat(3, activities.OutcomeFailed), want: Restarts{Trainer: 3}},
-		"a fourth fails the run":               {trainings: repeat(4, activities.OutcomeFailed), wantType: "TrainerFailed", want: Restarts{Trainer: 4}},
-		"instances going silent":               {trainings: repeat(4, "silent"), wantType: "InstanceLost", want: Restarts{InstanceLost: 4}},
-		"an agent failing":                     {trainings: repeat(4, "agent-failed"), wantType: "AgentFailed", want: Restarts{Agent: 4}},
+		"three trainer failures are tolerated": {trainings: repeat(3, activities.OutcomeFailed), want: Restarts{capacity.TrainerFault: 3}},
+		"a fourth fails the run":               {trainings: repeat(4, activities.OutcomeFailed), wantType: "TrainerFailed", want: Restarts{capacity.TrainerFault: 4}},
+		"instances going silent":               {trainings: repeat(4, "silent"), wantType: "InstanceLost", want: Restarts{capacity.InstanceLost: 4}},
+		"an agent failing":                     {trainings: repeat(4, "agent-failed"), wantType: "AgentFailed", want: Restarts{capacity.AgentFault: 4}},
 		"causes share one cap": {trainings: []activities.TrainingOutcome{activities.OutcomeFailed, "silent", "agent-failed", "silent"},
-			wantType: "InstanceLost", want: Restarts{Trainer: 1, Agent: 1, InstanceLost: 2}},
+			wantType: "InstanceLost", want: Restarts{capacity.TrainerFault: 1, capacity.AgentFault: 1, capacity.InstanceLost: 2}},
 		"preemptions with notice are no faults": {trainings: repeat(6, activities.OutcomePreempted)},
-		"max_restarts 0 tolerates none":         {trainings: repeat(1, "silent"), maxRestarts: new(int), wantType: "InstanceLost", want: Restarts{InstanceLost: 1}},
+		"max_restarts 0 tolerates none":         {trainings: repeat(1, "silent"), maxRestarts: new(int), wantType: "InstanceLost", want: Restarts{capacity.InstanceLost: 1}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -140,7 +141,7 @@ func TestRestartsAreCappedAndBackOff(t *testing.T) {
 				t.Fatalf("error %v; want %s naming max_restarts", err, tc.wantType)
 			}
 			st = queryStatus(t, env)
-			if st.Restarts != tc.want {
+			if !maps.Equal(st.Restarts, tc.want) {
 				t.Errorf("restarts %+v; want %+v", st.Restarts, tc.want)
 			}
 			if got, want := len(f.released), len(f.acquired); got != want {
@@ -186,10 +187,10 @@ func TestNoCheckpointThatVerifiesFailsTheRun(t *testing.T) {
 	env.ExecuteWorkflow(TrainingRunName, job(spec.TierFlexible))
 	_, err := result(t, env)
 	var app *temporal.ApplicationError
-	if !errors.As(err, &app) || app.Type() != classCheckpoint {
+	if !errors.As(err, &app) || app.Type() != capacity.CheckpointFault.Remedy().Type {
 		t.Fatalf("error %v; want a checkpoint failure", err)
 	}
-	if st := queryStatus(t, env); len(st.Failures) != 1 || st.Failures[0].Class != classCheckpoint || len(f.acquired) != 1 || len(f.released) != 1 {
+	if st := queryStatus(t, env); len(st.Failures) != 1 || st.Failures[0].Class != string(capacity.CheckpointFault) || len(f.acquired) != 1 || len(f.released) != 1 {
 		t.Errorf("failures %+v after %d acquisitions and %d releases; want one checkpoint failure on one instance, released", st.Failures, len(f.acquired), len(f.released))
 	}
 }

@@ -159,7 +159,7 @@ func TestGangNodeLostWithoutNoticeCountsARestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != StateCompleted || st.NodeReplacements != 1 || st.Restarts.InstanceLost != 1 {
+	if st.State != StateCompleted || st.NodeReplacements != 1 || st.Restarts[capacity.InstanceLost] != 1 {
 		t.Fatalf("state %s, %d replacements, restarts %+v; want completed after replacing the silent node, counted",
 			st.State, st.NodeReplacements, st.Restarts)
 	}
@@ -190,7 +190,7 @@ func TestGangNodeLostOnAJoinedMachineIsNoRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != StateCompleted || st.Restarts.NodeLost != 1 || st.Restarts.Total() != 0 || st.Preemptions != 0 || st.NodeReplacements != 0 {
+	if st.State != StateCompleted || st.Restarts[capacity.NodeLost] != 1 || st.Restarts.Total() != 0 || st.Preemptions != 0 || st.NodeReplacements != 0 {
 		t.Fatalf("state %s, restarts %+v, %d preemptions, %d node replacements; want completed after one node-lost, nothing counted",
 			st.State, st.Restarts, st.Preemptions, st.NodeReplacements)
 	}
@@ -223,7 +223,7 @@ func TestGangTrainerFailureRestartsTheGang(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != StateCompleted || st.Restarts.Trainer != 1 || st.NodeReplacements != 0 {
+	if st.State != StateCompleted || st.Restarts[capacity.TrainerFault] != 1 || st.NodeReplacements != 0 {
 		t.Fatalf("state %s, restarts %+v, %d replacements; want completed after one trainer restart of the whole gang",
 			st.State, st.Restarts, st.NodeReplacements)
 	}

@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"maps"
 	"testing"
 	"time"
 
@@ -40,7 +41,7 @@ func TestSilentLossCountsFromTheLastHeartbeat(t *testing.T) {
 	if p == nil || p.WithNotice || p.AtStep != 40 || p.CheckpointStep != 25 {
 		t.Fatalf("last preemption %+v; want one without notice at step 40, checkpoint 25", p)
 	}
-	if want := p.Time.Sub(ckpt).Seconds(); st.Restarts.InstanceLost != 1 || want <= 0 || st.LostWorkSecs != want {
+	if want := p.Time.Sub(ckpt).Seconds(); st.Restarts[capacity.InstanceLost] != 1 || want <= 0 || st.LostWorkSecs != want {
 		t.Errorf("restarts %+v, lost work %.3fs; want one instance lost and the %.3fs since the checkpoint", st.Restarts, st.LostWorkSecs, want)
 	}
 }
@@ -61,7 +62,7 @@ func TestAgentThatNeverPollsIsARestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != StateCompleted || st.Restarts != (Restarts{Agent: 1}) || len(st.Failures) != 1 || st.Failures[0].Class != string(capacity.AgentFault) {
+	if st.State != StateCompleted || !maps.Equal(st.Restarts, (Restarts{capacity.AgentFault: 1})) || len(st.Failures) != 1 || st.Failures[0].Class != string(capacity.AgentFault) {
 		t.Errorf("ended %s with restarts %+v, failures %+v; want completed after one agent restart", st.State, st.Restarts, st.Failures)
 	}
 	if len(f.acquired) != 2 || len(f.released) != 2 {
@@ -83,7 +84,7 @@ func TestUnheardAttemptOnAHealthyInstanceIsAttachedAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != StateCompleted || st.Restarts != (Restarts{}) || st.Preemptions != 0 || st.LostWorkSecs != 0 {
+	if st.State != StateCompleted || !maps.Equal(st.Restarts, (Restarts{})) || st.Preemptions != 0 || st.LostWorkSecs != 0 {
 		t.Errorf("ended %s with restarts %+v, %d preemptions, %.0fs lost; want completed with none", st.State, st.Restarts, st.Preemptions, st.LostWorkSecs)
 	}
 	if len(f.acquired) != 1 || len(f.trained) != 2 || f.trained[1].Attempt != f.trained[0].Attempt || f.trained[1].InstanceID != f.trained[0].InstanceID {
@@ -137,7 +138,7 @@ func TestUnheardPastTheToleranceIsLost(t *testing.T) {
 					planes++
 				}
 			}
-			if st.State != StateCompleted || st.Restarts != (Restarts{InstanceLost: 1}) || planes != tc.want || len(f.acquired) != 2 {
+			if st.State != StateCompleted || !maps.Equal(st.Restarts, (Restarts{capacity.InstanceLost: 1})) || planes != tc.want || len(f.acquired) != 2 {
 				t.Errorf("ended %s with restarts %+v, %d control-plane failures, %d acquired; want completed after one instance lost, %d control-plane failures, 2 acquired",
 					st.State, st.Restarts, planes, len(f.acquired), tc.want)
 			}
@@ -164,7 +165,7 @@ func TestTrainerRestartedForWantOfARunIsAControlPlaneRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != StateCompleted || st.Restarts != (Restarts{ControlPlane: 1}) || st.Restarts.Total() != 0 {
+	if st.State != StateCompleted || !maps.Equal(st.Restarts, (Restarts{capacity.ControlPlane: 1})) || st.Restarts.Total() != 0 {
 		t.Errorf("ended %s with restarts %+v; want completed with one control-plane restart, none counted against max_restarts", st.State, st.Restarts)
 	}
 }

@@ -102,6 +102,6 @@ func (r *run) countTrainerRestarts(ctx workflow.Context, o *activities.Outage) {
 	if o == nil || o.TrainerRestarts == 0 {
 		return
 	}
-	r.Restarts.ControlPlane += o.TrainerRestarts
+	r.Restarts.add(capacity.ControlPlane, o.TrainerRestarts)
 	workflow.GetMetricsHandler(ctx).Counter(telemetry.ControlPlaneRestartsTotal).Inc(int64(o.TrainerRestarts))
 }

@@ -1,10 +1,12 @@
 package workflows
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
@@ -14,27 +16,75 @@ import (
 	"refuel/pkg/capacity"
 )
 
-// Restarts counts, by cause, the times a run started training again
-// after a fault: its trainer failed, its agent failed, or its instance
-// went silent. Together they are capped by the spec's max_restarts.
-// Preemptions the market announces are not faults and are not counted
-// here; nor are losses refuel's own control plane caused (ControlPlane:
-// a trainer its agent stopped because the cluster was away past the
-// run's tolerance, trained again on the same instance), which are
-// counted apart and capped by nothing.
-type Restarts struct {
-	Trainer      int `json:"trainer"`
-	Agent        int `json:"agent"`
-	InstanceLost int `json:"instance_lost"`
-	ControlPlane int `json:"control-plane"`
-	// NodeLost counts base machines that joined the pool (`worker join`)
-	// and went silent under the run: capped by nothing, as the machine is
-	// the team's, not a market's.
-	NodeLost int `json:"node-lost"`
-}
+// Restarts counts, by fault, the times a run trained again after one:
+// its trainer failed, its agent failed, its instance went silent, its
+// base machine was lost, or refuel's own control plane lost touch with a
+// trainer (a trainer its agent stopped because the cluster was away past
+// the run's tolerance, trained again on the same instance). The fault
+// table (capacity.FaultRemedy) says which of them max_restarts caps
+// (Total) and the key each is counted under in status.restarts, where
+// every counted fault appears, 0 or not. Preemptions the market
+// announces are not faults and are not counted here.
+type Restarts map[capacity.Fault]int
 
 // Total is every restart a fault caused, the ones max_restarts caps.
-func (c Restarts) Total() int { return c.Trainer + c.Agent + c.InstanceLost }
+func (c Restarts) Total() int {
+	n := 0
+	for f, k := range c {
+		if f.Remedy().Restarts {
+			n += k
+		}
+	}
+	return n
+}
+
+// add counts n restarts after fault f (a fault this build does not know
+// as the one it is handled as).
+func (c *Restarts) add(f capacity.Fault, n int) {
+	if *c == nil {
+		*c = Restarts{}
+	}
+	(*c)[f.Known()] += n
+}
+
+// MarshalJSON writes every fault status.restarts counts under its key,
+// in the table's order.
+func (c Restarts) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	for _, f := range capacity.Faults {
+		key := f.Remedy().Key
+		if key == "" {
+			continue
+		}
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendQuote(b, key)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, int64(c[f]), 10)
+	}
+	return append(b, '}'), nil
+}
+
+// UnmarshalJSON reads the counts by key; a key this build does not know
+// is counted as the fault it is handled as.
+func (c *Restarts) UnmarshalJSON(data []byte) error {
+	var byKey map[string]int
+	if err := json.Unmarshal(data, &byKey); err != nil {
+		return err
+	}
+	*c = nil
+	for key, n := range byKey {
+		f, ok := capacity.FaultOfKey(key)
+		if !ok {
+			f = capacity.Fault(key)
+		}
+		if n != 0 {
+			c.add(f, n)
+		}
+	}
+	return nil
+}
 
 // lossCause says why an attempt that ended in an error lost its
 // instance: its agent never picked the work up or failed on its side
@@ -77,26 +127,46 @@ func (r *run) restart(ctx workflow.Context, cause capacity.Fault, msg string) er
 // max_restarts, returns the error that ends the run. A fault that counts
 // against nothing (capacity.FaultRemedy.Restarts) is not counted here.
 func (r *run) countRestart(cause capacity.Fault, msg string) error {
-	c := &r.Restarts
 	remedy := cause.Remedy()
 	if !remedy.Restarts {
 		return nil
 	}
-	switch cause {
-	case capacity.TrainerFault:
-		c.Trainer++
-	case capacity.AgentFault:
-		c.Agent++
-	default:
-		c.InstanceLost++
-	}
-	if limit := r.spec.Restarts(); c.Total() > limit {
+	r.Restarts.add(cause, 1)
+	if limit := r.spec.Restarts(); r.Restarts.Total() > limit {
 		return temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("%s after %d restarts (max_restarts %d; trainer %d, agent %d, instance lost %d); last: %s",
-				remedy.Verdict, c.Total()-1, limit, c.Trainer, c.Agent, c.InstanceLost, msg),
+			fmt.Sprintf("%s after %d restarts (max_restarts %d; %s); last: %s",
+				remedy.Verdict, r.Restarts.Total()-1, limit, r.Restarts.Capped(), msg),
 			remedy.Type, nil)
 	}
 	return nil
+}
+
+// Any reports whether the run trained again after any fault.
+func (c Restarts) Any() bool {
+	for _, n := range c {
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Capped is the restarts max_restarts caps, in the table's order, as a
+// person reads them: "trainer 1, agent 0, instance lost 2".
+func (c Restarts) Capped() string { return c.line(true) }
+
+// Uncapped is the restarts max_restarts does not cap: "control plane 2,
+// node lost 0".
+func (c Restarts) Uncapped() string { return c.line(false) }
+
+func (c Restarts) line(capped bool) string {
+	var parts []string
+	for _, f := range capacity.Faults {
+		if rm := f.Remedy(); rm.Key != "" && rm.Restarts == capped {
+			parts = append(parts, strings.ReplaceAll(string(f), "-", " ")+" "+strconv.Itoa(c[f]))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // jittered is d give or take a fifth, by a fraction derived from the

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"refuel/activities"
+	"refuel/pkg/capacity"
 	"refuel/pkg/cost"
 )
 
@@ -23,7 +24,7 @@ func TestSettleClassifiesEveryWidthOnce(t *testing.T) {
 	}
 	failed := func(err error) attemptEnd { return attemptEnd{err: err} }
 	silent := failed(errors.New("heartbeat timeout"))
-	checkpoint := failed(temporal.NewApplicationError("no checkpoint verifies", classCheckpoint))
+	checkpoint := failed(temporal.NewApplicationError("no checkpoint verifies", string(capacity.CheckpointFault)))
 	canceled := failed(temporal.NewCanceledError())
 	withCause := func(e attemptEnd, c stopCause) attemptEnd { e.cause = c; return e }
 	completed := outcome(activities.OutcomeCompleted)

@@ -212,8 +212,8 @@ func (s *RunState) UnmarshalJSON(data []byte) error {
 	if s.Attempts == 0 {
 		s.Attempts = old.Attempt
 	}
-	if s.Restarts.Trainer == 0 {
-		s.Restarts.Trainer = old.TrainerFailures
+	if s.Restarts[capacity.TrainerFault] == 0 && old.TrainerFailures > 0 {
+		s.Restarts.add(capacity.TrainerFault, old.TrainerFailures)
 	}
 	if old.Recovering && s.Recovery == nil {
 		s.Recovery = &Recovery{}

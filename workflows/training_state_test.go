@@ -3,6 +3,7 @@ package workflows
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"reflect"
 	"strings"
 	"testing"
@@ -203,7 +204,7 @@ func TestStatusCarriedWholeByEarlierRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.ID != "job-1" || s.State != StateRunning || s.Priority != 70 || s.Step != 42 || s.Preemptions != 2 || len(s.Failures) != 1 ||
-		s.Restarts != (Restarts{Trainer: 1, NodeLost: 1}) || s.BudgetUSD != 5 || s.LastCheckpoint == nil || s.LastCheckpoint.Step != 40 || s.Attempts != 3 {
+		!maps.Equal(s.Restarts, (Restarts{capacity.TrainerFault: 1, capacity.NodeLost: 1})) || s.BudgetUSD != 5 || s.LastCheckpoint == nil || s.LastCheckpoint.Step != 40 || s.Attempts != 3 {
 		t.Errorf("read %+v; want the carried record", s.RunRecord)
 	}
 	b, err := json.Marshal(s)

@@ -235,7 +235,7 @@ func (f *fakeCloud) RunTraining(ctx context.Context, in activities.TrainingInput
 	case "agent-failed":
 		return activities.TrainingResult{}, temporal.NewApplicationError("checkpoint store unreachable", "StoreUnreachable")
 	case "bad-checkpoints":
-		return activities.TrainingResult{}, temporal.NewNonRetryableApplicationError("no checkpoint of job-1 verifies", classCheckpoint, nil)
+		return activities.TrainingResult{}, temporal.NewNonRetryableApplicationError("no checkpoint of job-1 verifies", string(capacity.CheckpointFault), nil)
 	}
 	return activities.TrainingResult{Outcome: outcome, RestoredStep: restored, LastStep: 200, TotalSteps: 200,
 		LastCheckpoint: &activities.CheckpointRef{Step: 200}, ModelDigest: "abc"}, nil
