@@ -77,7 +77,7 @@ func TestStoreURL(t *testing.T) {
 			want: "s3://bucket/ckpt",
 		},
 		"the store the status records": {
-			input: payloads(map[string]any{"id": "j"}), status: &workflows.Status{StoreURL: "file:///worker/data/checkpoints"},
+			input: payloads(map[string]any{"id": "j"}), status: &workflows.Status{RunRecord: workflows.RunRecord{StoreURL: "file:///worker/data/checkpoints"}},
 			fallback: "file:///here/.refuel/checkpoints", want: "file:///worker/data/checkpoints",
 		},
 		"a status from before runs said": {

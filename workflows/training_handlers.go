@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"maps"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
@@ -137,7 +138,7 @@ func (r *run) onProgress(ctx workflow.Context, p activities.Progress) {
 // snapshot is the run's status, built from its record with what is
 // derived brought up to now: the status query's answer, and the result.
 func (r *run) snapshot(ctx workflow.Context) Status {
-	s := r.RunRecord.status()
+	s := Status{RunRecord: r.RunRecord}
 	s.Paused = r.Paused
 	s.Attempt = r.Attempts
 	s.Instance = nil
@@ -153,6 +154,7 @@ func (r *run) snapshot(ctx workflow.Context) Status {
 	s.Cost = r.Ledger.Breakdown(now)
 	s.Ledger = r.Ledger
 	s.Failures = append([]Failure{}, r.Failures...) // [] rather than null for clients
+	s.Restarts = maps.Clone(r.Restarts)
 	if m, ok := r.market.(*clockedMarket); ok {
 		s.Market = m.marketStatus()
 	} else if r.Spot.Why != "" {

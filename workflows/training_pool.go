@@ -60,7 +60,7 @@ func (r *run) joinPool(ctx workflow.Context) bool {
 		r.Pool = nil
 		return false
 	}
-	r.Admission = &AdmissionStatus{}
+	r.PoolYields = &PoolYields{}
 	return true
 }
 
@@ -228,8 +228,8 @@ func (r *run) yielded(ctx workflow.Context) {
 	if c := r.LastCheckpoint; c != nil {
 		info.CheckpointStep = c.Step
 	}
-	r.Admission.Yields++
-	r.Admission.LastYield = info
+	r.PoolYields.Yields++
+	r.PoolYields.LastYield = info
 	r.Pool.Place, r.Pool.Grant, r.Pool.Yield, r.Pool.Why = PlaceQueued, nil, nil, ""
 	r.Recovery = &Recovery{Since: info.Time} // the next instance resumes from the checkpoint: status shows it as a recovery
 	workflow.GetLogger(ctx).Info("yielded capacity to the pool", "reason", y.Reason, "for", y.For, "step", info.AtStep, "checkpoint", info.CheckpointStep)
@@ -270,14 +270,14 @@ func (r *run) leavePool(ctx workflow.Context) {
 }
 
 // admissionStatus is the run's place with the pool as status shows it:
-// what it holds comes from its grant.
+// the yields it counts, and what it holds from its grant.
 func (r *run) admissionStatus() *AdmissionStatus {
-	if r.Admission == nil {
+	y := r.PoolYields
+	if y == nil {
 		return nil
 	}
-	a := *r.Admission
+	a := AdmissionStatus{Yields: y.Yields, LastYield: y.LastYield}
 	a.Queued = r.Pool != nil && (r.Pool.Place == PlaceQueued || r.Pool.Place == PlaceHeld)
-	a.Layer, a.Node, a.Pool = "", "", ""
 	if r.Pool != nil && r.Pool.Grant != nil {
 		g := r.Pool.Grant
 		a.Layer, a.Node, a.Pool = string(g.Layer), g.Node, g.Pool

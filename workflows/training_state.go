@@ -67,8 +67,8 @@ type RunState struct {
 }
 
 // RunRecord is the part of a run's status that is state: what the run
-// decides with and counts. Its fields are Status's, under the same JSON
-// names; Status's others are derived when it is built (snapshot).
+// decides with and counts. Status embeds it; its other fields are
+// derived when it is built (snapshot).
 type RunRecord struct {
 	ID             string                    `json:"id"`
 	Team           string                    `json:"team"`
@@ -82,22 +82,50 @@ type RunRecord struct {
 	Recoveries     int                       `json:"recoveries"`
 	LostWorkSecs   float64                   `json:"lost_work_seconds"`
 	Failures       []Failure                 `json:"failures"`
-	Restarts       Restarts                  `json:"restarts"`
+	// Restarts counts, by fault, the restarts after faults (the spec's
+	// max_restarts caps some of them: Restarts.Total).
+	Restarts Restarts `json:"restarts"`
 
-	NodeReplacements       int             `json:"node_replacements"`
-	BudgetUSD              float64         `json:"budget_usd,omitempty"`
-	Changeovers            int             `json:"changeovers"`
+	// NodeReplacements counts a gang's nodes replaced while the others
+	// waited at their checkpoint.
+	NodeReplacements int `json:"node_replacements"`
+	// BudgetUSD is what the run may spend (the spec's budget_usd, as
+	// set-budget last changed it); 0 for no budget.
+	BudgetUSD float64 `json:"budget_usd,omitempty"`
+	// Changeovers counts moves from on-demand back to spot made while
+	// training (the market clock's own are in Status.Market).
+	Changeovers int `json:"changeovers"`
+	// CheckpointIntervalSecs is the interval the current or last attempt
+	// checkpoints at: the spec's, or the one "auto" chose.
 	CheckpointIntervalSecs float64         `json:"checkpoint_interval_seconds"`
 	StartedAt              time.Time       `json:"started_at"`
 	LastPreemption         *PreemptionInfo `json:"last_preemption,omitempty"`
 	LastRecovery           *RecoveryInfo   `json:"last_recovery,omitempty"`
 	ModelDigest            string          `json:"model_digest,omitempty"`
-	// Admission is kept as it counts the pool's yields.
-	Admission    *AdmissionStatus `json:"admission,omitempty"`
-	StoreURL     string           `json:"store_url,omitempty"`
-	StockOuts    *StockOuts       `json:"stock_outs,omitempty"`
-	WaitingUntil *time.Time       `json:"waiting_until,omitempty"`
-	WaitingOn    string           `json:"waiting_on,omitempty"`
+	// PoolYields counts the run's yields to the capacity pool, once it
+	// goes through one; status shows it within Status.Admission, under
+	// the same name.
+	PoolYields *PoolYields `json:"admission,omitempty"`
+	// StoreURL is the store the run's checkpoints and trainer output go
+	// to: its spec's checkpoint.url, or the worker's; "" for a run
+	// recorded before runs said.
+	StoreURL string `json:"store_url,omitempty"`
+	// StockOuts counts the failures of class no-capacity, every one,
+	// however few of them failures still lists.
+	StockOuts *StockOuts `json:"stock_outs,omitempty"`
+	// WaitingUntil is when a run waiting for capacity on its own tries
+	// the offerings again, and WaitingOn the class of failure it waits
+	// out; unset while it does not wait so.
+	WaitingUntil *time.Time `json:"waiting_until,omitempty"`
+	WaitingOn    string     `json:"waiting_on,omitempty"`
+}
+
+// PoolYields are the times a run gave its capacity back to the pool.
+// (Runs recorded before carried the whole AdmissionStatus here; its
+// other fields are derived.)
+type PoolYields struct {
+	Yields    int        `json:"yields"`
+	LastYield *YieldInfo `json:"last_yield,omitempty"`
 }
 
 // CarriedAttempt is a training attempt a run handed on to its next run.

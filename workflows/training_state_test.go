@@ -4,9 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
-	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
@@ -198,7 +199,8 @@ func TestStatusCarriedWholeByEarlierRuns(t *testing.T) {
 	carried := `{"attempts":3,"status":{"id":"job-1","state":"running","priority":70,"step":42,"preemptions":2,
 		"failures":[{"class":"instance-lost","offering":"a/b/c/spot","message":"gone"}],"restarts":{"trainer":1,"node-lost":1},
 		"budget_usd":5,"cost_usd":1.5,"attempt":3,"paused":true,"instance":{"id":"i-1"},"nodes_asked":2,"cost":{},"ledger":{},
-		"last_checkpoint":{"step":40,"url":"file:///c/40"}}}`
+		"last_checkpoint":{"step":40,"url":"file:///c/40"},
+		"admission":{"queued":true,"layer":"base","node":"n1","yields":2,"last_yield":{"reason":"priority","at_step":30}}}}`
 	var s RunState
 	if err := json.Unmarshal([]byte(carried), &s); err != nil {
 		t.Fatal(err)
@@ -207,36 +209,56 @@ func TestStatusCarriedWholeByEarlierRuns(t *testing.T) {
 		!maps.Equal(s.Restarts, (Restarts{capacity.TrainerFault: 1, capacity.NodeLost: 1})) || s.BudgetUSD != 5 || s.LastCheckpoint == nil || s.LastCheckpoint.Step != 40 || s.Attempts != 3 {
 		t.Errorf("read %+v; want the carried record", s.RunRecord)
 	}
+	if y := s.PoolYields; y == nil || y.Yields != 2 || y.LastYield == nil || y.LastYield.AtStep != 30 {
+		t.Errorf("read yields %+v; want the 2 the carried admission counted", y)
+	}
 	b, err := json.Marshal(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, derived := range []string{"cost_usd", `"attempt"`, `"paused"`, `"instance"`, `"nodes_asked"`, `"cost"`} {
+	for _, derived := range []string{"cost_usd", `"attempt"`, `"paused"`, `"instance"`, `"nodes_asked"`, `"cost"`, `"queued"`, `"layer"`} {
 		if strings.Contains(string(b), derived) {
 			t.Errorf("carried state %s holds %s, which status derives", b, derived)
 		}
 	}
 }
 
-// Every field of Status is the record's, under the same JSON name, or is
-// derived when status is built (snapshot): a new status field must be
-// one or the other.
-func TestStatusIsTheRecordAndWhatIsDerived(t *testing.T) {
-	derived := map[string]bool{"paused": true, "instance": true, "cost_usd": true, "attempt": true, "nodes": true,
-		"nodes_asked": true, "nodes_training": true, "cost": true, "ledger": true, "market": true}
-	recorded := map[string]bool{}
-	rec := reflect.TypeOf(RunRecord{})
-	for i := range rec.NumField() {
-		recorded[strings.Split(rec.Field(i).Tag.Get("json"), ",")[0]] = true
+// Status is the record and what is derived from the rest of the state:
+// its JSON keeps every name clients read (docs/contracts.md), once each,
+// and the pool's place it shows is the derived one, not the yields the
+// record carries under the same name.
+func TestStatusKeepsItsNames(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	st := Status{
+		RunRecord: RunRecord{
+			BudgetUSD: 1, LastPreemption: &PreemptionInfo{}, LastRecovery: &RecoveryInfo{}, ModelDigest: "d",
+			PoolYields: &PoolYields{Yields: 2}, StoreURL: "mem://", StockOuts: &StockOuts{}, WaitingUntil: &now, WaitingOn: "no-capacity",
+		},
+		Nodes: []NodeStatus{{}}, NodesAsked: 2, NodesTraining: 2, Market: &MarketStatus{},
+		Admission: &AdmissionStatus{Queued: true, Yields: 2},
 	}
-	st := reflect.TypeOf(Status{})
-	for i := range st.NumField() {
-		name := strings.Split(st.Field(i).Tag.Get("json"), ",")[0]
-		if recorded[name] == derived[name] {
-			t.Errorf("status field %s (%s): recorded %v, derived %v; want exactly one", st.Field(i).Name, name, recorded[name], derived[name])
-		}
+	b, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if rec.NumField()+len(derived) != st.NumField() {
-		t.Errorf("RunRecord has %d fields and %d are derived; Status has %d", rec.NumField(), len(derived), st.NumField())
+	var got map[string]json.RawMessage
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"id", "team", "tier", "state", "priority", "paused", "step", "total_steps", "last_checkpoint", "instance",
+		"preemptions", "recoveries", "cost_usd", "lost_work_seconds", "failures", "attempt", "restarts", "nodes",
+		"node_replacements", "nodes_asked", "nodes_training", "budget_usd", "changeovers", "checkpoint_interval_seconds",
+		"started_at", "last_preemption", "last_recovery", "model_digest", "cost", "ledger", "market", "admission",
+		"store_url", "stock_outs", "waiting_until", "waiting_on"}
+	if keys := slices.Sorted(maps.Keys(got)); !slices.Equal(keys, slices.Sorted(slices.Values(want))) {
+		t.Errorf("status keys %v; want %v", keys, slices.Sorted(slices.Values(want)))
+	}
+	var a AdmissionStatus
+	if err := json.Unmarshal(got["admission"], &a); err != nil || !a.Queued || a.Yields != 2 {
+		t.Errorf("admission %s; want the derived place (queued, 2 yields)", got["admission"])
+	}
+	var rec RunRecord
+	if err := json.Unmarshal(b, &rec); err != nil || rec.PoolYields == nil || rec.PoolYields.Yields != 2 {
+		t.Errorf("a status read as a record: yields %+v; want 2", rec.PoolYields)
 	}
 }
