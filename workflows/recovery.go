@@ -44,7 +44,7 @@ func (r *run) readMemory(ctx workflow.Context, name, summary string, arg any) wo
 // Only a run that finds capacity on its own defers it: the pool and a
 // clocked market count what a run holds.
 func (r *run) releaseLater(ctx workflow.Context, reason activities.ReleaseReason) {
-	if _, ok := r.market.(wallClock); !ok || r.Lease == nil {
+	if !r.market.defersRelease() || r.Lease == nil {
 		r.release(ctx, reason)
 		return
 	}

@@ -124,7 +124,8 @@ type run struct {
 // options and publishes the search attributes of a new run.
 func (w *Workflows) startRun(ctx workflow.Context, input json.RawMessage, carried *RunState) (*run, error) {
 	info := workflow.GetInfo(ctx)
-	r := &run{id: info.WorkflowExecution.ID, identity: info.FirstRunID, opts: w.Run}
+	// A run finds capacity on its own until open chooses how it does.
+	r := &run{id: info.WorkflowExecution.ID, identity: info.FirstRunID, opts: w.Run, market: wallClock{}}
 	// Decoding formats its messages with fmt and walks the input by
 	// reflection, which workflowcheck cannot prove deterministic; it reads
 	// only the input.

@@ -145,8 +145,7 @@ func (r *run) launchOn(ctx workflow.Context, l *Lease, in activities.TrainingInp
 		a.in.SignalEvery = r.opts.SignalEvery
 		a.push, _ = workflow.NewDisconnectedContext(ctx)
 		actx, _ = workflow.NewDisconnectedContext(actx)
-		_, isClocked := r.market.(*clockedMarket)
-		a.mayContinue = !isClocked && workflow.GetVersion(ctx, continueWhileTrainingVersion, workflow.DefaultVersion, 1) >= 1
+		a.mayContinue = r.market.continuesAsNew() && workflow.GetVersion(ctx, continueWhileTrainingVersion, workflow.DefaultVersion, 1) >= 1
 		if workflow.GetVersion(ctx, rideOutVersion, workflow.DefaultVersion, 1) >= 1 {
 			a.in.ControlPlaneTolerance = r.opts.ControlPlaneTolerance
 			a.result = r.followAttempt(actx, a)
@@ -309,11 +308,11 @@ type verdict struct {
 	silent *nodeEnd
 }
 
-// classify makes one verdict of every rank's end. A run of one node
-// heeds the market first: the market stopped its attempt, and a notice
-// its agent had not seen yet is the market's preemption all the same. A
-// gang heeds its ranks' completion and failures first, then a market
-// clock's account; a gang moved by its policy is stopped.
+// classify makes one verdict of every rank's end: the market's own end
+// of the attempt, where it stopped it, in the order the market says
+// (market.ended), then completion, checkpoints that fail to verify, a
+// trainer that failed, and nodes lost; otherwise the attempt was
+// stopped.
 func (r *run) classify(e attemptEnd, ends []nodeEnd) verdict {
 	var v verdict
 	for _, n := range ends {
@@ -324,30 +323,18 @@ func (r *run) classify(e attemptEnd, ends []nodeEnd) verdict {
 			v.failed, v.message = true, n.end.res.Message
 		}
 	}
-	completed := e.err == nil && e.res.Outcome == activities.OutcomeCompleted
-	gang := r.nodes() > 1
+	byMarket := r.market.ended(e, v.lost, r.nodes() > 1)
 	switch {
-	case !gang && e.cause == movedByMarket:
-		v.ending = endMoved
-	case !gang && e.cause == doneByMarket:
-		v.ending = endDone
-	case !gang && e.cause == takenByMarket && !completed:
-		v.ending = endTaken
-	case completed:
+	case byMarket != nil && byMarket.first:
+		v.ending, v.silent = byMarket.ending, byMarket.silent
+	case e.err == nil && e.res.Outcome == activities.OutcomeCompleted:
 		v.ending = endCompleted
 	case failedOn(e.err, string(capacity.CheckpointFault)):
 		v.ending = endCheckpointsFailed
 	case v.failed:
 		v.ending = endTrainerFailed
-	case gang && r.onMarketClock() && e.cause == doneByMarket:
-		v.ending = endDone
-	case gang && r.onMarketClock() && (len(v.lost) > 0 || e.cause == takenByMarket):
-		v.ending = endTaken
-		for i := range v.lost {
-			if v.lost[i].end.err != nil {
-				v.silent = &v.lost[i]
-			}
-		}
+	case byMarket != nil:
+		v.ending, v.silent = byMarket.ending, byMarket.silent
 	case len(v.lost) > 0:
 		v.ending = endLost
 	}

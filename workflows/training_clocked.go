@@ -445,6 +445,57 @@ func (m *clockedMarket) offering(c policy.Choice) *capacity.Offering {
 	return nil
 }
 
+// ended: the market stops an attempt when its policy moves the run, when
+// its account says the work is done, and when it takes the spot
+// instance. A run of one node heeds that first: the market stopped its
+// attempt, and a notice its agent had not seen yet is the market's
+// preemption all the same. A gang heeds its ranks' completion and
+// failures first; any of its nodes lost is the whole gang taken, as
+// `starter sim --nodes N` replays it, and a gang moved by its policy is
+// stopped.
+func (m *clockedMarket) ended(e attemptEnd, lost []nodeEnd, gang bool) *marketEnd {
+	if !gang {
+		completed := e.err == nil && e.res.Outcome == activities.OutcomeCompleted
+		switch {
+		case e.cause == movedByMarket:
+			return &marketEnd{ending: endMoved, first: true}
+		case e.cause == doneByMarket:
+			return &marketEnd{ending: endDone, first: true}
+		case e.cause == takenByMarket && !completed:
+			return &marketEnd{ending: endTaken, first: true}
+		}
+		return nil
+	}
+	switch {
+	case e.cause == doneByMarket:
+		return &marketEnd{ending: endDone}
+	case len(lost) > 0 || e.cause == takenByMarket:
+		taken := &marketEnd{ending: endTaken}
+		for i := range lost {
+			if lost[i].end.err != nil {
+				taken.silent = &lost[i]
+			}
+		}
+		return taken
+	}
+	return nil
+}
+
+// widthToAcquire: the policy chose the width at the tick (holdWidth).
+func (m *clockedMarket) widthToAcquire(r *run) int { return r.width() }
+
+// shrinks: the policy chooses the width it acquires at each tick
+// instead.
+func (m *clockedMarket) shrinks() bool { return false }
+
+// defersRelease: the account counts what the run holds.
+func (m *clockedMarket) defersRelease() bool { return false }
+
+// continuesAsNew: the account is the run's own, kept while it runs.
+func (m *clockedMarket) continuesAsNew() bool { return false }
+
+func (m *clockedMarket) status(*run) (*MarketStatus, string) { return m.marketStatus(), m.why }
+
 // marketStatus is the account as status shows it.
 func (m *clockedMarket) marketStatus() *MarketStatus {
 	res := m.meter.Result()
@@ -460,10 +511,4 @@ func (m *clockedMarket) marketStatus() *MarketStatus {
 		st.DoneHours = s.Done.Hours()
 	}
 	return st
-}
-
-// onMarketClock reports whether the run follows a market's clock.
-func (r *run) onMarketClock() bool {
-	_, ok := r.market.(*clockedMarket)
-	return ok
 }

@@ -104,8 +104,6 @@ func deadline(r *run) string {
 
 // marketWhy is the run's latest market decision, explained.
 func (r *run) marketWhy() string {
-	if m, ok := r.market.(*clockedMarket); ok {
-		return m.why
-	}
-	return r.Spot.Why
+	_, why := r.market.status(r)
+	return why
 }

@@ -42,7 +42,7 @@ func (r *run) elastic(ctx workflow.Context) bool {
 	if !r.spec.Resources.Elastic() {
 		return false
 	}
-	if _, wall := r.market.(wallClock); !wall {
+	if !r.market.shrinks() {
 		return false
 	}
 	return workflow.GetVersion(ctx, elasticGangVersion, workflow.DefaultVersion, 1) >= 1

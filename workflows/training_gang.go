@@ -50,10 +50,9 @@ func (r *run) gang() []*Lease {
 // on its market. A rank that cannot be had gives the whole gang back:
 // the run holds nothing while it waits. It returns what failed.
 func (r *run) acquirePeers(ctx workflow.Context, ask ask) []activities.FailureDetail {
-	if r.Width > 0 && r.Width < r.nodes() && !r.onMarketClock() {
-		// A short gang given back whole is acquired whole again. (On a
-		// market's clock the policy chose the width: clockedMarket.next.)
-		from := r.Width
+	if from := r.width(); r.market.widthToAcquire(r) != from {
+		// A short gang given back whole is acquired whole again, unless
+		// the market chose its width (clockedMarket.holdWidth).
 		r.Width = 0
 		r.resized(ctx, from)
 	}

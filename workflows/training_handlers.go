@@ -155,11 +155,7 @@ func (r *run) snapshot(ctx workflow.Context) Status {
 	s.Ledger = r.Ledger
 	s.Failures = append([]Failure{}, r.Failures...) // [] rather than null for clients
 	s.Restarts = maps.Clone(r.Restarts)
-	if m, ok := r.market.(*clockedMarket); ok {
-		s.Market = m.marketStatus()
-	} else if r.Spot.Why != "" {
-		s.Market = &MarketStatus{Clock: ClockWall, Policy: string(policy.Refuel), Why: r.Spot.Why, DecidedAt: r.Spot.DecidedAt}
-	}
+	s.Market, _ = r.market.status(r)
 	s.Admission = r.admissionStatus()
 	return s
 }

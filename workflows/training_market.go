@@ -34,6 +34,38 @@ type market interface {
 	// watch waits beside the training attempt until it ends, or until
 	// the market moves the run.
 	watch(ctx workflow.Context, r *run) move
+
+	// ended is how the market itself ended an attempt it stopped (e's
+	// cause), or nil if it did not.
+	ended(e attemptEnd, lost []nodeEnd, gang bool) *marketEnd
+	// widthToAcquire is how many nodes the run's gang acquires now.
+	widthToAcquire(r *run) int
+	// shrinks reports whether an elastic gang trains on the nodes it kept
+	// when a lost node's replacement takes too long, and grows back later
+	// (training_elastic.go); elsewhere a gang is given back whole.
+	shrinks() bool
+	// defersRelease reports whether a lost instance's release may ride
+	// with the acquisition of its replacement (Replace): only where no
+	// one else counts what the run holds.
+	defersRelease() bool
+	// continuesAsNew reports whether the run may continue as new while
+	// an attempt trains: not where the market keeps the run's account.
+	continuesAsNew() bool
+	// status is the market's part of the run's status, and why the
+	// latest decision, in a line a person reads; nil and "" when it has
+	// made none.
+	status(r *run) (*MarketStatus, string)
+}
+
+// marketEnd is how a market ended an attempt it stopped.
+type marketEnd struct {
+	ending ending
+	// first: settle heeds it before the ranks' own completion and
+	// failures.
+	first bool
+	// silent is a rank lost without a word when the market took the
+	// attempt: a fault besides.
+	silent *nodeEnd
 }
 
 // ask is what a market wants acquired next.

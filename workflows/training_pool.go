@@ -190,6 +190,21 @@ func (r *run) grantWhy(a ask) string {
 	return why
 }
 
+func (poolGrant) ended(attemptEnd, []nodeEnd, bool) *marketEnd { return nil }
+
+// widthToAcquire: the pool grants a gang whole.
+func (poolGrant) widthToAcquire(r *run) int { return r.nodes() }
+
+// shrinks: a gang granted by the pool is given back whole and placed
+// again.
+func (poolGrant) shrinks() bool { return false }
+
+// defersRelease: the pool counts what its runs hold.
+func (poolGrant) defersRelease() bool  { return false }
+func (poolGrant) continuesAsNew() bool { return true }
+
+func (poolGrant) status(*run) (*MarketStatus, string) { return nil, "" }
+
 // watch: the pool moves its runs by asking them to yield.
 func (poolGrant) watch(ctx workflow.Context, r *run) move {
 	end, err := r.awaitAttempt(ctx)

@@ -41,6 +41,26 @@ func (wallClock) next(ctx workflow.Context, r *run) (*ask, error) {
 
 func (wallClock) acquired(workflow.Context, *run, *Lease) {}
 
+// ended: a run in wall time decides nothing that stops an attempt but
+// an elastic gang's growth, which settle takes first (run.grew).
+func (wallClock) ended(attemptEnd, []nodeEnd, bool) *marketEnd { return nil }
+
+// widthToAcquire: a short gang given back whole is acquired whole again.
+func (wallClock) widthToAcquire(r *run) int { return r.nodes() }
+
+func (wallClock) shrinks() bool        { return true }
+func (wallClock) defersRelease() bool  { return true }
+func (wallClock) continuesAsNew() bool { return true }
+
+// status: a deadline run that weighs spot against on-demand shows its
+// latest decision.
+func (wallClock) status(r *run) (*MarketStatus, string) {
+	if r.Spot.Why == "" {
+		return nil, ""
+	}
+	return &MarketStatus{Clock: ClockWall, Policy: string(policy.Refuel), Why: r.Spot.Why, DecidedAt: r.Spot.DecidedAt}, r.Spot.Why
+}
+
 // failed: spot that no wait for stock brings back (quota, price, a spec
 // it does not meet) ends a deadline run's wait for it at once; what
 // never can be had ends the run; anything else is waited for.
