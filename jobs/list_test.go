@@ -45,7 +45,7 @@ func execution(t *testing.T, id, wfType string, status enums.WorkflowExecutionSt
 func TestListRowsComeFromTheAttributesAndTheStatusQuery(t *testing.T) {
 	attrs := map[string]any{"RefuelTeam": "nlp", "RefuelTier": "deadline", "RefuelPriority": 50, "RefuelState": "running", "RefuelMarket": "spot", "RefuelCostUSD": 0.25}
 	run := listRowOf(execution(t, "llama", workflows.TrainingRunName, enums.WORKFLOW_EXECUTION_STATUS_RUNNING, attrs))
-	addStatus(&run, encoded{workflows.Status{RunRecord: workflows.RunRecord{State: workflows.StateRunning, Step: 120, TotalSteps: 300, Priority: 80}, CostUSD: 0.31}})
+	addStatus(&run, encoded{workflows.Status{RunRecord: workflows.RunRecord{State: workflows.StateRunning, Priority: 80, Record: workflows.Record{Step: 120, TotalSteps: 300}}, CostUSD: 0.31}})
 
 	attrs["RefuelState"] = "running"
 	killed := listRowOf(execution(t, "killed", workflows.TrainingRunName, enums.WORKFLOW_EXECUTION_STATUS_TERMINATED, attrs))

@@ -26,7 +26,7 @@ func TestPrintStatusShowsEachNodeOfAGang(t *testing.T) {
 	node := func(rank int, id, zone string) workflows.NodeStatus {
 		return workflows.NodeStatus{Rank: rank, Instance: &workflows.InstanceRef{ID: id, Offering: "sim/gpu.1x/" + zone + "/spot", Market: "spot", Zone: zone, PricePerHour: 1}}
 	}
-	st := workflows.Status{RunRecord: workflows.RunRecord{ID: "job-1", State: workflows.StateRunning, NodeReplacements: 1}, Instance: node(0, "i-1", "us-east-1a").Instance, Nodes: []workflows.NodeStatus{node(0, "i-1", "us-east-1a"), node(1, "i-3", "us-east-1a")}}
+	st := workflows.Status{RunRecord: workflows.RunRecord{ID: "job-1", State: workflows.StateRunning, Record: workflows.Record{NodeReplacements: 1}}, Instance: node(0, "i-1", "us-east-1a").Instance, Nodes: []workflows.NodeStatus{node(0, "i-1", "us-east-1a"), node(1, "i-3", "us-east-1a")}}
 	var out bytes.Buffer
 	printStatus(&out, st, activities.Progress{})
 	for _, want := range []string{"nodes      2, 1 replaced", "rank 0   i-1", "rank 1   i-3", "zone us-east-1a, spot"} {
@@ -65,7 +65,7 @@ func TestPrintStatusShowsRestartsWhenThereAreAny(t *testing.T) {
 		"control plane": {workflows.Restarts{capacity.ControlPlane: 2}, "restarts   trainer 0, agent 0, instance lost 0 (max_restarts caps these); control plane 2, node lost 0"},
 	} {
 		var out bytes.Buffer
-		printStatus(&out, workflows.Status{RunRecord: workflows.RunRecord{ID: "job-1", State: workflows.StateRunning, Restarts: tc.r}}, activities.Progress{})
+		printStatus(&out, workflows.Status{RunRecord: workflows.RunRecord{ID: "job-1", State: workflows.StateRunning, Record: workflows.Record{Restarts: tc.r}}}, activities.Progress{})
 		if got := strings.Contains(out.String(), "restarts   "); got != (tc.want != "") || !strings.Contains(out.String(), tc.want) {
 			t.Errorf("%s: output\n%s", name, out.String())
 		}
@@ -82,12 +82,12 @@ func TestPrintStatusFoldsStockOuts(t *testing.T) {
 		wantNone []string
 	}{
 		"counted by the run": {
-			st:       workflows.Status{RunRecord: workflows.RunRecord{Failures: []workflows.Failure{stockOut, quota}, StockOuts: &workflows.StockOuts{Count: 18, Last: at, Offering: stockOut.Offering, Zone: "us-west-2a"}}},
+			st:       workflows.Status{RunRecord: workflows.RunRecord{Record: workflows.Record{Failures: []workflows.Failure{stockOut, quota}, StockOuts: &workflows.StockOuts{Count: 18, Last: at, Offering: stockOut.Offering, Zone: "us-west-2a"}}}},
 			want:     []string{"stock-outs: 18, last 18:27:34 in us-west-2a\n", "failure    18:27:34 quota"},
 			wantNone: []string{"no-capacity", "sufficient"},
 		},
 		"recorded before runs counted them": {
-			st:       workflows.Status{RunRecord: workflows.RunRecord{Failures: []workflows.Failure{stockOut, stockOut, stockOut}}},
+			st:       workflows.Status{RunRecord: workflows.RunRecord{Record: workflows.Record{Failures: []workflows.Failure{stockOut, stockOut, stockOut}}}},
 			want:     []string{"stock-outs: 3, last 18:27:34 in us-west-2a\n"},
 			wantNone: []string{"failure "},
 		},
@@ -119,8 +119,8 @@ func TestPrintStatusProgressFromTheHeartbeat(t *testing.T) {
 		want  string
 	}{
 		"before the first checkpoint": {st: workflows.Status{RunRecord: workflows.RunRecord{State: workflows.StateRunning}}, live: activities.Progress{Step: 120, TotalSteps: 900}, state: "running\n", want: "step 120 of 900"},
-		"paused":                      {st: workflows.Status{RunRecord: workflows.RunRecord{State: workflows.StatePaused, Step: 300, TotalSteps: 900}, Paused: true}, state: "paused\n", want: "step 300 of 900"},
-		"pausing":                     {st: workflows.Status{RunRecord: workflows.RunRecord{State: workflows.StateRunning, Step: 300, TotalSteps: 900}, Paused: true}, live: activities.Progress{Step: 310, TotalSteps: 900}, state: "running (pausing)\n", want: "step 310 of 900"},
+		"paused":                      {st: workflows.Status{RunRecord: workflows.RunRecord{State: workflows.StatePaused, Record: workflows.Record{Step: 300, TotalSteps: 900}}, Paused: true}, state: "paused\n", want: "step 300 of 900"},
+		"pausing":                     {st: workflows.Status{RunRecord: workflows.RunRecord{State: workflows.StateRunning, Record: workflows.Record{Step: 300, TotalSteps: 900}}, Paused: true}, live: activities.Progress{Step: 310, TotalSteps: 900}, state: "running (pausing)\n", want: "step 310 of 900"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

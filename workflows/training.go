@@ -159,11 +159,7 @@ func (w *Workflows) startRun(ctx workflow.Context, input json.RawMessage, carrie
 	if o := recordOptions(ctx, w.Run); o != nil {
 		r.Options, r.opts = o, o.filled()
 	}
-	r.RunRecord = RunRecord{
-		ID: js.ID, Team: js.Team, Tier: string(js.Tier), State: StatePending,
-		Priority: js.Priority, StartedAt: workflow.Now(ctx), Failures: []Failure{}, BudgetUSD: js.BudgetUSD,
-		StoreURL: activities.StoreURL(js.Checkpoint.URL, r.opts.StoreURL),
-	}
+	r.RunRecord = RunRecord{ID: js.ID, Team: js.Team, Tier: string(js.Tier), State: StatePending, Priority: js.Priority, StartedAt: workflow.Now(ctx), BudgetUSD: js.BudgetUSD, StoreURL: activities.StoreURL(js.Checkpoint.URL, r.opts.StoreURL), Record: Record{Failures: []Failure{}}}
 	if err := r.registerHandlers(ctx); err != nil {
 		return nil, err
 	}

@@ -8,7 +8,6 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"refuel/activities"
 	"refuel/pkg/admission"
 	"refuel/pkg/capacity"
 )
@@ -31,36 +30,13 @@ type RunState struct {
 	// Options are what the run started under, recorded in its history;
 	// nil for a run recorded before they were, which uses the worker's.
 	Options *RunOptions `json:"options,omitempty"`
-	// Leases number the run's attempts and book its instances' time.
-	Leases
-	// Lease is the instance the run holds, if any: a gang's rank 0, its
-	// Peers the ranks after it (see training_gang.go).
-	Lease *Lease   `json:"lease,omitempty"`
-	Peers []*Lease `json:"peers,omitempty"`
-	// Width is how many nodes an elastic gang trains on while it is
-	// short of nodes; 0 means all it asks for (training_elastic.go).
-	Width int `json:"width,omitempty"`
-	// Training is the attempt under way on Lease when the run continued
-	// as new while it trained: the trainer goes on, and the next run
-	// attaches to it.
-	Training *CarriedAttempt `json:"training,omitempty"`
-	// Offerings are what the run may acquire, listed once at its start.
-	Offerings []capacity.Offering `json:"offerings"`
-	// AvoidZone is the zone that just preempted the run: tried last.
-	AvoidZone string `json:"avoid_zone,omitempty"`
+	// Holding is what the run holds and where it stands with the
+	// capacity it trains on: its leases, its gang, its recovery, its
+	// place with the pool.
+	Holding
 	// Paused is the operator's hold: set by pause, cleared by resume.
 	// The run gives its capacity back and waits while it is set.
 	Paused bool `json:"paused,omitempty"`
-	// Pool is the run's place with the capacity pool; nil when no pool
-	// runs and the run acquires on its own.
-	Pool *PoolPlace `json:"pool,omitempty"`
-	// Recovery is under way from when the run loses its instance
-	// (preempted, lost, yielded) until training resumes on the next.
-	Recovery *Recovery `json:"recovery,omitempty"`
-	// UnclassifiedWaits counts the waits for capacity in a row whose every
-	// failure was unclassified (unknown): past RunOptions.MaxUnknownWaits
-	// the run fails rather than wait for what may never come.
-	UnclassifiedWaits int `json:"unclassified_waits,omitempty"`
 	// Spot is what a deadline run that chooses between spot and
 	// on-demand itself has learnt about spot.
 	Spot SpotChoice `json:"spot,omitzero"`
@@ -70,25 +46,13 @@ type RunState struct {
 // decides with and counts. Status embeds it; its other fields are
 // derived when it is built (snapshot).
 type RunRecord struct {
-	ID             string                    `json:"id"`
-	Team           string                    `json:"team"`
-	Tier           string                    `json:"tier"`
-	State          State                     `json:"state"`
-	Priority       int                       `json:"priority"`
-	Step           int64                     `json:"step"`
-	TotalSteps     int64                     `json:"total_steps"`
-	LastCheckpoint *activities.CheckpointRef `json:"last_checkpoint"`
-	Preemptions    int                       `json:"preemptions"`
-	Recoveries     int                       `json:"recoveries"`
-	LostWorkSecs   float64                   `json:"lost_work_seconds"`
-	Failures       []Failure                 `json:"failures"`
-	// Restarts counts, by fault, the restarts after faults (the spec's
-	// max_restarts caps some of them: Restarts.Total).
-	Restarts Restarts `json:"restarts"`
-
-	// NodeReplacements counts a gang's nodes replaced while the others
-	// waited at their checkpoint.
-	NodeReplacements int `json:"node_replacements"`
+	ID       string `json:"id"`
+	Team     string `json:"team"`
+	Tier     string `json:"tier"`
+	State    State  `json:"state"`
+	Priority int    `json:"priority"`
+	// Record is what the run's attempts, losses and recoveries count.
+	Record
 	// BudgetUSD is what the run may spend (the spec's budget_usd, as
 	// set-budget last changed it); 0 for no budget.
 	BudgetUSD float64 `json:"budget_usd,omitempty"`
@@ -97,27 +61,13 @@ type RunRecord struct {
 	Changeovers int `json:"changeovers"`
 	// CheckpointIntervalSecs is the interval the current or last attempt
 	// checkpoints at: the spec's, or the one "auto" chose.
-	CheckpointIntervalSecs float64         `json:"checkpoint_interval_seconds"`
-	StartedAt              time.Time       `json:"started_at"`
-	LastPreemption         *PreemptionInfo `json:"last_preemption,omitempty"`
-	LastRecovery           *RecoveryInfo   `json:"last_recovery,omitempty"`
-	ModelDigest            string          `json:"model_digest,omitempty"`
-	// PoolYields counts the run's yields to the capacity pool, once it
-	// goes through one; status shows it within Status.Admission, under
-	// the same name.
-	PoolYields *PoolYields `json:"admission,omitempty"`
+	CheckpointIntervalSecs float64   `json:"checkpoint_interval_seconds"`
+	StartedAt              time.Time `json:"started_at"`
+	ModelDigest            string    `json:"model_digest,omitempty"`
 	// StoreURL is the store the run's checkpoints and trainer output go
 	// to: its spec's checkpoint.url, or the worker's; "" for a run
 	// recorded before runs said.
 	StoreURL string `json:"store_url,omitempty"`
-	// StockOuts counts the failures of class no-capacity, every one,
-	// however few of them failures still lists.
-	StockOuts *StockOuts `json:"stock_outs,omitempty"`
-	// WaitingUntil is when a run waiting for capacity on its own tries
-	// the offerings again, and WaitingOn the class of failure it waits
-	// out; unset while it does not wait so.
-	WaitingUntil *time.Time `json:"waiting_until,omitempty"`
-	WaitingOn    string     `json:"waiting_on,omitempty"`
 }
 
 // PoolYields are the times a run gave its capacity back to the pool.

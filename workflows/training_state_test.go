@@ -230,11 +230,8 @@ func TestStatusCarriedWholeByEarlierRuns(t *testing.T) {
 func TestStatusKeepsItsNames(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	st := Status{
-		RunRecord: RunRecord{
-			BudgetUSD: 1, LastPreemption: &PreemptionInfo{}, LastRecovery: &RecoveryInfo{}, ModelDigest: "d",
-			PoolYields: &PoolYields{Yields: 2}, StoreURL: "mem://", StockOuts: &StockOuts{}, WaitingUntil: &now, WaitingOn: "no-capacity",
-		},
-		Nodes: []NodeStatus{{}}, NodesAsked: 2, NodesTraining: 2, Market: &MarketStatus{},
+		RunRecord: RunRecord{BudgetUSD: 1, ModelDigest: "d", StoreURL: "mem://", Record: Record{LastPreemption: &PreemptionInfo{}, LastRecovery: &RecoveryInfo{}, PoolYields: &PoolYields{Yields: 2}, StockOuts: &StockOuts{}, WaitingUntil: &now, WaitingOn: "no-capacity"}},
+		Nodes:     []NodeStatus{{}}, NodesAsked: 2, NodesTraining: 2, Market: &MarketStatus{},
 		Admission: &AdmissionStatus{Queued: true, Yields: 2},
 	}
 	b, err := json.Marshal(st)
