@@ -153,3 +153,11 @@ func (b *Leases) closed(ctx workflow.Context, l *Lease) {
 	b.Ledger.Close(l.Instance.ID, now)
 	telemetry.CountClosedCost(workflow.GetMetricsHandler(ctx), l.Team, b.Ledger, l.Instance.ID, now)
 }
+
+// closeLease ends what the run books for l, as a release does, and
+// returns what the Release activity is to be given.
+func (b *Leases) closeLease(ctx workflow.Context, l *Lease, reason activities.ReleaseReason) activities.ReleaseInput {
+	in := releaseInputOf(ctx, l, reason)
+	b.closed(ctx, l)
+	return in
+}

@@ -1,8 +1,9 @@
 package workflows
 
 import (
-	"refuel/activities"
 	"time"
+
+	"refuel/activities"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"

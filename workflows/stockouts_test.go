@@ -42,7 +42,8 @@ func TestFoldStockOuts(t *testing.T) {
 func TestDetailsClearWhenTheRunEnds(t *testing.T) {
 	at := time.Date(2026, 4, 27, 18, 27, 34, 0, time.UTC)
 	base := func(state State) *run {
-		r := &run{spec: spec.JobSpec{ID: "j", Team: "t", Tier: spec.TierFlexible}, market: wallClock{}}
+		r := runOf("j", "")
+		r.spec = spec.JobSpec{ID: "j", Team: "t", Tier: spec.TierFlexible}
 		r.RunRecord = RunRecord{State: state, Record: Record{Failures: []Failure{{Class: string(capacity.NoCapacity), Offering: "sim/p3.2xlarge/us-west-2a/spot", Message: "We currently do not have sufficient capacity", Time: at}}, StockOuts: &StockOuts{Count: 18, Last: at, Zone: "us-west-2a"}}}
 		r.Offerings = []capacity.Offering{{Provider: "sim", InstanceType: "p3.2xlarge", Zone: "us-west-2a", Market: capacity.Spot}}
 		return r

@@ -38,12 +38,36 @@ func (r *run) mustStop(ctx workflow.Context, except ...stopWhy) stopWhy {
 	switch {
 	case r.Paused && heeds(stopPause):
 		return stopPause
-	case r.yieldAsked() && heeds(stopYield):
+	case r.seat().yieldAsked() && heeds(stopYield):
 		return stopYield
 	case heeds(stopBudget) && r.overBudget(workflow.Now(ctx)):
 		return stopBudget
 	}
 	return goOn
+}
+
+// holdWhilePaused blocks, holding nothing, while the run is paused or
+// has spent its budget (which, holding nothing, it spends no more of).
+func (r *run) holdWhilePaused(ctx workflow.Context) error {
+	for {
+		switch r.mustStop(ctx, stopYield) {
+		case stopPause:
+			r.seat().leave(ctx) // a paused run holds no capacity; it asks again on resume
+			r.enter(ctx, StatePaused)
+			if err := workflow.Await(ctx, func() bool { return !r.Paused }); err != nil {
+				return err
+			}
+		case stopBudget:
+			r.seat().leave(ctx)
+			r.enter(ctx, StateOverBudget)
+			_ = workflow.UpsertTypedSearchAttributes(ctx, AttrCostUSD.ValueSet(r.Ledger.CostUSD(workflow.Now(ctx))))
+			if err := workflow.Await(ctx, func() bool { return r.Paused || !r.overBudget(workflow.Now(ctx)) }); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+	}
 }
 
 // validateBudget rejects a budget that is not a sum of money before
@@ -97,15 +121,4 @@ func (r *run) watchBudget(ctx workflow.Context, a *attempt) {
 			}
 		}
 	})
-}
-
-// holdingPricePerHour is what the instances the run holds cost an hour.
-func (r *run) holdingPricePerHour() float64 {
-	var p float64
-	for _, l := range append(append(r.gang(), r.standby), r.standbyPeers...) {
-		if l != nil {
-			p += l.Offering().PricePerHour
-		}
-	}
-	return p
 }

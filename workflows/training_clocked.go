@@ -23,6 +23,7 @@ import (
 // meter `starter sim` uses, so that both reach the same decisions and the
 // same cost from the same stock.
 type clockedMarket struct {
+	r        *run
 	provider string
 	nodes    int // the gang's, 0 for one node: the stock asked for
 	minNodes int // an elastic gang's fewest, 0 for a rigid one
@@ -58,52 +59,6 @@ type seenTick struct {
 	market policy.Market
 }
 
-// MarketStatus is how a run chooses its market. A run on a market with a
-// clock (Clock "market") keeps its account in market time: what it
-// decided at each tick and what that cost, as `starter sim` reports a
-// window. A deadline run in wall time that weighs spot against on-demand
-// (Clock "wall") shows only its policy and its latest decision.
-type MarketStatus struct {
-	// Clock is ClockMarket or ClockWall.
-	Clock string `json:"clock"`
-	// Why is the latest decision in a line a person reads, such as
-	// "on-demand: 3.1 h slack left, spot in us-west-2b expected back in 4 h".
-	Why string `json:"why,omitempty"`
-	// DecidedAt is when, for a run in wall time.
-	DecidedAt time.Time `json:"decided_at,omitzero"`
-
-	Policy string   `json:"policy"`
-	Zones  []string `json:"zones"`
-	// Job is the run as the account sees it: work, the deadline as a
-	// budget of market time from the start, and prices.
-	Job           replay.Job       `json:"job"`
-	StartTick     int              `json:"start_tick"`
-	TickSeconds   float64          `json:"tick_seconds"`
-	CostUSD       float64          `json:"cost_usd"`
-	SpotHours     float64          `json:"spot_hours"`
-	OnDemandHours float64          `json:"ondemand_hours"`
-	Preemptions   int              `json:"preemptions"`
-	Changeovers   int              `json:"changeovers"`
-	DoneHours     float64          `json:"done_hours"`
-	Finished      bool             `json:"finished"`
-	FinishHours   float64          `json:"finish_hours"`
-	DeadlineMet   bool             `json:"deadline_met"`
-	Decisions     []MarketDecision `json:"decisions"`
-}
-
-// How a run keeps time with its market (MarketStatus.Clock).
-const (
-	ClockMarket = "market" // the sim's market clock: a decision at every tick
-	ClockWall   = "wall"   // wall time: decisions when the run acquires, and while on on-demand
-)
-
-// MarketDecision is what a run held during one tick of the market.
-type MarketDecision struct {
-	Tick      int    `json:"tick"`
-	Choice    string `json:"choice"`
-	Preempted bool   `json:"preempted,omitempty"`
-}
-
 // openMarket finds out whether the run's offerings trade on a market with
 // a clock; if so the run follows it. Critical runs hold stable capacity
 // whatever the market does, and a run spread over several providers keeps
@@ -117,7 +72,7 @@ func openClockedMarket(ctx workflow.Context, r *run) (*clockedMarket, error) {
 		workflow.GetVersion(ctx, marketClockVersion, workflow.DefaultVersion, 1) < 1 {
 		return nil, nil
 	}
-	m := &clockedMarket{policy: policy.Name(r.spec.Policy)}
+	m := &clockedMarket{r: r, policy: policy.Name(r.spec.Policy)}
 	if r.nodes() > 1 {
 		m.nodes = r.nodes()
 		if r.spec.Resources.Elastic() {
@@ -241,22 +196,23 @@ func (m *clockedMarket) jobFor(js spec.JobSpec, started time.Time, overhead time
 	return j
 }
 
-func (*clockedMarket) admit(workflow.Context, *run) error { return nil }
+func (*clockedMarket) admit(workflow.Context, *workload) error { return nil }
 
 // next decides at each tick, holding nothing, until the run's policy
 // chooses something to hold: that is what to acquire. A run the
 // market's account says is done has nothing left to acquire.
-func (m *clockedMarket) next(ctx workflow.Context, r *run) (*ask, error) {
+func (m *clockedMarket) next(ctx workflow.Context, w *workload) (*ask, error) {
+	r := m.r
 	for {
 		if m.decided == nil {
 			if m.seen == nil && m.meter.Finished() {
 				r.finished = true
 				return nil, nil
 			}
-			if _, err := m.see(ctx, r); err != nil {
+			if _, err := m.see(ctx, nil); err != nil {
 				return nil, err
 			}
-			if err := m.decide(ctx, r); err != nil {
+			if err := m.decide(ctx); err != nil {
 				return nil, err
 			}
 		}
@@ -277,21 +233,21 @@ func (m *clockedMarket) next(ctx workflow.Context, r *run) (*ask, error) {
 		if o == nil {
 			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("policy chose %s, which no offering of the run sells", c), string(capacity.SpecMismatch), nil)
 		}
-		m.holdWidth(ctx, r, c)
-		return r.askFor([]capacity.Offering{*o}), nil
+		m.holdWidth(ctx, c)
+		return w.askFor([]capacity.Offering{*o}), nil
 	}
 }
 
-func (*clockedMarket) acquired(workflow.Context, *run, *Lease) {}
+func (*clockedMarket) acquired(workflow.Context, *workload, *Lease, int) {}
 
 // failed: the market's account holds what the policy chose anyway (it
 // had the stock); a run racing others for the last instance tries again
 // at the next tick.
-func (m *clockedMarket) failed(ctx workflow.Context, r *run, _ ask, details []activities.FailureDetail, _ *time.Duration) (bool, error) {
+func (m *clockedMarket) failed(ctx workflow.Context, w *workload, _ ask, details []activities.FailureDetail, _ *time.Duration) (bool, error) {
 	if permanent(details) {
 		return false, cannotAcquire("cannot acquire what the policy chose", details)
 	}
-	r.enter(ctx, StateWaiting)
+	w.host.enter(ctx, StateWaiting)
 	return false, nil
 }
 
@@ -300,25 +256,25 @@ func (m *clockedMarket) failed(ctx workflow.Context, r *run, _ ask, details []ac
 // the policy holds what the run holds; it stops when the market takes the
 // spot instance, when the policy chooses something else, and when the
 // market's account says the work is done.
-func (m *clockedMarket) watch(ctx workflow.Context, r *run) move {
+func (m *clockedMarket) watch(ctx workflow.Context, _ *workload, a *attempt) move {
 	for {
 		if m.meter.Finished() {
-			return move{end: r.stopAttempt(ctx, doneByMarket)}
+			return move{end: a.stopFor(ctx, doneByMarket)}
 		}
-		preempted, err := m.see(ctx, r)
+		preempted, err := m.see(ctx, a)
 		switch {
 		case errors.Is(err, errAttemptEnded):
-			return move{end: r.attemptResult(ctx)}
+			return move{end: a.wait(ctx)}
 		case err != nil:
 			return move{err: err}
 		case preempted:
-			return move{end: r.stopAttempt(ctx, takenByMarket)}
+			return move{end: a.stopFor(ctx, takenByMarket)}
 		}
-		if err := m.decide(ctx, r); err != nil {
+		if err := m.decide(ctx); err != nil {
 			return move{err: err}
 		}
 		if *m.decided != m.holding {
-			return move{end: r.stopAttempt(ctx, movedByMarket)}
+			return move{end: a.stopFor(ctx, movedByMarket)}
 		}
 		m.decided = nil
 	}
@@ -330,9 +286,9 @@ var errAttemptEnded = errors.New("the training attempt ended")
 
 // see waits for the market's next tick and lets the meter see its stock;
 // preempted says the market took the spot instance the account holds.
-// While an attempt trains, its end comes first (errAttemptEnded): the
+// While an attempt a trains, its end comes first (errAttemptEnded): the
 // tick is still awaited on the run's next turn.
-func (m *clockedMarket) see(ctx workflow.Context, r *run) (preempted bool, err error) {
+func (m *clockedMarket) see(ctx workflow.Context, a *attempt) (preempted bool, err error) {
 	if m.seen != nil {
 		return false, nil
 	}
@@ -342,11 +298,11 @@ func (m *clockedMarket) see(ctx workflow.Context, r *run) (preempted bool, err e
 	}
 	sel := workflow.NewSelector(ctx)
 	sel.AddFuture(m.view, func(workflow.Future) {})
-	if r.attempt != nil {
-		sel.AddFuture(r.attempt.result, func(workflow.Future) {})
+	if a != nil {
+		sel.AddFuture(a.lead().result, func(workflow.Future) {})
 	}
 	sel.Select(ctx)
-	if r.attempt != nil && r.attempt.result.IsReady() {
+	if a != nil && a.lead().result.IsReady() {
 		return false, errAttemptEnded
 	}
 	var view activities.MarketView
@@ -372,12 +328,13 @@ func (m *clockedMarket) see(ctx workflow.Context, r *run) (preempted bool, err e
 		return false, err
 	}
 	m.seen = &seenTick{state: s, market: market}
-	return preempted && r.Lease != nil, nil
+	return preempted && m.r.Lease != nil, nil
 }
 
 // decide is the policy's choice at the tick just seen, held on the
 // meter's account; a paused run, or one over its budget, holds nothing.
-func (m *clockedMarket) decide(ctx workflow.Context, r *run) error {
+func (m *clockedMarket) decide(ctx workflow.Context) error {
+	r := m.r
 	t := m.seen
 	m.seen = nil
 	choice := policy.None
@@ -420,7 +377,8 @@ func (m *clockedMarket) decide(ctx workflow.Context, r *run) error {
 
 // holdWidth makes the width an elastic gang acquires the one c holds
 // (c.Nodes; 0 is all), booking a change of it as the ledger's resize.
-func (m *clockedMarket) holdWidth(ctx workflow.Context, r *run, c policy.Choice) {
+func (m *clockedMarket) holdWidth(ctx workflow.Context, c policy.Choice) {
+	r := m.r
 	if m.minNodes == 0 {
 		return
 	}
@@ -482,7 +440,7 @@ func (m *clockedMarket) ended(e attemptEnd, lost []nodeEnd, gang bool) *marketEn
 }
 
 // widthToAcquire: the policy chose the width at the tick (holdWidth).
-func (m *clockedMarket) widthToAcquire(r *run) int { return r.width() }
+func (m *clockedMarket) widthToAcquire(w *workload) int { return w.width() }
 
 // shrinks: the policy chooses the width it acquires at each tick
 // instead.
@@ -494,7 +452,7 @@ func (m *clockedMarket) defersRelease() bool { return false }
 // continuesAsNew: the account is the run's own, kept while it runs.
 func (m *clockedMarket) continuesAsNew() bool { return false }
 
-func (m *clockedMarket) status(*run) (*MarketStatus, string) { return m.marketStatus(), m.why }
+func (m *clockedMarket) status() (*MarketStatus, string) { return m.marketStatus(), m.why }
 
 // marketStatus is the account as status shows it.
 func (m *clockedMarket) marketStatus() *MarketStatus {

@@ -56,7 +56,7 @@ func (r *run) details(now time.Time) string {
 	if until := st.WaitingUntil; until != nil && st.State == StateWaiting {
 		lines = append(lines, "waits out "+st.WaitingOn+" until "+until.UTC().Format("15:04:05")+" UTC, then tries its offerings again")
 	}
-	if a := r.admissionStatus(); a != nil && a.Queued && !ended {
+	if a := r.seat().admission(); a != nil && a.Queued && !ended {
 		lines = append(lines, "queued with the capacity pool: the "+PoolWorkflowID+" workflow's details say why each request waits")
 	}
 	if p := r.Pool; p != nil && p.Grant != nil {
@@ -104,6 +104,6 @@ func deadline(r *run) string {
 
 // marketWhy is the run's latest market decision, explained.
 func (r *run) marketWhy() string {
-	_, why := r.market.status(r)
+	_, why := r.market.status()
 	return why
 }

@@ -3,14 +3,11 @@ package workflows
 import (
 	"fmt"
 	"maps"
-	"time"
 
 	"go.temporal.io/sdk/workflow"
 
 	"refuel/activities"
-	"refuel/internal/telemetry"
 	"refuel/pkg/admission"
-	"refuel/pkg/policy"
 	"refuel/pkg/spec"
 )
 
@@ -46,10 +43,10 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 			r.onProgress(ctx, p)
 		}),
 		onSignalOf(ctx, SignalCapacityGranted, func(ctx workflow.Context, a admission.Allocation) {
-			r.onGranted(a)
+			r.seat().granted(a)
 		}),
 		onSignalOf(ctx, SignalYield, func(ctx workflow.Context, y YieldRequest) {
-			r.onYield(y)
+			r.seat().yield(y, r.finished)
 		}),
 	}
 	workflow.Go(ctx, func(ctx workflow.Context) {
@@ -82,9 +79,7 @@ func validatePriority(_ workflow.Context, p int) error {
 func (r *run) setPriority(ctx workflow.Context, p int) (int, error) {
 	r.Priority = p
 	r.showDetails(ctx)
-	if r.Pool != nil && r.Pool.Place != PlaceLeft {
-		r.tellPool(ctx, SignalPoolPriority, PoolPriority{ID: r.id, Priority: p})
-	}
+	r.seat().priority(ctx, p)
 	return p, workflow.UpsertTypedSearchAttributes(ctx, AttrPriority.ValueSet(int64(p)))
 }
 
@@ -97,41 +92,6 @@ func (r *run) pause() {
 	r.Paused = true
 	if r.attempt != nil {
 		r.attempt.stop()
-	}
-}
-
-// onProgress folds a node agent's report into status. Reports from
-// another attempt (a late signal from a lost instance) are ignored.
-func (r *run) onProgress(ctx workflow.Context, p activities.Progress) {
-	// A gang's other ranks report too: the run follows rank 0.
-	a := r.attempt
-	if a == nil || p.Attempt != a.in.Attempt || p.InstanceID != "" && p.InstanceID != a.lease.Instance.ID {
-		return
-	}
-	var c *activities.CheckpointRef
-	if p.Kind == activities.ProgressCheckpoint {
-		c = p.Checkpoint
-	}
-	r.foldProgress(p.Step, p.TotalSteps, c)
-	switch p.Kind {
-	case activities.ProgressCheckpoint:
-		// A report may tell several checkpoints together: the latest, and
-		// what their uploads took in all.
-		h, n := workflow.GetMetricsHandler(ctx), max(1, p.Checkpoints)
-		if c := p.Checkpoint; c != nil && c.WriteSeconds > 0 {
-			took := time.Duration(c.WriteSeconds * float64(time.Second))
-			a.lease.Log = a.lease.Log.Add(policy.CheckpointLog{Writes: n, WriteTime: took})
-			for range n {
-				telemetry.ObserveCheckpointUpload(h, a.lease.Offering(), took/time.Duration(n))
-			}
-		}
-		h.Counter(telemetry.CheckpointsTotal).Inc(int64(n))
-	case activities.ProgressRestored:
-		if r.Recovery != nil && r.LastRecovery != nil {
-			r.recovered(ctx, p.Step, workflow.Now(ctx))
-		}
-	case activities.ProgressNotice:
-		workflow.GetLogger(ctx).Info("interruption notice", "instance", p.InstanceID, "step", p.Step)
 	}
 }
 
@@ -155,7 +115,13 @@ func (r *run) snapshot(ctx workflow.Context) Status {
 	s.Ledger = r.Ledger
 	s.Failures = append([]Failure{}, r.Failures...) // [] rather than null for clients
 	s.Restarts = maps.Clone(r.Restarts)
-	s.Market, _ = r.market.status(r)
-	s.Admission = r.admissionStatus()
+	s.Market, _ = r.market.status()
+	s.Admission = r.seat().admission()
 	return s
 }
+
+// paused reports whether the operator holds the run.
+func (r *run) paused() bool { return r.Paused }
+
+// priority is the run's priority now.
+func (r *run) priority() int { return r.Priority }

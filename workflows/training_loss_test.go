@@ -175,8 +175,9 @@ func TestTrainerRestartedForWantOfARunIsAControlPlaneRestart(t *testing.T) {
 func TestRestartsCountWhatTheFaultTableSays(t *testing.T) {
 	for _, f := range capacity.Faults {
 		limit := 0
-		r := &run{spec: spec.JobSpec{MaxRestarts: &limit}}
-		err := r.countRestart(f, "boom")
+		r := runOf("j", "")
+		r.spec = spec.JobSpec{MaxRestarts: &limit}
+		err := r.recovery().countRestart(f, "boom")
 		counted := r.Restarts.Total() == 1
 		if want := f.Remedy().Restarts; counted != want {
 			t.Errorf("%s: counted %v; the table says %v", f, counted, want)

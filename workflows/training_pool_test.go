@@ -137,13 +137,14 @@ func TestGrantWhy(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			r := &run{spec: gangJob(tc.nodes)}
+			r := runOf("j", "")
+			r.spec = gangJob(tc.nodes)
 			if tc.spread {
 				same := false
 				r.spec.Resources.SameZone = &same
 			}
 			r.Pool = &PoolPlace{Place: PlaceGranted, Grant: tc.grant}
-			if got := r.grantWhy(*r.askFor(tc.offerings)); got != tc.want {
+			if got := r.seat().grantWhy(*r.askFor(tc.offerings)); got != tc.want {
 				t.Errorf("got %q; want %q", got, tc.want)
 			}
 		})

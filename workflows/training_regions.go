@@ -44,17 +44,19 @@ func regionOf(o capacity.Offering) string { return trace.Region(o.Zone) }
 // checkpoint is where the instance it holds is, or else where the last
 // one it held was, once it has one; its size is the latest checkpoint's,
 // or p's CheckpointGB while its checkpoints do not say.
-func (r *run) move(p movePrices) policy.Move {
+func (c runClock) move(p movePrices) policy.Move {
+	r := c.r
 	gb := p.CheckpointGB
 	if c := r.LastCheckpoint; c != nil && c.Bytes > 0 {
 		gb = float64(c.Bytes) / 1e9
 	}
-	return p.of(r.checkpointRegion(), gb)
+	return p.of(c.checkpointRegion(), gb)
 }
 
 // checkpointRegion is the region of the instance the run holds, or of
 // the last one it held once it has a checkpoint; "" before.
-func (r *run) checkpointRegion() string {
+func (c runClock) checkpointRegion() string {
+	r := c.r
 	if r.Lease != nil {
 		return regionOf(r.Lease.Offering())
 	}
@@ -74,7 +76,8 @@ func (r *run) checkpointRegion() string {
 
 // onDemandBeside is the on-demand price of o's instance type in o's zone,
 // or 0 where the run may not take on-demand there.
-func (r *run) onDemandBeside(o capacity.Offering) float64 {
+func (c runClock) onDemandBeside(o capacity.Offering) float64 {
+	r := c.r
 	for _, od := range r.Offerings {
 		if od.Market == capacity.OnDemand && od.Provider == o.Provider && od.InstanceType == o.InstanceType && od.Zone == o.Zone {
 			return od.PricePerHour
@@ -86,8 +89,8 @@ func (r *run) onDemandBeside(o capacity.Offering) float64 {
 // spotPlace is the name refuel's market gives the place of offering o:
 // the key of the spot offering of its type in its zone, which is how
 // spotMarket names its zones; o's own key where none is sold.
-func (r *run) spotPlace(o capacity.Offering) string {
-	for _, s := range r.spotOfferings() {
+func (c runClock) spotPlace(o capacity.Offering) string {
+	for _, s := range c.spotOfferings() {
 		if s.Provider == o.Provider && s.InstanceType == o.InstanceType && s.Zone == o.Zone {
 			return s.Key()
 		}

@@ -60,15 +60,16 @@ func TestSettleClassifiesEveryWidthOnce(t *testing.T) {
 		{name: "clocked gang: completed outweighs taken", clocked: true, ranks: []attemptEnd{withCause(completed, takenByMarket), stopped}, want: endCompleted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &run{spec: gangJob(len(tc.ranks)), market: wallClock{}}
+			r := runOf("j", "")
+			r.spec = gangJob(len(tc.ranks))
 			if tc.clocked {
-				r.market = &clockedMarket{}
+				r.market = &clockedMarket{r: r}
 			}
 			var ends []nodeEnd
 			for _, e := range tc.ranks {
 				ends = append(ends, nodeEnd{lease: &Lease{}, end: e})
 			}
-			v := r.classify(tc.ranks[0], ends)
+			v := (&attempt{w: r.workload}).classify(tc.ranks[0], ends)
 			if v.ending != tc.want || len(v.lost) != tc.lost || (v.silent != nil) != tc.silent {
 				t.Errorf("classify = ending %d, %d lost, silent %v; want ending %d, %d lost, silent %v",
 					v.ending, len(v.lost), v.silent != nil, tc.want, tc.lost, tc.silent)
@@ -102,7 +103,7 @@ func TestMustStopAnswersOnceAndNamesWhatItLeavesOut(t *testing.T) {
 			var s testsuite.WorkflowTestSuite
 			env := s.NewTestWorkflowEnvironment()
 			env.ExecuteWorkflow(func(ctx workflow.Context) (stopWhy, error) {
-				r := &run{}
+				r := runOf("j", "")
 				r.Paused = tc.paused
 				if tc.yield {
 					r.Pool = &PoolPlace{Place: PlaceYielding}

@@ -12,86 +12,70 @@ import (
 	"refuel/pkg/spec"
 )
 
-// wallClock is the market of a run that finds capacity on its own, in
-// wall time: it tries the tier's offerings in order (spot before
-// on-demand, cheaper first, the zone that just preempted it last) and
-// waits with backoff while none can be had. A deadline run that may use
-// both spot and on-demand decides with refuel at two moments: when a try
-// finds no spot, whether to wait for it or take on-demand now
-// (waitForSpotVersion); and while on on-demand, whether to go back to
-// spot (backToSpotVersion).
-type wallClock struct{}
-
-func (wallClock) admit(ctx workflow.Context, r *run) error { return r.holdWhilePaused(ctx) }
+// runClock is the wall clock as a training run keeps it (wallClock): a
+// deadline run that may use both spot and on-demand decides with refuel
+// at two moments: when a try finds no spot, whether to wait for it or
+// take on-demand now (waitForSpotVersion); and while on on-demand,
+// whether to go back to spot (backToSpotVersion). An elastic gang short
+// of nodes tries for them while it trains (training_elastic.go).
+type runClock struct {
+	wallClock
+	r *run
+}
 
 // next is the tier's order, or spot alone while refuel says a deadline
 // run should wait for it.
-func (wallClock) next(ctx workflow.Context, r *run) (*ask, error) {
+func (c runClock) next(ctx workflow.Context, w *workload) (*ask, error) {
+	r := c.r
 	if r.mustStop(ctx, stopYield) != goOn { // no pool: no yield
 		return nil, nil
 	}
 	order := capacity.Order(r.Offerings, r.spec.Tier, r.AvoidZone)
-	if wait, first := r.waitsForSpot(ctx); wait {
-		a := r.askFor(tryFirst(capacity.OnlyMarket(order, capacity.Spot), first))
+	if wait, first := c.waitsForSpot(ctx); wait {
+		a := w.askFor(tryFirst(capacity.OnlyMarket(order, capacity.Spot), first))
 		a.spotOnly = true
 		return a, nil
 	}
-	return r.askFor(order), nil
-}
-
-func (wallClock) acquired(workflow.Context, *run, *Lease) {}
-
-// ended: a run in wall time decides nothing that stops an attempt but
-// an elastic gang's growth, which settle takes first (run.grew).
-func (wallClock) ended(attemptEnd, []nodeEnd, bool) *marketEnd { return nil }
-
-// widthToAcquire: a short gang given back whole is acquired whole again.
-func (wallClock) widthToAcquire(r *run) int { return r.nodes() }
-
-func (wallClock) shrinks() bool        { return true }
-func (wallClock) defersRelease() bool  { return true }
-func (wallClock) continuesAsNew() bool { return true }
-
-// status: a deadline run that weighs spot against on-demand shows its
-// latest decision.
-func (wallClock) status(r *run) (*MarketStatus, string) {
-	if r.Spot.Why == "" {
-		return nil, ""
-	}
-	return &MarketStatus{Clock: ClockWall, Policy: string(policy.Refuel), Why: r.Spot.Why, DecidedAt: r.Spot.DecidedAt}, r.Spot.Why
+	return w.askFor(order), nil
 }
 
 // failed: spot that no wait for stock brings back (quota, price, a spec
-// it does not meet) ends a deadline run's wait for it at once; what
-// never can be had ends the run; anything else is waited for.
-func (wallClock) failed(ctx workflow.Context, r *run, a ask, details []activities.FailureDetail, backoff *time.Duration) (bool, error) {
+// it does not meet) ends a deadline run's wait for it at once; anything
+// else as on any wall clock.
+func (c runClock) failed(ctx workflow.Context, w *workload, a ask, details []activities.FailureDetail, backoff *time.Duration) (bool, error) {
 	if a.spotOnly && !curedSoon(details) {
-		r.Spot.Impossible = true // on to on-demand
+		c.r.Spot.Impossible = true // on to on-demand
 		return true, nil
 	}
-	if permanent(details) {
-		return false, cannotAcquire("no offering can ever be acquired", details)
-	}
-	return r.backOff(ctx, details, backoff)
+	return c.wallClock.failed(ctx, w, a, details, backoff)
 }
 
 // watch: a deadline run on on-demand looks for a way back to spot while
 // it trains; an elastic gang short of nodes, for them.
-func (wallClock) watch(ctx workflow.Context, r *run) move {
-	if r.short(ctx) {
-		grow, err := r.awaitNodes(ctx)
+func (c runClock) watch(ctx workflow.Context, w *workload, a *attempt) move {
+	if c.short(ctx) {
+		grow, err := c.awaitNodes(ctx, a)
 		if grow || err != nil {
 			return move{grow: grow, err: err}
 		}
 	}
-	if r.watchesForSpot(ctx) {
-		spot, err := r.awaitSpot(ctx)
+	if c.watchesForSpot(ctx) {
+		spot, err := c.awaitSpot(ctx, a)
 		if spot != nil || err != nil {
 			return move{spot: spot, err: err}
 		}
 	}
-	end, err := r.awaitAttempt(ctx)
-	return move{end: end, err: err}
+	return c.wallClock.watch(ctx, w, a)
+}
+
+// status: a deadline run that weighs spot against on-demand shows its
+// latest decision.
+func (c runClock) status() (*MarketStatus, string) {
+	s := c.r.Spot
+	if s.Why == "" {
+		return nil, ""
+	}
+	return &MarketStatus{Clock: ClockWall, Policy: string(policy.Refuel), Why: s.Why, DecidedAt: s.DecidedAt}, s.Why
 }
 
 // spotWatch is how a deadline run weighs spot against on-demand. A run
@@ -114,7 +98,8 @@ func watchOf(o RunOptions) spotWatch {
 }
 
 // watch returns the run's spotWatch.
-func (r *run) watch(ctx workflow.Context) *spotWatch {
+func (c runClock) spotWatch(ctx workflow.Context) *spotWatch {
+	r := c.r
 	if r.Options != nil {
 		w := watchOf(*r.Options)
 		return &w
@@ -134,9 +119,10 @@ func (r *run) watch(ctx workflow.Context) *spotWatch {
 // on-demand itself: a deadline run that may use both. A gang decides as
 // one node would, for all its nodes at once (gangSpotVersion): it waits
 // for a gang's worth of spot in one zone, and goes back to spot whole.
-func (r *run) decidesMarket(ctx workflow.Context) bool {
+func (c runClock) decidesMarket(ctx workflow.Context) bool {
+	r := c.r
 	if r.spec.Tier != spec.TierDeadline || r.spec.Deadline == nil ||
-		len(r.spotOfferings()) == 0 || len(capacity.OnlyMarket(r.Offerings, capacity.OnDemand)) == 0 {
+		len(c.spotOfferings()) == 0 || len(capacity.OnlyMarket(r.Offerings, capacity.OnDemand)) == 0 {
 		return false
 	}
 	return r.nodes() == 1 || workflow.GetVersion(ctx, gangSpotVersion, workflow.DefaultVersion, 1) >= 1
@@ -151,23 +137,24 @@ func (r *run) decidesMarket(ctx workflow.Context) bool {
 // refuel would start in were every zone in stock, but the one that just
 // preempted it, for a run that prices its zones; "" leaves the tier's
 // order.
-func (r *run) waitsForSpot(ctx workflow.Context) (wait bool, first string) {
-	if !r.decidesMarket(ctx) || r.Spot.Impossible || workflow.GetVersion(ctx, waitForSpotVersion, workflow.DefaultVersion, 1) < 1 {
+func (c runClock) waitsForSpot(ctx workflow.Context) (wait bool, first string) {
+	r := c.r
+	if !c.decidesMarket(ctx) || r.Spot.Impossible || workflow.GetVersion(ctx, waitForSpotVersion, workflow.DefaultVersion, 1) < 1 {
 		return false, ""
 	}
-	w := r.watch(ctx)
+	w := c.spotWatch(ctx)
 	if w == nil || !w.Wait {
 		return false, ""
 	}
 	od := capacity.OnlyMarket(capacity.Order(r.Offerings, r.spec.Tier, ""), capacity.OnDemand)
-	m, priced := r.spotMarket(ctx, w, max(w.Step, time.Second), od[0].PricePerHour)
-	s := r.policyState(workflow.Now(ctx), w, policy.None)
+	m, priced := c.spotMarket(ctx, w, max(w.Step, time.Second), od[0].PricePerHour)
+	s := c.policyState(workflow.Now(ctx), w, policy.None)
 	if !askPlans(ctx) {
 		return policy.WaitForSpot(s, m), ""
 	}
 	in := activities.DecisionInput{Kind: activities.DecideWaitForSpot, State: s, Market: m}
 	if priced {
-		for _, o := range r.spotOfferings() {
+		for _, o := range c.spotOfferings() {
 			if o.Zone == r.AvoidZone {
 				in.NotFirst = append(in.NotFirst, o.Key())
 			}
@@ -179,7 +166,7 @@ func (r *run) waitsForSpot(ctx workflow.Context) (wait bool, first string) {
 		workflow.GetLogger(ctx).Warn("refuel's plans did not answer; taking on-demand", "error", err)
 		d.Explanation = "on-demand: refuel's plans did not answer (" + err.Error() + ")"
 	}
-	r.explain(ctx, d.Explanation)
+	c.explain(ctx, d.Explanation)
 	if !priced || d.Choice.Market != capacity.Spot {
 		return d.Wait, ""
 	}
@@ -198,7 +185,8 @@ func tryFirst(spots []capacity.Offering, first string) []capacity.Offering {
 
 // explain keeps the latest market decision's line for status and the
 // Web UI.
-func (r *run) explain(ctx workflow.Context, why string) {
+func (c runClock) explain(ctx workflow.Context, why string) {
+	r := c.r
 	r.Spot.Why, r.Spot.DecidedAt = why, workflow.Now(ctx)
 	r.showDetails(ctx)
 }
@@ -208,10 +196,10 @@ func (r *run) explain(ctx workflow.Context, why string) {
 // step. A run that prices its zones (priced, see pricedZonesVersion)
 // places each in its region with the on-demand price beside it, and
 // counts the move of its checkpoint to another region at w's prices.
-func (r *run) spotMarket(ctx workflow.Context, w *spotWatch, step time.Duration, onDemandPrice float64) (m policy.Market, priced bool) {
-	spots := r.spotOfferings()
+func (c runClock) spotMarket(ctx workflow.Context, w *spotWatch, step time.Duration, onDemandPrice float64) (m policy.Market, priced bool) {
+	spots := c.spotOfferings()
 	m = policy.Market{Step: step, OnDemandPrice: onDemandPrice}
-	history := r.stockHistory(ctx, spots)
+	history := c.stockHistory(ctx, spots)
 	priced = pricesZones(ctx)
 	for i, o := range spots {
 		z := policy.Zone{Name: o.Key(), SpotPrice: o.PricePerHour}
@@ -219,12 +207,12 @@ func (r *run) spotMarket(ctx workflow.Context, w *spotWatch, step time.Duration,
 			z.History = history[i]
 		}
 		if priced {
-			z.Region, z.OnDemandPrice = regionOf(o), r.onDemandBeside(o)
+			z.Region, z.OnDemandPrice = regionOf(o), c.onDemandBeside(o)
 		}
 		m.Zones = append(m.Zones, z)
 	}
 	if priced {
-		m.Move = r.move(w.Moves)
+		m.Move = c.move(w.Moves)
 	}
 	return m, priced
 }
@@ -232,7 +220,8 @@ func (r *run) spotMarket(ctx workflow.Context, w *spotWatch, step time.Duration,
 // stockHistory is what all runs saw of the offerings' stock, from the
 // control plane's stock logs; nil when the logs cannot be read (the plan
 // then goes by refuel's priors).
-func (r *run) stockHistory(ctx workflow.Context, offerings []capacity.Offering) []policy.Availability {
+func (c runClock) stockHistory(ctx workflow.Context, offerings []capacity.Offering) []policy.Availability {
+	r := c.r
 	if workflow.GetVersion(ctx, stockHistoryVersion, workflow.DefaultVersion, 1) < 1 {
 		return nil
 	}
@@ -249,31 +238,34 @@ func (r *run) stockHistory(ctx workflow.Context, offerings []capacity.Offering) 
 	return h
 }
 
-// policyState is the run as refuel sees it at now, holding c.
-func (r *run) policyState(now time.Time, w *spotWatch, c policy.Choice) policy.State {
-	remaining := r.remainingWork(now)
+// policyState is the run as refuel sees it at now, holding held.
+func (c runClock) policyState(now time.Time, w *spotWatch, held policy.Choice) policy.State {
+	r := c.r
+	remaining := c.remainingWork(now)
 	return policy.State{
 		Elapsed: now.Sub(r.StartedAt), TimeLeft: r.spec.Deadline.Sub(now),
 		Done: r.spec.Work.D() - remaining, Remaining: remaining,
-		RestartOverhead: w.RestartOverhead, Current: c,
+		RestartOverhead: w.RestartOverhead, Current: held,
 	}
 }
 
 // watchesForSpot reports whether the run, training now on on-demand,
 // should look for a way back to spot meanwhile.
-func (r *run) watchesForSpot(ctx workflow.Context) bool {
-	if r.Lease.Offering().Market != capacity.OnDemand || !r.decidesMarket(ctx) {
+func (c runClock) watchesForSpot(ctx workflow.Context) bool {
+	r := c.r
+	if r.Lease.Offering().Market != capacity.OnDemand || !c.decidesMarket(ctx) {
 		return false
 	}
 	if workflow.GetVersion(ctx, backToSpotVersion, workflow.DefaultVersion, 1) < 1 {
 		return false
 	}
-	w := r.watch(ctx)
+	w := c.spotWatch(ctx)
 	return w != nil && w.Every > 0
 }
 
 // spotOfferings are the spot offerings the run may use, in order.
-func (r *run) spotOfferings() []capacity.Offering {
+func (c runClock) spotOfferings() []capacity.Offering {
+	r := c.r
 	return capacity.OnlyMarket(capacity.Order(r.Offerings, r.spec.Tier, ""), capacity.Spot)
 }
 
@@ -284,19 +276,19 @@ func (r *run) spotOfferings() []capacity.Offering {
 // the attempt ends (by itself, or stopped for a pause or a cancel). Tries
 // that find no stock back off up to the watch's AtMost. A run whose
 // history grew long continues as new instead (the error).
-func (r *run) awaitSpot(ctx workflow.Context) (*Lease, error) {
-	w := r.watch(ctx)
+func (c runClock) awaitSpot(ctx workflow.Context, a *attempt) (*Lease, error) {
+	w := c.spotWatch(ctx)
 	wait := w.Every
 	var spot *Lease
-	_, err := r.pollWhileTraining(ctx, func() (time.Duration, string) {
+	_, err := c.pollWhileTraining(ctx, a, func() (time.Duration, string) {
 		return wait, "ask refuel whether to try spot again"
 	}, func() bool {
-		first, ok := r.spotToTry(ctx, w)
+		first, ok := c.spotToTry(ctx, w)
 		if !ok {
 			wait = w.Every
 			return false
 		}
-		if spot = r.trySpot(ctx, first); spot != nil {
+		if spot = c.trySpot(ctx, first); spot != nil {
 			return true
 		}
 		wait = min(2*wait, max(w.AtMost, w.Every))
@@ -310,21 +302,22 @@ func (r *run) awaitSpot(ctx workflow.Context) (*Lease, error) {
 // itself or is stopped (false), or the run's history grew long and it
 // continues as new (the error). While a pause or a yield stops the
 // trainer it asks nothing: the attempt ends soon.
-func (r *run) pollWhileTraining(ctx workflow.Context, wait func() (time.Duration, string), try func() bool) (bool, error) {
+func (c runClock) pollWhileTraining(ctx workflow.Context, a *attempt, wait func() (time.Duration, string), try func() bool) (bool, error) {
+	r := c.r
 	for {
 		d, summary := wait()
 		tctx, cancelTimer := workflow.WithCancel(ctx)
 		t := timer(tctx, d, summary)
 		sel := workflow.NewSelector(ctx)
-		sel.AddFuture(r.attempt.result, func(workflow.Future) {})
+		sel.AddFuture(a.lead().result, func(workflow.Future) {})
 		sel.AddFuture(t, func(workflow.Future) {})
 		sel.Select(ctx)
-		if r.attempt.result.IsReady() || ctx.Err() != nil {
+		if a.lead().result.IsReady() || ctx.Err() != nil {
 			cancelTimer()
 			return false, nil
 		}
-		if r.attempt.mayContinue && r.historyFull(ctx) {
-			return false, r.continueTraining(ctx)
+		if a.mayContinue && r.historyFull(ctx) {
+			return false, a.handOff(ctx)
 		}
 		if r.mustStop(ctx, stopBudget) != goOn {
 			continue
@@ -338,17 +331,18 @@ func (r *run) pollWhileTraining(ctx workflow.Context, wait func() (time.Duration
 // spotToTry asks refuel whether to try spot now, for the run as it stands
 // (its slack, the work left) on its spot offerings (see spotMarket); it
 // returns the offering to try first.
-func (r *run) spotToTry(ctx workflow.Context, w *spotWatch) (capacity.Offering, bool) {
+func (c runClock) spotToTry(ctx workflow.Context, w *spotWatch) (capacity.Offering, bool) {
+	r := c.r
 	o := r.Lease.Offering()
-	m, priced := r.spotMarket(ctx, w, w.Every, o.PricePerHour)
+	m, priced := c.spotMarket(ctx, w, w.Every, o.PricePerHour)
 	held := policy.Choice{Market: capacity.OnDemand, Zone: o.Key()}
 	if priced {
 		// On-demand held where the market has a place for it: refuel
 		// then prices staying on it, and its region, as that place's.
-		held.Zone = r.spotPlace(o)
+		held.Zone = c.spotPlace(o)
 	}
-	s := r.policyState(workflow.Now(ctx), w, held)
-	var c policy.Choice
+	s := c.policyState(workflow.Now(ctx), w, held)
+	var choice policy.Choice
 	var ok bool
 	if askPlans(ctx) {
 		d, err := decide(ctx, activities.DecisionInput{Kind: activities.DecideBackToSpot, State: s, Market: m}, "ask refuel whether to try spot now")
@@ -356,16 +350,16 @@ func (r *run) spotToTry(ctx workflow.Context, w *spotWatch) (capacity.Offering, 
 			workflow.GetLogger(ctx).Warn("refuel's plans did not answer; staying on on-demand until the next ask", "error", err)
 			d.Explanation = "staying on on-demand: refuel's plans did not answer (" + err.Error() + ")"
 		}
-		c, ok = d.Choice, err == nil && d.Try
-		r.explain(ctx, d.Explanation)
+		choice, ok = d.Choice, err == nil && d.Try
+		c.explain(ctx, d.Explanation)
 	} else {
-		c, ok = policy.BackToSpot(s, m)
+		choice, ok = policy.BackToSpot(s, m)
 	}
 	if !ok {
 		return capacity.Offering{}, false
 	}
-	for _, o := range r.spotOfferings() {
-		if o.Key() == c.Zone {
+	for _, o := range c.spotOfferings() {
+		if o.Key() == choice.Zone {
 			return o, true
 		}
 	}
@@ -378,7 +372,8 @@ func (r *run) spotToTry(ctx workflow.Context, w *spotWatch) (capacity.Offering, 
 // starts and a changeover's overlap as work done, so it errs towards less
 // work left; a trainer that reports its total steps (REFUEL_PROGRESS
 // total=N) is judged by its steps instead.
-func (r *run) remainingWork(now time.Time) time.Duration {
+func (c runClock) remainingWork(now time.Time) time.Duration {
+	r := c.r
 	work := r.spec.Work.D()
 	if t := r.TotalSteps; t > 0 {
 		return time.Duration(float64(work) * float64(max(0, t-r.Step)) / float64(t))
@@ -391,8 +386,9 @@ func (r *run) remainingWork(now time.Time) time.Duration {
 // other spot offerings; nil if none has stock (the failures are in
 // status, and the cloud's unavailable cache remembers them). What it
 // gets is the run's standby until the changeover.
-func (r *run) trySpot(ctx workflow.Context, first capacity.Offering) *Lease {
-	a := r.askFor(capacity.First(r.spotOfferings(), first))
+func (c runClock) trySpot(ctx workflow.Context, first capacity.Offering) *Lease {
+	r := c.r
+	a := r.askFor(capacity.First(c.spotOfferings(), first))
 	spot, err := r.Leases.acquire(ctx, r.owner(), a.leaseAsk)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -400,7 +396,7 @@ func (r *run) trySpot(ctx workflow.Context, first capacity.Offering) *Lease {
 		}
 		return nil
 	}
-	if !r.spotPeers(ctx, *a, spot) {
+	if !c.spotPeers(ctx, *a, spot) {
 		return nil
 	}
 	r.standby = spot
@@ -410,7 +406,8 @@ func (r *run) trySpot(ctx workflow.Context, first capacity.Offering) *Lease {
 // spotPeers acquires a gang's ranks after rank 0 beside spot, its new
 // rank 0, into r.standbyPeers: the whole gang changes over or none of
 // it, so a rank that cannot be had gives back spot and the others.
-func (r *run) spotPeers(ctx workflow.Context, a ask, spot *Lease) bool {
+func (c runClock) spotPeers(ctx workflow.Context, a ask, spot *Lease) bool {
+	r := c.r
 	for rank := 1; rank < r.nodes(); rank++ {
 		lease, err := r.Leases.acquire(ctx, r.owner(), r.peerAsk(a, rank, spot.Offering()))
 		if err != nil {
@@ -424,12 +421,4 @@ func (r *run) spotPeers(ctx workflow.Context, a ask, spot *Lease) bool {
 		r.standbyPeers = append(r.standbyPeers, lease)
 	}
 	return true
-}
-
-// releaseStandbyPeers gives back a standby gang's ranks after rank 0.
-func (r *run) releaseStandbyPeers(ctx workflow.Context) {
-	for _, l := range r.standbyPeers {
-		r.Leases.release(ctx, l, activities.ReleaseCleanup)
-	}
-	r.standbyPeers = nil
 }

@@ -14,20 +14,21 @@ import (
 	"refuel/pkg/capacity"
 )
 
-// A run rides out its own control plane. The node agent trains on
+// A workload rides out its own control plane. The node agent runs on
 // whatever the cluster does (activities.Node), so when the cluster stops
-// hearing an attempt's heartbeats the run does not take the instance for
-// lost on the cluster's word alone: it asks the instance's cloud, and
-// while the cloud still runs it, attaches to the attempt again, as a run
-// that continued as new does. Only an instance the cloud says is gone,
-// or one not heard from for the run's control-plane tolerance, ends the
-// attempt as lost; a dead instance is still found within the heartbeat
-// timeout.
+// hearing an attempt's heartbeats the workload does not take the
+// instance for lost on the cluster's word alone: it asks the instance's
+// cloud, and while the cloud still runs it, attaches to the attempt
+// again, as a workload that continued as new does. Only an instance the
+// cloud says is gone, or one not heard from for the control-plane
+// tolerance, ends the attempt as lost; a dead instance is still found
+// within the heartbeat timeout.
 
-// followAttempt runs the attempt's RunTraining to its end, attaching
-// again each time the cluster lost touch with a healthy instance's
-// agent. ctx is the activity's (disconnected) context.
-func (r *run) followAttempt(ctx workflow.Context, a *attempt) workflow.Future {
+// follow runs a rank's RunTraining to its end, attaching again each time
+// the cluster lost touch with a healthy instance's agent. ctx is the
+// activity's (disconnected) context.
+func (a *attempt) follow(ctx workflow.Context, k *rankAttempt) workflow.Future {
+	w := a.w
 	f, settle := workflow.NewFuture(ctx)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		actx := ctx
@@ -35,26 +36,26 @@ func (r *run) followAttempt(ctx workflow.Context, a *attempt) workflow.Future {
 		for {
 			scheduled := workflow.Now(ctx)
 			var res activities.TrainingResult
-			err := workflow.ExecuteActivity(actx, activities.RunTrainingName, a.in).Get(ctx, &res)
+			err := workflow.ExecuteActivity(actx, activities.RunTrainingName, k.in).Get(ctx, &res)
 			if err == nil {
-				r.countTrainerRestarts(ctx, res.Outage)
+				a.countTrainerRestarts(ctx, res.Outage)
 			}
 			if !unheard(err) {
 				settle.Set(res, err)
 				return
 			}
 			now := workflow.Now(ctx)
-			if silentSince.IsZero() || now.Sub(scheduled) > 2*r.opts.HeartbeatTimeout {
+			if silentSince.IsZero() || now.Sub(scheduled) > 2*w.opts.HeartbeatTimeout {
 				// A new outage: the agent was heard until a heartbeat
 				// timeout ago.
-				silentSince = now.Add(-r.opts.HeartbeatTimeout)
+				silentSince = now.Add(-w.opts.HeartbeatTimeout)
 			}
-			left := silentSince.Add(r.opts.ControlPlaneTolerance).Sub(now)
-			if left <= 0 || r.instanceGone(ctx, a.lease) {
+			left := silentSince.Add(w.opts.ControlPlaneTolerance).Sub(now)
+			if left <= 0 || a.instanceGone(ctx, k.lease) {
 				settle.Set(res, err)
 				return
 			}
-			r.lostTouch(ctx, a, now.Sub(silentSince))
+			a.lostTouch(ctx, k, now.Sub(silentSince))
 			actx = workflow.WithScheduleToStartTimeout(ctx, left)
 		}
 	})
@@ -71,9 +72,9 @@ func unheard(err error) bool {
 }
 
 // instanceGone asks the instance's cloud whether it took the instance
-// back. A cloud that cannot be asked says nothing: the run waits for the
+// back. A cloud that cannot be asked says nothing: the workload waits for the
 // agent within its tolerance.
-func (r *run) instanceGone(ctx workflow.Context, l *Lease) bool {
+func (a *attempt) instanceGone(ctx workflow.Context, l *Lease) bool {
 	actx := titled(controlOptions(ctx), "does the cloud still run "+l.Instance.ID+"?")
 	var lost []activities.LostInstance
 	if err := workflow.ExecuteActivity(actx, activities.LostInstancesName, []capacity.Instance{l.Instance}).Get(ctx, &lost); err != nil {
@@ -85,23 +86,25 @@ func (r *run) instanceGone(ctx workflow.Context, l *Lease) bool {
 
 // lostTouch records that the cluster did not hear an attempt's agent for
 // a while though its instance runs: cause control-plane, not a fault of
-// the instance, counted against nothing.
-func (r *run) lostTouch(ctx workflow.Context, a *attempt, silent time.Duration) {
-	msg := "the cluster has not heard the agent of attempt " + strconv.Itoa(a.in.Attempt) + " on " + a.lease.Instance.ID +
+// the instance, counted against nothing; its cure is to attach again.
+func (a *attempt) lostTouch(ctx workflow.Context, k *rankAttempt, silent time.Duration) {
+	w := a.w
+	msg := "the cluster has not heard the agent of attempt " + strconv.Itoa(k.in.Attempt) + " on " + k.lease.Instance.ID +
 		" for " + silent.Round(time.Second).String() + ", but its cloud still runs it: attaching again (the trainer trains on; the instance is counted lost after " +
-		r.opts.ControlPlaneTolerance.String() + ")"
-	workflow.GetLogger(ctx).Warn("lost touch with a training attempt", "instance", a.lease.Instance.ID, "silent", silent)
-	r.addFailure(ctx, string(capacity.ControlPlane), a.lease.Offering().Key(), msg)
+		w.opts.ControlPlaneTolerance.String() + ")"
+	workflow.GetLogger(ctx).Warn("lost touch with a training attempt", "instance", k.lease.Instance.ID, "silent", silent)
+	w.addFailure(ctx, string(capacity.ControlPlane), k.lease.Offering().Key(), msg)
 	workflow.GetMetricsHandler(ctx).Counter(telemetry.ControlPlaneOutagesTotal).Inc(1)
 }
 
 // countTrainerRestarts books the trainers an attempt's agent stopped
-// because no run attached within the tolerance, and started again when
+// because no workflow attached within the tolerance, and started again when
 // one did.
-func (r *run) countTrainerRestarts(ctx workflow.Context, o *activities.Outage) {
+func (a *attempt) countTrainerRestarts(ctx workflow.Context, o *activities.Outage) {
+	w := a.w
 	if o == nil || o.TrainerRestarts == 0 {
 		return
 	}
-	r.Restarts.add(capacity.ControlPlane, o.TrainerRestarts)
+	w.rec.Restarts.add(capacity.ControlPlane, o.TrainerRestarts)
 	workflow.GetMetricsHandler(ctx).Counter(telemetry.ControlPlaneRestartsTotal).Inc(int64(o.TrainerRestarts))
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,9 +32,9 @@ type Restarts map[capacity.Fault]int
 // Total is every restart a fault caused, the ones max_restarts caps.
 func (c Restarts) Total() int {
 	n := 0
-	for f, k := range c {
+	for _, f := range capacity.Faults {
 		if f.Remedy().Restarts {
-			n += k
+			n += c[f]
 		}
 	}
 	return n
@@ -74,12 +76,12 @@ func (c *Restarts) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	*c = nil
-	for key, n := range byKey {
+	for _, key := range slices.Sorted(maps.Keys(byKey)) {
 		f, ok := capacity.FaultOfKey(key)
 		if !ok {
 			f = capacity.Fault(key)
 		}
-		if n != 0 {
+		if n := byKey[key]; n != 0 {
 			c.add(f, n)
 		}
 	}
@@ -102,40 +104,44 @@ func lossCause(err error) capacity.Fault {
 }
 
 // restart counts a fault of the given cause and, past the spec's
-// max_restarts, ends the run with an error naming it. Otherwise it waits
-// before the run acquires again, twice as long after each fault (with
-// jitter, so runs that failed together do not come back together): a
-// fault that repeats costs a few instances, not an endless loop of them.
-func (r *run) restart(ctx workflow.Context, cause capacity.Fault, msg string) error {
-	if err := r.countRestart(cause, msg); err != nil || !cause.Remedy().Restarts {
+// max_restarts, ends the workload with an error naming it. Otherwise,
+// for a fault max_restarts caps, it waits before the workload acquires
+// again, twice as long after each fault (with jitter, so workloads that
+// failed together do not come back together): a fault that repeats
+// costs a few instances, not an endless loop of them.
+func (rc recovery) restart(ctx workflow.Context, cause capacity.Fault, msg string) error {
+	w := rc.w
+	if err := rc.countRestart(cause, msg); err != nil || !cause.Remedy().Restarts {
 		return err // a fault that counts against nothing is no fault that repeats
 	}
 	if workflow.GetVersion(ctx, restartBackoffVersion, workflow.DefaultVersion, 1) < 1 {
 		return nil
 	}
-	c := r.Restarts
-	wait := jittered(r.opts.RestartBackoff<<min(c.Total()-1, 10), r.identity, r.Attempts)
-	wait = min(wait, r.opts.MaxRestartBackoff)
+	c := w.rec.Restarts
+	wait := jittered(w.opts.RestartBackoff<<min(c.Total()-1, 10), w.identity, w.h.Attempts)
+	wait = min(wait, w.opts.MaxRestartBackoff)
 	workflow.GetLogger(ctx).Warn("restarting after a fault", "cause", cause, "restarts", c.Total(), "wait", wait, "error", msg)
 	// Only a pause cuts the wait short: a yield or a spent budget is
-	// heeded when the run acquires again.
-	_, err := waitFor(ctx, wait, "wait "+wait.Round(time.Second).String()+" before restarting ("+string(cause)+")", func() bool { return r.mustStop(ctx, stopYield, stopBudget) != goOn })
+	// heeded when the workload acquires again.
+	_, err := waitFor(ctx, wait, "wait "+wait.Round(time.Second).String()+" before restarting ("+string(cause)+")", func() bool { return w.host.mustStop(ctx, stopYield, stopBudget) != goOn })
 	return err
 }
 
-// countRestart counts a fault of the given cause and, past the spec's
-// max_restarts, returns the error that ends the run. A fault that counts
-// against nothing (capacity.FaultRemedy.Restarts) is not counted here.
-func (r *run) countRestart(cause capacity.Fault, msg string) error {
+// countRestart counts a fault of the given cause under its key in
+// status.restarts and, past the spec's max_restarts for a fault it caps,
+// returns the error that ends the workload. A fault with no key there
+// (one that ends the workload) is not counted.
+func (rc recovery) countRestart(cause capacity.Fault, msg string) error {
+	w := rc.w
 	remedy := cause.Remedy()
-	if !remedy.Restarts {
+	if remedy.Key == "" {
 		return nil
 	}
-	r.Restarts.add(cause, 1)
-	if limit := r.spec.Restarts(); r.Restarts.Total() > limit {
+	w.rec.Restarts.add(cause, 1)
+	if limit := w.spec.Restarts(); remedy.Restarts && w.rec.Restarts.Total() > limit {
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("%s after %d restarts (max_restarts %d; %s); last: %s",
-				remedy.Verdict, r.Restarts.Total()-1, limit, r.Restarts.Capped(), msg),
+				remedy.Verdict, w.rec.Restarts.Total()-1, limit, w.rec.Restarts.Capped(), msg),
 			remedy.Type, nil)
 	}
 	return nil
@@ -143,8 +149,8 @@ func (r *run) countRestart(cause capacity.Fault, msg string) error {
 
 // Any reports whether the run trained again after any fault.
 func (c Restarts) Any() bool {
-	for _, n := range c {
-		if n > 0 {
+	for _, f := range capacity.Faults {
+		if c[f] > 0 {
 			return true
 		}
 	}
