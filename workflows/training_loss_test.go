@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"maps"
 	"testing"
@@ -188,6 +189,52 @@ func TestRestartsCountWhatTheFaultTableSays(t *testing.T) {
 		}
 		if !f.Remedy().Restarts && err != nil {
 			t.Errorf("%s: %v; want no error, it counts against nothing", f, err)
+		}
+	}
+}
+
+// Every fault is handled from the table alone: a fault added to
+// capacity.Faults and its remedies is counted under its own key in
+// status.restarts (or not at all), read back from a carried state, given
+// back for the reason its cure names, and ends the run only where no
+// instance cures it. Nothing else names the faults.
+func TestEveryFaultIsHandledFromTheTable(t *testing.T) {
+	reasons := map[capacity.Cure]activities.ReleaseReason{
+		capacity.NewInstance: activities.ReleasePreempted, capacity.RestartTrainer: activities.ReleaseFailed,
+		capacity.NoCure: activities.ReleaseFailed,
+	}
+	for _, f := range capacity.Faults {
+		rm := f.Remedy()
+		limit := 5
+		r := runOf("j", "")
+		r.spec = spec.JobSpec{MaxRestarts: &limit}
+		if err := r.recovery().countRestart(f, "boom"); err != nil {
+			t.Errorf("%s: %v; want none within max_restarts", f, err)
+		}
+		b, err := json.Marshal(r.Restarts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys map[string]int
+		if err := json.Unmarshal(b, &keys); err != nil {
+			t.Fatal(err)
+		}
+		if rm.Key != "" && keys[rm.Key] != 1 || rm.Key == "" && len(r.Restarts) != 0 {
+			t.Errorf("%s: status.restarts %s; want it counted under %q (none where the key is empty)", f, b, rm.Key)
+		}
+		var back Restarts
+		if err := json.Unmarshal(b, &back); err != nil || !maps.Equal(back, r.Restarts) {
+			t.Errorf("%s: %s read back as %v (%v); want %v", f, b, back, err, r.Restarts)
+		}
+		want, ok := reasons[rm.Cure]
+		if rm.Cure == capacity.OtherMachine {
+			want, ok = activities.ReleaseReason(f), true
+		}
+		if got := (loss{fault: f}).releaseReason(); ok && got != want {
+			t.Errorf("%s (cure %d): released as %q; want %q", f, rm.Cure, got, want)
+		}
+		if ends := rm.Cure == capacity.NoCure; ends != (rm.Type != "" && !rm.Restarts) {
+			t.Errorf("%s: cure %d with type %q: a fault that ends the run names the error type it ends it with, and only it", f, rm.Cure, rm.Type)
 		}
 	}
 }

@@ -119,3 +119,30 @@ func isNil(e ast.Expr) bool {
 	id, ok := e.(*ast.Ident)
 	return ok && id.Name == "nil"
 }
+
+// A recovery is written once: only its own methods open, name and close
+// it (Holding.Recovery, Record.LastRecovery). Decoding a state carried by
+// an older run (an UnmarshalJSON) is not a write of the run's.
+func TestOnlyTheRecoveryWritesRecoveries(t *testing.T) {
+	fset, files := workflowFiles(t)
+	for _, f := range files {
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Name.Name == "UnmarshalJSON" || fn.Recv != nil && typeName(fn.Recv.List[0].Type) == "recovery" {
+				continue
+			}
+			ast.Inspect(fn, func(n ast.Node) bool {
+				a, ok := n.(*ast.AssignStmt)
+				if !ok {
+					return true
+				}
+				for _, lhs := range a.Lhs {
+					if s, ok := lhs.(*ast.SelectorExpr); ok && (s.Sel.Name == "Recovery" || s.Sel.Name == "LastRecovery") {
+						t.Errorf("%s: %s writes %s; only the recovery's methods do (recovery.go)", fset.Position(a.Pos()), fn.Name.Name, s.Sel.Name)
+					}
+				}
+				return true
+			})
+		}
+	}
+}
