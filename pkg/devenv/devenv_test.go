@@ -53,6 +53,7 @@ func TestActivityIdle(t *testing.T) {
 		"a touch restarts the clock":     {touched, at(41 * time.Minute), 30 * time.Minute, 16 * time.Minute, false, at(55 * time.Minute)},
 		"timeout 0 never stops":          {started, at(1000 * time.Hour), 0, 1000 * time.Hour, false, time.Time{}},
 		"an agent clock ahead":           {Activity{Since: t0, LastActive: at(time.Minute)}, t0, time.Minute, 0, false, at(2 * time.Minute)},
+		"in use: no clock runs":          {Activity{Since: t0, LastActive: at(time.Minute), InUse: true}, at(time.Hour), 30 * time.Minute, 0, false, time.Time{}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -70,6 +71,16 @@ func TestActivityIdle(t *testing.T) {
 	}
 }
 
+func TestQuietAfter(t *testing.T) {
+	for timeout, want := range map[time.Duration]time.Duration{
+		0: time.Minute, 30 * time.Minute: time.Minute, 2 * time.Minute: 30 * time.Second, 10 * time.Second: 2500 * time.Millisecond,
+	} {
+		if got := QuietAfter(timeout); got != want {
+			t.Errorf("QuietAfter(%s) = %s; want %s", timeout, got, want)
+		}
+	}
+}
+
 func TestSplitHeld(t *testing.T) {
 	used := Activity{Since: t0, LastActive: at(20 * time.Minute)}
 	cases := map[string]struct {
@@ -82,6 +93,7 @@ func TestSplitHeld(t *testing.T) {
 		"idle after the grace":     {t0, at(55 * time.Minute), used, 25 * time.Minute, 30 * time.Minute},
 		"a span all idle":          {at(30 * time.Minute), at(50 * time.Minute), used, 0, 20 * time.Minute},
 		"never used, autostopped":  {t0, at(30 * time.Minute), Activity{Since: t0}, IdleGrace, 30*time.Minute - IdleGrace},
+		"in use to the end":        {t0, at(55 * time.Minute), Activity{Since: t0, LastActive: at(20 * time.Minute), InUse: true}, 55 * time.Minute, 0},
 		"an empty span":            {at(time.Hour), at(time.Hour), used, 0, 0},
 		"a span backwards":         {at(time.Hour), t0, used, 0, 0},
 	}

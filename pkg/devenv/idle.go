@@ -31,11 +31,16 @@ func (s Sample) Active() bool {
 
 // Activity is what is known of an environment's use: when the idle clock
 // may start at the earliest (its command started), when the agent last
-// saw it in use, and when the developer last touched it.
+// saw it in use and whether it still does, and when the developer last
+// touched it.
 type Activity struct {
 	Since      time.Time `json:"since"`
 	LastActive time.Time `json:"last_active,omitzero"`
-	LastTouch  time.Time `json:"last_touch,omitzero"`
+	// InUse is the agent's word that the environment is in use now: it
+	// saw use within QuietAfter. No idle clock runs meanwhile; once the
+	// agent says it went quiet, LastActive is when it last saw use.
+	InUse     bool      `json:"in_use,omitempty"`
+	LastTouch time.Time `json:"last_touch,omitzero"`
 }
 
 // Last is the latest of Since, LastActive and LastTouch: the idle clock
@@ -50,16 +55,21 @@ func (a Activity) Last() time.Time {
 	return last
 }
 
-// IdleFor is how long the environment has gone unused at now; never
-// negative (an agent's clock may run ahead of the workflow's).
+// IdleFor is how long the environment has gone unused at now: 0 while in
+// use, and never negative (an agent's clock may run ahead of the
+// workflow's).
 func (a Activity) IdleFor(now time.Time) time.Duration {
+	if a.InUse {
+		return 0
+	}
 	return max(0, now.Sub(a.Last()))
 }
 
 // StopAt is when the environment stops for want of use if nothing
-// happens meanwhile; ok is false for timeout 0 (never).
+// happens meanwhile; ok is false for timeout 0 (never) and while it is
+// in use.
 func (a Activity) StopAt(timeout time.Duration) (at time.Time, ok bool) {
-	if timeout <= 0 {
+	if timeout <= 0 || a.InUse {
 		return time.Time{}, false
 	}
 	return a.Last().Add(timeout), true
@@ -72,17 +82,32 @@ func (a Activity) Idle(now time.Time, timeout time.Duration) bool {
 	return ok && !now.Before(at)
 }
 
+// QuietAfter is how long after the last use the agent says an
+// environment went quiet: a minute, so that use in bursts (a browser
+// that connects now and then) is one stretch of use, but never more
+// than a quarter of the idle timeout, which it delays.
+func QuietAfter(idleTimeout time.Duration) time.Duration {
+	if idleTimeout <= 0 {
+		return time.Minute
+	}
+	return min(time.Minute, idleTimeout/4)
+}
+
 // IdleGrace is how long an environment may go unused before its held
 // time counts as idle: a pause between two commands is work.
 const IdleGrace = 5 * time.Minute
 
 // SplitHeld splits an instance's time held from from to to into active
 // and idle time, given the environment's activity over it: the part
-// more than IdleGrace after the last use is idle. What the split says of
-// time before the last use is active, as no sample says otherwise.
+// more than IdleGrace after the last use is idle, and none while it is
+// in use. What the split says of time before the last use is active, as
+// no sample says otherwise.
 func SplitHeld(from, to time.Time, a Activity) (active, idle time.Duration) {
 	if !to.After(from) {
 		return 0, 0
+	}
+	if a.InUse {
+		return to.Sub(from), 0
 	}
 	idleFrom := a.Last().Add(IdleGrace)
 	switch {
