@@ -74,6 +74,9 @@ type Dev struct {
 	NoticeGrace time.Duration
 	// SampleEvery is how often use is sampled; default 5s.
 	SampleEvery time.Duration
+	// QuietAfter is how long after the last use the environment counts
+	// as quiet rather than in use; default devenv.QuietAfter(0).
+	QuietAfter time.Duration
 	// NvidiaSMI is the nvidia-smi asked for GPU use; default
 	// "nvidia-smi" on the agent's PATH.
 	NvidiaSMI string
@@ -110,8 +113,10 @@ type DevReport struct {
 	Serving   bool
 	Sample    devenv.Sample
 	// LastActive is when the agent last saw the environment in use; the
-	// command's start before that.
+	// command's start before that. InUse says that was within
+	// QuietAfter.
 	LastActive time.Time
+	InUse      bool
 }
 
 // DevResult is how a development environment's attempt ended.
@@ -150,6 +155,9 @@ func (d *Dev) setDefaults() error {
 	}
 	if d.SampleEvery <= 0 {
 		d.SampleEvery = defaultSampleEvery
+	}
+	if d.QuietAfter <= 0 {
+		d.QuietAfter = devenv.QuietAfter(0)
 	}
 	if d.NvidiaSMI == "" {
 		d.NvidiaSMI = "nvidia-smi"
@@ -315,7 +323,8 @@ func (r *run) startDev() *devSession {
 func (d *devSession) report(s devenv.Sample) *DevReport {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return &DevReport{Endpoint: d.endpoint, Workspace: d.cfg.Workspace, Serving: d.served, Sample: s, LastActive: d.lastActive}
+	return &DevReport{Endpoint: d.endpoint, Workspace: d.cfg.Workspace, Serving: d.served, Sample: s, LastActive: d.lastActive,
+		InUse: time.Since(d.lastActive) < d.cfg.QuietAfter}
 }
 
 // saveLoop saves the workspace every SaveEvery until ctx ends; a save

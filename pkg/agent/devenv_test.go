@@ -22,6 +22,10 @@ import (
 // over its workspace, on the port the agent gives it.
 var httpServer = []string{"sh", "-c", `exec python3 -m http.server "$REFUEL_PORT" --bind 127.0.0.1 --directory "$REFUEL_WORKSPACE"`}
 
+// devQuiet is how soon after the last use the tests' environments go
+// quiet.
+const devQuiet = 100 * time.Millisecond
+
 func needPython(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("python3"); err != nil {
@@ -95,7 +99,7 @@ func (h *harness) devConfig(log *devLog, ws string, command ...string) Config {
 		NoticePoll: 20 * time.Millisecond, StopGrace: 10 * time.Second, OnEvent: log.record,
 		Stdout: &h.stdout, Stderr: &h.stderr,
 		Dev: &Dev{Workspace: ws, Host: "127.0.0.1", SaveEvery: time.Hour, SampleEvery: 20 * time.Millisecond,
-			NvidiaSMI: filepath.Join(h.t.TempDir(), "no-nvidia-smi")},
+			QuietAfter: devQuiet, NvidiaSMI: filepath.Join(h.t.TempDir(), "no-nvidia-smi")},
 	}
 }
 
@@ -151,13 +155,17 @@ func TestDevEnvironmentKeepsItsWorkspace(t *testing.T) {
 	used, i := log.waitFor(t, i, "a sample with the connection", func(e Event) bool {
 		return e.Kind == EventUsage && e.Dev.Sample.Connections > 0 && e.Dev.Sample.Active()
 	})
-	if !used.Dev.LastActive.After(started.Dev.LastActive) {
-		t.Errorf("last activity %s; want later than the start %s", used.Dev.LastActive, started.Dev.LastActive)
+	if !used.Dev.LastActive.After(started.Dev.LastActive) || !used.Dev.InUse {
+		t.Errorf("last activity %s, in use %v; want in use, later than the start %s", used.Dev.LastActive, used.Dev.InUse, started.Dev.LastActive)
 	}
 	conn.Close()
-	log.waitFor(t, i, "a sample without connections", func(e Event) bool {
-		return e.Kind == EventUsage && e.Dev.Sample.Connections == 0 && !e.Dev.Sample.Active()
+	// Quiet once QuietAfter has passed without a connection.
+	quiet, i := log.waitFor(t, i, "a sample of an environment gone quiet", func(e Event) bool {
+		return e.Kind == EventUsage && e.Dev.Sample.Connections == 0 && !e.Dev.InUse
 	})
+	if quiet.Time.Sub(quiet.Dev.LastActive) < devQuiet {
+		t.Errorf("quiet %s after the last use; want at least %s", quiet.Time.Sub(quiet.Dev.LastActive), devQuiet)
+	}
 
 	stop()
 	res, err := wait()
