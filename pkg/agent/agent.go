@@ -244,9 +244,11 @@ func (c *Config) setDefaults() error {
 	if err := c.Gang.check(); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	if err := c.Dev.setDefaults(); err != nil {
+	dev, err := c.Dev.withDefaults()
+	if err != nil {
 		return err
 	}
+	c.Dev = dev
 	dir, err := filepath.Abs(c.Dir)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)

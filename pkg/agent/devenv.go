@@ -139,10 +139,19 @@ type DevResult struct {
 	Unsaved   time.Duration
 }
 
-func (d *Dev) setDefaults() error {
+// withDefaults is a copy of d with its defaults filled in; nil for nil.
+func (d *Dev) withDefaults() (*Dev, error) {
 	if d == nil {
-		return nil
+		return nil, nil
 	}
+	c := *d
+	if err := c.setDefaults(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func (d *Dev) setDefaults() error {
 	switch {
 	case d.Workspace == "" || !filepath.IsAbs(d.Workspace):
 		return fmt.Errorf("agent: workspace %q: want an absolute directory", d.Workspace)
