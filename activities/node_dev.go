@@ -122,7 +122,10 @@ func (n *Node) devConfig(in TrainingInput) (*agent.Dev, error) {
 }
 
 // devOutcome adds to out what a development environment's attempt did,
-// and says in its message what an exit of the command means.
+// and says in its message what an exit of the command means: a command
+// that failed to start (devenv.CommandExit.Verdict) fails the attempt
+// whatever its exit status; one that served and ended by itself is
+// completed, which for an environment means suspended, not done.
 func devOutcome(in TrainingInput, res agent.Result, out *TrainingResult) {
 	d := res.Dev
 	if in.Dev == nil || d == nil {
@@ -133,8 +136,11 @@ func devOutcome(in TrainingInput, res agent.Result, out *TrainingResult) {
 		LastActive: d.LastActive, Saved: d.Saved, SaveError: d.SaveError, UnsavedSeconds: d.Unsaved.Seconds(),
 	}
 	if res.Outcome == agent.Completed || res.Outcome == agent.Failed {
-		_, why := devenv.CommandExit{Code: res.ExitCode, Ran: d.Ran, Served: d.Served, Output: res.Stderr}.Verdict()
+		state, why := devenv.CommandExit{Code: res.ExitCode, Ran: d.Ran, Served: d.Served, Output: res.Stderr}.Verdict()
 		out.Message = fmt.Sprintf("%s\n(whole output: starter logs %s --attempt %d)", why, in.Spec.ID, in.Attempt)
+		if state == devenv.StateFailed {
+			out.Outcome = OutcomeFailed
+		}
 	}
 }
 

@@ -174,11 +174,24 @@ func TestRunTrainingOfADevEnvironment(t *testing.T) {
 	}
 }
 
-// A command that exits at once: the attempt fails with its last lines
-// and says what that means for the environment.
+// A command that exits at once fails the attempt with its last lines,
+// whatever its exit status, and says what that means for the
+// environment.
 func TestRunTrainingOfADevCommandThatExits(t *testing.T) {
+	for name, tc := range map[string]struct {
+		script string
+		code   int
+	}{
+		"with an error":      {`echo "jupyter: command not found" >&2; exit 127`, 127},
+		"with exit status 0": {`echo "jupyter: command not found" >&2; exit 0`, 0},
+	} {
+		t.Run(name, func(t *testing.T) { devCommandExits(t, tc.script, tc.code) })
+	}
+}
+
+func devCommandExits(t *testing.T, script string, code int) {
 	store := (&url.URL{Scheme: "file", Path: filepath.ToSlash(t.TempDir())}).String()
-	ds := spec.DevSpec{ID: "dev-2", Command: []string{"sh", "-c", `echo "jupyter: command not found" >&2; exit 127`}}
+	ds := spec.DevSpec{ID: "dev-2", Command: []string{"sh", "-c", script}}
 	ds.Normalize()
 	n := &Node{InstanceID: "i-1", Dir: t.TempDir(), Signaler: &signals{}, Logger: zap.NewNop(), ProgressSignal: "progress"}
 	var suite testsuite.WorkflowTestSuite
@@ -195,8 +208,8 @@ func TestRunTrainingOfADevCommandThatExits(t *testing.T) {
 	if err := v.Get(&res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Outcome != OutcomeFailed || res.ExitCode != 127 || res.Dev == nil || res.Dev.Served {
-		t.Fatalf("result %+v; want failed with code 127, never served", res)
+	if res.Outcome != OutcomeFailed || res.ExitCode != code || res.Dev == nil || res.Dev.Served {
+		t.Fatalf("result %+v; want failed with code %d, never served", res, code)
 	}
 	for _, want := range []string{"before its endpoint ever answered", "jupyter: command not found", "starter logs dev-2 --attempt 1"} {
 		if !strings.Contains(res.Message, want) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -156,5 +157,18 @@ func TestDevConfigErrors(t *testing.T) {
 		if err := d.setDefaults(); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// On a machine with GPUs, the real nvidia-smi's answer reads as a share;
+// elsewhere there is nothing to ask.
+func TestGPUProbeOnThisMachine(t *testing.T) {
+	if _, err := exec.LookPath("nvidia-smi"); err != nil {
+		t.Skip("no nvidia-smi here")
+	}
+	g := &gpuProbe{command: "nvidia-smi"}
+	share, ok := g.utilization(context.Background())
+	if !ok || g.absent || share < 0 || share > 1 {
+		t.Errorf("nvidia-smi read as %g, %v (absent %v); want a share from 0 to 1", share, ok, g.absent)
 	}
 }
