@@ -68,7 +68,7 @@ func StartDev(ctx context.Context, c client.Client, ds spec.DevSpec, who string)
 func devSummary(ds spec.DevSpec, who string) string {
 	idle := "never stops when idle"
 	if d := ds.Idle(); d > 0 {
-		idle = "stops after " + d.String() + " idle"
+		idle = "stops after " + idleTimeout(d) + " idle"
 	}
 	return fmt.Sprintf("%s: development environment of %s, %s, team %s, priority %d, %d GPU(s), %s",
 		ds.ID, orDefault(who, "someone"), ds.Tier, orNone(ds.Team), ds.Priority, max(1, ds.Resources.GPUs), idle)
@@ -84,7 +84,7 @@ func devDetails(ds spec.DevSpec) string {
 			max(1, r.GPUs), list(r.InstanceTypes), list(r.Zones), list(r.Providers), price(r.MaxPricePerHour)),
 		"- **command** `" + strings.Join(ds.Command, " ") + "`",
 		fmt.Sprintf("- **workspace** %s, saved every %s", orDefault(ds.Workspace, "a directory of its own"), ds.SaveEvery()),
-		"- **idle timeout** " + orDefault(durationOrNever(ds.Idle()), "never"),
+		"- **idle timeout** " + idleTimeout(ds.Idle()),
 	}
 	if ds.MaxDuration > 0 {
 		lines = append(lines, "- **max duration** "+ds.MaxDuration.String())
@@ -100,9 +100,10 @@ var devTierMeaning = map[spec.Tier]string{
 	spec.TierFlexible: " (spot allowed; replaced after a preemption, workspace restored)",
 }
 
-func durationOrNever(d time.Duration) string {
+// idleTimeout says an idle timeout: a duration, or never for 0.
+func idleTimeout(d time.Duration) string {
 	if d <= 0 {
-		return ""
+		return "never"
 	}
 	return d.String()
 }

@@ -184,8 +184,6 @@ func (d *Dev) setDefaults() error {
 	return nil
 }
 
-func (d *Dev) connections(port int) int { return d.Connections(port) }
-
 // sharesHost reports whether other instances may listen on this host.
 func (d *Dev) sharesHost() bool {
 	if d.SharedHost || d.Host == "localhost" {

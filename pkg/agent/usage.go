@@ -108,7 +108,7 @@ func parseGPUUtilization(out string) (share float64, ok bool) {
 
 // sampleUsage is what the agent sees of an environment's use now.
 func (d *devSession) sampleUsage(ctx context.Context) devenv.Sample {
-	s := devenv.Sample{Connections: d.cfg.connections(d.port)}
+	s := devenv.Sample{Connections: d.cfg.Connections(d.port)}
 	s.GPUUtilization, s.GPUKnown = d.gpu.utilization(ctx)
 	return s
 }
