@@ -66,6 +66,7 @@ fuzz:
 	@echo "== fuzz tests, $(FUZZTIME) inputs each ($(FUZZTIME_EC2) for the EC2 query)"
 	$(GO) test -run '^$$' -fuzz '^FuzzParseJobSpec$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 100x ./pkg/spec
 	$(GO) test -run '^$$' -fuzz '^FuzzParseServiceSpec$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 100x ./pkg/spec
+	$(GO) test -run '^$$' -fuzz '^FuzzParseDevSpec$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 100x ./pkg/spec
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePools$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 100x ./pkg/pool
 	$(GO) test -run '^$$' -fuzz '^FuzzQuery$$' -fuzztime $(FUZZTIME_EC2) -fuzzminimizetime 100x ./pkg/cloud/sim/ec2api/fuzz
 

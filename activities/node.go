@@ -58,6 +58,9 @@ type Node struct {
 	// in-process, and its life (see agent.Config).
 	Notices agent.NoticeSource
 	Machine *agent.Machine
+	// SharedHost says other instances' agents run on this host too (a
+	// virtual instance's): a development environment gets a free port.
+	SharedHost bool
 
 	mu       sync.Mutex
 	attempts map[attemptKey]*trainerRun
@@ -223,7 +226,11 @@ func (n *Node) attach(ctx context.Context, in TrainingInput, workflowID string) 
 	if err != nil {
 		return nil, err
 	}
-	store.SetRun(in.RunIdentity)
+	if in.Dev == nil {
+		// A workspace outlives its workflow: an environment started again
+		// under its id restores what the one before kept.
+		store.SetRun(in.RunIdentity)
+	}
 	_, total := n.command(in)
 	trainCtx, stop := context.WithCancel(context.Background())
 	t := &trainerRun{
@@ -290,6 +297,10 @@ func heartbeatEvery(in TrainingInput) time.Duration {
 func (n *Node) train(ctx context.Context, in TrainingInput, store *checkpoint.Store, rep *reporter) (TrainingResult, error) {
 	command, total := n.command(in)
 	dir := filepath.Join(n.Dir, fmt.Sprintf("attempt-%d", in.Attempt))
+	dev, err := n.devConfig(in)
+	if err != nil {
+		return TrainingResult{}, err
+	}
 	res, err := agent.Run(ctx, agent.Config{
 		Command:            command,
 		Env:                envList(in.Spec.Env),
@@ -310,6 +321,7 @@ func (n *Node) train(ctx context.Context, in TrainingInput, store *checkpoint.St
 		Notices:            n.Notices,
 		Machine:            n.Machine,
 		Gang:               agent.Gang{Rank: in.Gang.Rank, Nodes: in.Gang.Nodes, MasterAddr: in.Gang.MasterAddr, MasterPort: in.Gang.MasterPort},
+		Dev:                dev,
 	})
 	if errors.Is(err, agent.ErrMachineGone) {
 		// The instance is gone: like a machine without power, it answers
@@ -362,6 +374,7 @@ func (n *Node) train(ctx context.Context, in TrainingInput, store *checkpoint.St
 	case agent.GangStopped:
 		out.Message = fmt.Sprintf("rank %d stopped with its gang at step %d: %s\n(whole output: starter logs %s --attempt %d)", in.Gang.Rank, res.LastStep, res.Stderr, in.Spec.ID, in.Attempt)
 	}
+	devOutcome(in, res, &out)
 	return out, nil
 }
 
@@ -424,6 +437,9 @@ type reporter struct {
 	pending  *Progress // checkpoints not signalled yet
 	outage   Outage    // what the agent saw of the control plane
 	sending  sync.Mutex
+	// devToldAt is when a development environment's run was last told
+	// of it.
+	devToldAt time.Time
 }
 
 // outageSeen is what the agent saw of the control plane so far.
@@ -434,6 +450,9 @@ func (r *reporter) outageSeen() Outage {
 }
 
 func (r *reporter) onEvent(e agent.Event) {
+	if r.devEvent(e) {
+		return
+	}
 	r.mu.Lock()
 	r.progress.Step = max(r.progress.Step, e.Step)
 	if e.Total > 0 {

@@ -161,6 +161,9 @@ type TrainingInput struct {
 	// carry it, and the agent resumes from none another run wrote. ""
 	// (runs recorded before) checks nothing.
 	RunIdentity string `json:"run_identity,omitempty"`
+	// Dev, when set, makes the attempt a development environment's
+	// (see DevInput).
+	Dev *DevInput `json:"dev,omitempty"`
 }
 
 // Gang is one node's place in a gang: its rank, how many nodes train
@@ -210,6 +213,8 @@ type TrainingResult struct {
 	// Outage is what the agent saw of the control plane during the
 	// attempt, if anything went wrong with it.
 	Outage *Outage `json:"outage,omitempty"`
+	// Dev is how a development environment's attempt ended.
+	Dev *DevResult `json:"dev,omitempty"`
 }
 
 // Outage is what a node agent saw of the control plane while an attempt
@@ -249,6 +254,8 @@ type Progress struct {
 	// total.
 	Checkpoints int       `json:"checkpoints,omitempty"`
 	Time        time.Time `json:"time"`
+	// Dev is a development environment's report: its endpoint and use.
+	Dev *DevProgress `json:"dev,omitempty"`
 }
 
 // ManagedInstance is an instance refuel launched, as the janitor sees it.

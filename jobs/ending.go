@@ -166,6 +166,8 @@ func KindName(workflowType string) string {
 		return "training"
 	case workflows.InferenceServiceName:
 		return "service"
+	case workflows.DevEnvironmentName:
+		return "dev"
 	}
 	return workflowType
 }
@@ -186,6 +188,7 @@ func Workload(ctx context.Context, c client.Client, id string) (Workflow, error)
 var workflowKinds = map[string]string{
 	workflows.TrainingRunName:      "a training run",
 	workflows.InferenceServiceName: "an inference service",
+	workflows.DevEnvironmentName:   "a development environment",
 	workflows.CapacityPoolName:     "the capacity pool",
 }
 

@@ -21,14 +21,18 @@ import (
 	"refuel/workflows"
 )
 
-// DuplicateError says an id is taken: a job's for good, a service's
-// while it runs.
+// DuplicateError says an id is taken: a job's for good, a service's or
+// a development environment's while it runs.
 type DuplicateError struct {
-	ID      string
-	Service bool
+	ID          string
+	Service     bool
+	Environment bool
 }
 
 func (e *DuplicateError) Error() string {
+	if e.Environment {
+		return fmt.Sprintf("an environment with id %q already exists (running or suspended): resume it (starter dev resume %s), delete it first, or choose another id", e.ID, e.ID)
+	}
 	if e.Service {
 		return fmt.Sprintf("a service with id %q is already running: stop it first, or choose another id", e.ID)
 	}

@@ -23,6 +23,7 @@ var Views = []View{
 	{"runs paused or over budget", `WorkflowType="TrainingRun" AND RefuelState IN ("paused","over-budget")` + current},
 	{"runs that failed", `WorkflowType="TrainingRun" AND RefuelState STARTS_WITH "failed"`},
 	{"inference services", `WorkflowType="InferenceService"` + current},
+	{"development environments", `WorkflowType="DevEnvironment"` + current},
 	{"refuel without the janitor", `WorkflowType!="Janitor"` + current},
 	{"one team's runs and services (edit the team)", `RefuelTeam="nlp"` + current},
 }

@@ -61,7 +61,7 @@ func (v *Virtual) Start(ctx context.Context, l local.AgentLaunch) (local.Virtual
 	node := &activities.Node{
 		InstanceID: l.InstanceID, Dir: l.Dir, DefaultStoreURL: v.DefaultStoreURL, Signaler: v.Client,
 		DemoStepTime: v.DemoStepTime, Logger: log.With(zap.String("instance", l.InstanceID)), ProgressSignal: workflows.SignalProgress,
-		DemoTrainer: trainer.Embedded, Notices: notices{l.Metadata}, Machine: machine,
+		DemoTrainer: trainer.Embedded, Notices: notices{l.Metadata}, Machine: machine, SharedHost: true,
 	}
 	w := worker.New(v.Client, l.TaskQueue, workerOptions())
 	register(w, node)

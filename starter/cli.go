@@ -15,6 +15,7 @@ import (
 const (
 	groupRuns     = "runs"
 	groupServices = "services"
+	groupDev      = "dev"
 	groupCluster  = "cluster"
 	groupBench    = "bench"
 )
@@ -26,7 +27,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "starter",
 		Short: "refuel's CLI for pipelines and operators",
 		Long: `refuel's CLI for pipelines and operators: training runs, inference services,
-the capacity pool, the interruption drill, and the benchmarks.
+development environments, the capacity pool, the interruption drill, and the
+benchmarks.
 
 Connection: every command that talks to Temporal takes --temporal-address,
 --namespace, --tls*, --api-key-file and --codec-keys; without them, the
@@ -59,6 +61,7 @@ was cancelled or terminated, or the check it runs failed; 2 a usage mistake.`,
 	root.AddGroup(
 		&cobra.Group{ID: groupRuns, Title: "Training runs:"},
 		&cobra.Group{ID: groupServices, Title: "Inference services and the pool:"},
+		&cobra.Group{ID: groupDev, Title: "Development environments:"},
 		&cobra.Group{ID: groupCluster, Title: "The cluster, the drill and the market:"},
 		&cobra.Group{ID: groupBench, Title: "Benchmarks (also under `starter bench`):"},
 	)
@@ -74,6 +77,7 @@ was cancelled or terminated, or the check it runs failed; 2 a usage mistake.`,
 		pauseCommand(), resumeCommand(), priorityCommand(), budgetCommand(), interruptCommand())
 	add(groupServices, serveCommand(), loadCommand(), serviceStatusCommand(), stopServiceCommand(), poolCommand(),
 		nodesCommand(), drainCommand(), undrainCommand())
+	add(groupDev, devCommand())
 	add(groupCluster, setupCommand(), drillCommand(), demoCommand(), costCommand(), uiCommand(), simCommand(), completionCommand())
 	add(groupBench, benchCommands()...)
 	root.AddCommand(benchGroup())

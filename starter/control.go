@@ -59,7 +59,7 @@ func sendRunSignal(ctx context.Context, c client.Client, cmd, signal string, sen
 func priorityCommand() *cobra.Command {
 	return updateCommand(update[int]{
 		use:     "priority ID N",
-		short:   "set a run's or a service's priority (0..100)",
+		short:   "set a run's, a service's or an environment's priority (0..100)",
 		example: "  starter priority llama-ft-0427 80",
 		usage:   "give a run's or service's id and a priority: starter priority ID N (0..100)",
 		value: func(arg string) (int, error) {

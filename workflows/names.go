@@ -27,6 +27,24 @@ const (
 	// SignalMetrics carries autoscale.Metrics: a service's observed load.
 	SignalMetrics = "metrics"
 
+	// DevEnvironmentName is a development environment's workflow: input
+	// one DevSpec as JSON, workflow ID the spec's id. It answers
+	// QueryStatus with a devenv.Status, takes SignalResume (acquire
+	// again, restore the workspace) and UpdatePriority as a run does, and
+	// the signals below.
+	DevEnvironmentName = "DevEnvironment"
+	// SignalStop suspends an environment (no payload): its workspace is
+	// saved, its instance released, and it waits, spending nothing, for
+	// SignalResume.
+	SignalStop = "stop"
+	// SignalTouch counts as activity now (no payload): the idle clock
+	// starts again.
+	SignalTouch = "touch"
+	// SignalDelete ends an environment (devenv.DeleteRequest): its
+	// instance released, its workspace deleted from the store unless the
+	// request keeps it.
+	SignalDelete = "delete"
+
 	InjectInterruptionName = "InjectInterruption"
 	JanitorName            = "Janitor"
 )
@@ -41,6 +59,9 @@ var handlerDescriptions = map[string]string{
 	UpdatePriority: "change the priority (0..100): a queued run moves at once",
 	UpdateBudget:   "change a run's budget in USD (0 for none): a run waiting over budget goes on",
 	QueryStatus:    "state, progress, instance, cost, failures",
+	SignalStop:     "save the workspace, give the instance back and wait, spending nothing",
+	SignalTouch:    "count as activity now: the idle clock starts again",
+	SignalDelete:   "give the instance back and end, deleting the workspace unless asked to keep it",
 
 	SignalCapacityGranted: "the capacity pool granted a base machine or a burst pool",
 	SignalYield:           "the capacity pool asks for its capacity back: checkpoint, release, requeue",

@@ -60,6 +60,9 @@ type Config struct {
 	// Gang is this node's place in a gang of several nodes; zero for a run
 	// of one node.
 	Gang Gang
+	// Dev, when set, runs a development environment's command instead of
+	// a trainer: its workspace kept, its use watched (see Dev).
+	Dev *Dev
 
 	// MetadataEndpoint is the instance metadata service, such as
 	// http://169.254.169.254; "" watches for no notices.
@@ -121,6 +124,8 @@ type Event struct {
 	WriteTime time.Duration
 	Notice    *Notice
 	Time      time.Time
+	// Dev is what a development environment's event says.
+	Dev *DevReport
 }
 
 // Notice is an interruption notice or rebalance recommendation from the
@@ -179,6 +184,9 @@ type Result struct {
 	// LogsErr is why the attempt's output did not all reach the store;
 	// nil when it did.
 	LogsErr error
+	// Dev is how a development environment's attempt ended; nil for a
+	// trainer's, and when the command could not start.
+	Dev *DevResult
 }
 
 const (
@@ -208,6 +216,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	defer r.closeShards()
 	prepareCtx, cancel := cfg.Machine.bound(ctx)
 	err := r.prepare(prepareCtx)
+	if err == nil {
+		err = r.prepareDev()
+	}
 	cancel()
 	if err != nil {
 		if r.log != nil {
@@ -233,6 +244,11 @@ func (c *Config) setDefaults() error {
 	if err := c.Gang.check(); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
+	dev, err := c.Dev.withDefaults()
+	if err != nil {
+		return err
+	}
+	c.Dev = dev
 	dir, err := filepath.Abs(c.Dir)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
@@ -261,6 +277,10 @@ type run struct {
 	// shards is where a gang's rank above 0 keeps its own checkpoints;
 	// nil for rank 0 and a run of one node, whose are the job's.
 	shards *checkpoint.Store
+
+	// dev is a development environment's side of the run; nil for a
+	// trainer's.
+	dev *devSession
 
 	mu     sync.Mutex // guards result and gangStopped, and serialises OnEvent
 	result Result

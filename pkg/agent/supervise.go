@@ -28,6 +28,7 @@ func (r *run) supervise(ctx context.Context) (Result, error) {
 		}
 		return r.result, nil
 	}
+	dev := r.startDev()
 	notices, stopWatching := r.watchNotices(ctx)
 	final := make(chan context.Context)
 	synced := make(chan error, 1)
@@ -48,6 +49,8 @@ func (r *run) supervise(ctx context.Context) (Result, error) {
 	stopWatching()
 	// Whatever the trainer left running in its group has no one to serve.
 	t.kill()
+	// A development environment's last save is the final checkpoint.
+	dev.finish(end.uploadCtx)
 	// The final checkpoint goes first: within a notice's window it is
 	// worth more than the output. On a machine that is gone, its context
 	// is too, and nothing more reaches the store.
@@ -79,8 +82,9 @@ func (r *run) supervise(ctx context.Context) (Result, error) {
 	if n := r.log.droppedSegments(); n > 0 {
 		r.say("%d segments of output were dropped on the instance before the store took them", n)
 	}
+	err = dev.settle(&res, syncErr)
 	res.LogsErr = r.log.upload(end.uploadCtx)
-	return res, syncErr
+	return res, err
 }
 
 // detached is a context for the last uploads: it outlives ctx, since the
@@ -198,6 +202,7 @@ func (r *run) await(ctx context.Context, t running, notices <-chan Notice) endin
 	// Keep the upload margin from the window, but never most of it: a
 	// short notice still leaves the trainer time for its final checkpoint.
 	margin := min(r.cfg.UploadMargin, terminateAt.Sub(seen)/4)
+	r.dev.holdOnNotice(t, seen, terminateAt.Add(-margin))
 	r.say("interruption notice (%s at %s): sent SIGTERM; the trainer has until %s to save a final checkpoint and exit",
 		notice.Action, terminateAt.UTC().Format(time.RFC3339), terminateAt.Add(-margin).UTC().Format(time.RFC3339))
 	killed := stopTrainer(t, terminateAt.Add(-margin), r.cfg.Machine.gone())

@@ -75,10 +75,10 @@ func (r *run) environment() (env []string, dir string, err error) {
 		contract = append(contract, "REFUEL_CHECKPOINT_INTERVAL_SECONDS="+strconv.FormatInt(int64(max(1, math.Round(d.Seconds()))), 10))
 	}
 	contract = append(contract, r.cfg.Gang.environment()...)
-	if env, err = trainerEnv(os.Environ(), r.cfg.Env, contract); err != nil {
+	if env, err = trainerEnv(os.Environ(), r.cfg.Env, r.dev.contract(contract)); err != nil {
 		return nil, "", err
 	}
-	if dir, err = resolveWorkdir(r.cfg.Workdir, r.cfg.WorkdirBase, r.cfg.Dir); err != nil {
+	if dir, err = resolveWorkdir(r.cfg.Workdir, r.cfg.WorkdirBase, r.dev.workdir(r.cfg.Dir)); err != nil {
 		return nil, "", err
 	}
 	return env, dir, nil

@@ -68,6 +68,38 @@ func FuzzParseServiceSpec(f *testing.F) {
 	})
 }
 
+func FuzzParseDevSpec(f *testing.F) {
+	addExamples(f, "dev-http.yaml", "dev-notebook.yaml", "dev-ssh.yaml")
+	f.Add([]byte("id: d\ncommand: [x]\nidle_timeout: 0\nworkspace: /w/\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := ParseDevSpec(data)
+		if err != nil {
+			checkRefusal(t, err)
+			return
+		}
+		j, err := json.Marshal(s)
+		if err != nil {
+			t.Fatalf("an accepted spec does not marshal: %v", err)
+		}
+		again, err := DecodeDevSpecJSON(j)
+		if err != nil {
+			t.Fatalf("the workflow refuses what starter accepted: %v\n%s", err, j)
+		}
+		again.Normalize()
+		if err := again.Validate(); err != nil {
+			t.Fatalf("the spec is invalid once sent: %v\n%s", err, j)
+		}
+		if diff := cmp.Diff(s, again, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("the spec changed on its way to the workflow: got(-), want(+):\n%s", diff)
+		}
+		js := s.Job()
+		js.Normalize()
+		if err := js.Validate(now); err != nil {
+			t.Fatalf("the job an accepted environment runs under is invalid: %v", err)
+		}
+	})
+}
+
 // addExamples seeds a fuzz target with the example documents as well as
 // its corpus in testdata.
 func addExamples(f *testing.F, names ...string) {

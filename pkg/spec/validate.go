@@ -64,17 +64,23 @@ func (s *JobSpec) Validate(now time.Time) error {
 }
 
 func (s *JobSpec) validateCommand(fe *fieldErrors) {
-	if len(s.Command) > MaxCommandArgs {
-		fe.add("command", fmt.Sprintf("has %d arguments", len(s.Command)), fmt.Sprintf("pass at most %d; put long argument lists in a config file the command reads", MaxCommandArgs))
+	checkCommand(fe, s.Command, "name the program to run, or leave command out to run the demo trainer")
+}
+
+// checkCommand checks a command's argv; emptyFix says what to write
+// when its program is empty.
+func checkCommand(fe *fieldErrors, command []string, emptyFix string) {
+	if len(command) > MaxCommandArgs {
+		fe.add("command", fmt.Sprintf("has %d arguments", len(command)), fmt.Sprintf("pass at most %d; put long argument lists in a config file the command reads", MaxCommandArgs))
 		return
 	}
 	total := 0
-	for i, arg := range s.Command {
+	for i, arg := range command {
 		at := fmt.Sprintf("command[%d]", i)
 		total += len(arg)
 		switch {
 		case i == 0 && strings.TrimSpace(arg) == "":
-			fe.add(at, "is empty", "name the program to run, or leave command out to run the demo trainer")
+			fe.add(at, "is empty", emptyFix)
 		case len(arg) > MaxCommandArgBytes:
 			fe.add(at, fmt.Sprintf("is %d bytes long", len(arg)), fmt.Sprintf("keep each argument within %d bytes; put long values in a file the command reads", MaxCommandArgBytes))
 		case strings.ContainsRune(arg, 0):
@@ -86,16 +92,20 @@ func (s *JobSpec) validateCommand(fe *fieldErrors) {
 	}
 }
 
-func (s *JobSpec) validateEnv(fe *fieldErrors) {
-	if len(s.Env) > MaxEnvVars {
-		fe.add("env", fmt.Sprintf("sets %d variables", len(s.Env)), fmt.Sprintf("set at most %d; put the rest in a file the trainer reads", MaxEnvVars))
+func (s *JobSpec) validateEnv(fe *fieldErrors) { checkEnv(fe, s.Env, "the trainer") }
+
+// checkEnv checks a spec's env; reader names what reads it ("the
+// trainer") in the fixes.
+func checkEnv(fe *fieldErrors, env map[string]string, reader string) {
+	if len(env) > MaxEnvVars {
+		fe.add("env", fmt.Sprintf("sets %d variables", len(env)), fmt.Sprintf("set at most %d; put the rest in a file %s reads", MaxEnvVars, reader))
 		return
 	}
 	total := 0
 	// In key order, so the errors read the same every time (a workflow
 	// validates its input too).
-	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
-		v := s.Env[k]
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		v := env[k]
 		at := "env." + k
 		if len(k) > MaxEnvKeyLength || !envKeyPattern.MatchString(k) {
 			at = fmt.Sprintf("env[%q]", clip(k))
@@ -109,13 +119,13 @@ func (s *JobSpec) validateEnv(fe *fieldErrors) {
 		case strings.HasPrefix(k, ReservedEnvPrefix):
 			fe.add(at, "is set by the node agent", "leave the REFUEL_ variables to refuel (see the trainer contract) and name yours otherwise")
 		case len(v) > MaxEnvValueBytes:
-			fe.add(at, fmt.Sprintf("has a value of %d bytes", len(v)), fmt.Sprintf("keep each value within %d bytes; put long values in a file the trainer reads", MaxEnvValueBytes))
+			fe.add(at, fmt.Sprintf("has a value of %d bytes", len(v)), fmt.Sprintf("keep each value within %d bytes; put long values in a file %s reads", MaxEnvValueBytes, reader))
 		case strings.ContainsRune(v, 0):
 			fe.add(at, "has a NUL byte in its value", "remove it: no process can receive one in its environment")
 		}
 	}
 	if total > MaxEnvBytes {
-		fe.add("env", fmt.Sprintf("is %d bytes in all", total), fmt.Sprintf("keep names and values within %d bytes together; put the rest in a file the trainer reads", MaxEnvBytes))
+		fe.add("env", fmt.Sprintf("is %d bytes in all", total), fmt.Sprintf("keep names and values within %d bytes together; put the rest in a file %s reads", MaxEnvBytes, reader))
 	}
 }
 

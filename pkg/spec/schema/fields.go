@@ -75,6 +75,28 @@ var serviceFields = merge(common, resources("GPUs one replica's instance must ha
 	"placement":  {"Where replicas go once the base is full: spot-first (spot, on-demand when none) or on-demand. Default spot-first.", enum(spec.PlacementSpotFirst, spec.PlacementOnDemand)},
 })
 
+var devFields = merge(common, resources("GPUs the environment's instance must have; 0 means 1."), map[string]field{
+	"id":   {"Unique while the environment lives: the DevEnvironment workflow ID, its workspace's prefix in the store and an instance tag.", text(spec.MaxIDLength, spec.IDPattern, 1)},
+	"tier": {"critical runs on stable capacity only (base or on-demand); flexible allows spot, and is replaced after a preemption with its workspace restored. Default critical.", enum(spec.DevTiers...)},
+	"command": {fmt.Sprintf("The server the developer connects to (JupyterLab, sshd, code-server), listening on $REFUEL_PORT with its files in $REFUEL_WORKSPACE; required. At most %d arguments of at most %d bytes each, %d bytes in all, no NUL bytes.", spec.MaxCommandArgs, spec.MaxCommandArgBytes, spec.MaxCommandBytes),
+		func(s *jsonschema.Schema) {
+			list(spec.MaxCommandArgs, spec.MaxCommandArgBytes, "", false)(s)
+			s.MinItems = uint64p(1)
+		}},
+	"command[]": {"One argument.", nil},
+	"env": {fmt.Sprintf("Variables added to the command's environment. At most %d, names of letters, digits and _ (not starting with a digit, at most %d characters, not starting REFUEL_, which are the node agent's), values of at most %d bytes without NUL, %d bytes in all.", spec.MaxEnvVars, spec.MaxEnvKeyLength, spec.MaxEnvValueBytes, spec.MaxEnvBytes),
+		func(s *jsonschema.Schema) {
+			s.MaxProperties = uint64p(spec.MaxEnvVars)
+			s.PropertyNames = &jsonschema.Schema{Pattern: spec.EnvKeyPattern, MaxLength: uint64p(spec.MaxEnvKeyLength), Not: &jsonschema.Schema{Pattern: "^" + spec.ReservedEnvPrefix}}
+		}},
+	"env{}":              {"The variable's value.", func(s *jsonschema.Schema) { s.MaxLength = uint64p(spec.MaxEnvValueBytes) }},
+	"workspace":          {fmt.Sprintf("The absolute path on the instance whose files are saved to the store and restored wherever the environment runs next, in its plain form (no . or .. parts), not a directory of the system such as / or /etc. Default a directory of the environment's own; at most %d bytes.", spec.MaxWorkspaceBytes), text(spec.MaxWorkspaceBytes, "^/", 0)},
+	"workspace_interval": {fmt.Sprintf("How often the workspace is saved while the environment runs (it is also saved when it stops, is moved or gets an interruption notice); default %s, %s to %s.", spec.DefaultWorkspaceInterval, spec.MinWorkspaceInterval, spec.MaxWorkspaceInterval), nil},
+	"idle_timeout":       {fmt.Sprintf("How long the environment may go without a connection to its endpoint, GPU use or `starter dev touch` before it saves its workspace, gives its instance back and waits suspended; default %s, 0 never, otherwise %s to %s.", spec.DefaultIdleTimeout, spec.MinIdleTimeout, spec.MaxIdleTimeout), nil},
+	"max_duration":       {"How long the environment may run in all, such as 72h; 0 or absent: no bound; at most 8784h (366 days).", nil},
+	"budget_usd":         {"The most the environment may spend, in USD. 0 or absent: no budget; at most 10000000.", numRange(0, spec.MaxBudgetUSD)},
+})
+
 // common are the fields JobSpec and ServiceSpec share.
 var common = map[string]field{
 	"team":     {fmt.Sprintf("The team the work is for: the RefuelTeam search attribute, cost reports and an instance tag. At most %d letters, digits, spaces or . _ : / = + @ -, starting and ending with a letter or digit.", spec.MaxTeamLength), text(spec.MaxTeamLength, spec.TeamPattern, 0)},

@@ -1,5 +1,5 @@
-// Package schema holds the JSON Schemas of what pipelines submit, JobSpec
-// and ServiceSpec, reflected from package spec's Go types and completed
+// Package schema holds the JSON Schemas of what pipelines submit, JobSpec,
+// ServiceSpec and DevSpec, reflected from package spec's Go types and completed
 // with each field's description and limits, so that pipelines written in
 // any language can check a spec before they send it. The schemas are
 // checked in under docs/schema; a test fails when they are stale.
@@ -21,6 +21,7 @@ import (
 var Files = map[string]func() *jsonschema.Schema{
 	"jobspec.schema.json":     JobSpec,
 	"servicespec.schema.json": ServiceSpec,
+	"devspec.schema.json":     DevSpec,
 }
 
 // JobSpec is the JSON Schema of a JobSpec, the TrainingRun workflow's input.
@@ -39,6 +40,16 @@ func ServiceSpec() *jsonschema.Schema {
 	s.Title = "refuel ServiceSpec"
 	s.Description = "One inference service, as `starter serve` reads it (YAML or JSON) and as the InferenceService workflow takes it (JSON). Unknown fields are refused; the workflow ID is the id."
 	s.Required = []string{"id", "max_replicas", "target"}
+	return s
+}
+
+// DevSpec is the JSON Schema of a DevSpec, the DevEnvironment workflow's
+// input.
+func DevSpec() *jsonschema.Schema {
+	s := reflected(reflect.TypeFor[spec.DevSpec](), devFields)
+	s.Title = "refuel DevSpec"
+	s.Description = "One development environment, as `starter dev up` reads it (YAML or JSON) and as the DevEnvironment workflow takes it (JSON). Unknown fields are refused; the workflow ID is the id."
+	s.Required = []string{"id", "command"}
 	return s
 }
 

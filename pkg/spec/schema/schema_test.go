@@ -119,6 +119,7 @@ func TestSchemaAcceptsWhatRefuelAccepts(t *testing.T) {
 		{"jobspec.schema.json", "../../../examples/*/job*.yaml", func(b []byte) error { _, err := spec.ParseJobSpec(b, now); return err }},
 		{"servicespec.schema.json", "../testdata/fuzz/FuzzParseServiceSpec/*", func(b []byte) error { _, err := spec.ParseServiceSpec(b); return err }},
 		{"servicespec.schema.json", "../../../examples/service.yaml", func(b []byte) error { _, err := spec.ParseServiceSpec(b); return err }},
+		{"devspec.schema.json", "../../../examples/dev-*.yaml", func(b []byte) error { _, err := spec.ParseDevSpec(b); return err }},
 	}
 	accepted := 0
 	for _, tc := range cases {
@@ -189,6 +190,33 @@ func TestSchemaRefusesWhatTheLimitsRefuse(t *testing.T) {
 			t.Errorf("%s: the schema accepts %.80s", name, doc)
 		}
 		if _, err := spec.ParseJobSpec([]byte(doc), time.Now()); err == nil {
+			t.Errorf("%s: refuel accepts %.80s", name, doc)
+		}
+	}
+}
+
+// The DevSpec's schema refuses what its validation refuses for the
+// fields a schema can check.
+func TestDevSchemaRefusesWhatTheLimitsRefuse(t *testing.T) {
+	s := compile(t, "devspec.schema.json")
+	cases := map[string]string{
+		"no command":         `{"id":"a"}`,
+		"an empty command":   `{"id":"a","command":[]}`,
+		"a job's field":      `{"id":"a","command":["x"],"work":"1h"}`,
+		"deadline tier":      `{"id":"a","command":["x"],"tier":"deadline"}`,
+		"relative workspace": `{"id":"a","command":["x"],"workspace":"work"}`,
+		"a REFUEL_ var":      `{"id":"a","command":["x"],"env":{"REFUEL_PORT":"1"}}`,
+		"bad idle":           `{"id":"a","command":["x"],"idle_timeout":"soon"}`,
+	}
+	for name, doc := range cases {
+		var v any
+		if err := json.Unmarshal([]byte(doc), &v); err != nil {
+			t.Fatal(err)
+		}
+		if s.Validate(v) == nil {
+			t.Errorf("%s: the schema accepts %.80s", name, doc)
+		}
+		if _, err := spec.ParseDevSpec([]byte(doc)); err == nil {
 			t.Errorf("%s: refuel accepts %.80s", name, doc)
 		}
 	}
