@@ -214,6 +214,11 @@ func TestVictims(t *testing.T) {
 		r.Kind = Service
 		return r
 	}
+	dev := func(id string, priority, gpus int) Request {
+		r := job(id, priority, gpus, spec.TierCritical)
+		r.Kind = Development
+		return r
+	}
 	cases := map[string]struct {
 		state  *State
 		demand Request
@@ -255,6 +260,18 @@ func TestVictims(t *testing.T) {
 		"runs admitted longer than preempt_after ago may go": {
 			kept(30*time.Minute, running(1, onBase(job("p10", 10, 4, ""), "n4"), onBase(job("p20", 20, 8, ""), "n8"), inPool(job("p30", 30, 1, "")))),
 			service("svc", 80, 4), []string{"p10"}, true,
+		},
+		"an environment takes a lower-priority run's machine": {
+			running(1, onBase(job("train", 40, 4, ""), "n4"), onBase(job("x", 90, 8, ""), "n8"), inPool(job("b", 90, 1, ""))),
+			dev("env", 70, 4), []string{"train"}, true,
+		},
+		"a service takes a lower-priority environment's machine": {
+			running(1, onBase(dev("env", 70, 4), "n4"), onBase(job("x", 90, 8, ""), "n8"), inPool(job("b", 90, 1, ""))),
+			service("svc", 90, 4), []string{"env"}, true,
+		},
+		"an environment never takes a service's": {
+			running(1, onBase(service("other", 10, 4), "n4"), onBase(job("x", 90, 8, ""), "n8"), inPool(job("b", 90, 1, ""))),
+			dev("env", 70, 4), nil, false,
 		},
 		"most recently admitted first among equals": {
 			running(1, onBase(job("older", 10, 4, ""), "n8"), onBase(job("newer", 10, 4, ""), "n8"), onBase(job("x", 90, 4, ""), "n4"), inPool(job("b", 60, 1, ""))),
@@ -301,9 +318,10 @@ func TestEnqueueRejectsBadRequests(t *testing.T) {
 		r     Request
 		field string
 	}{
-		"priority": {job("a", 101, 1, spec.TierFlexible), "priority"},
-		"no tier":  {job("a", 50, 1, ""), "tier"},
-		"no kind":  {Request{ID: "a", Tier: spec.TierCritical}, "kind"},
+		"priority":           {job("a", 101, 1, spec.TierFlexible), "priority"},
+		"no tier":            {job("a", 50, 1, ""), "tier"},
+		"no kind":            {Request{ID: "a", Tier: spec.TierCritical}, "kind"},
+		"a kind of no one's": {Request{ID: "a", Kind: "notebook", Tier: spec.TierCritical}, "kind"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -6,11 +6,12 @@ import (
 	"time"
 )
 
-// Victims chooses the training allocations to preempt so that r, a
+// Victims chooses the allocations to preempt so that r, a
 // demand Admit could not place, fits: they checkpoint, yield their
 // instances and are requeued (Requeue); nothing here stops them.
 //
-// Only training allocations of a priority below r's, as set (aging does
+// Only allocations of a kind that yields (training and development) of a
+// priority below r's, as set (aging does
 // not count), by at least the config's PreemptGap, admitted at least
 // PreemptAfter before now, and not already yielding may be chosen.
 // Capacity already yielding counts as free: when it is enough, victims
@@ -148,7 +149,7 @@ func (s *State) victims(r Request, sh *shape, un unavailable, now time.Time, fre
 	limit := r.Priority - max(s.Config.PreemptGap, 1)
 	may := func(pos int) bool {
 		a := &s.Running[pos]
-		return a.Request.Kind == Training && !a.Yielding && a.Request.Priority <= limit && now.Sub(a.AdmittedAt) >= s.Config.PreemptAfter.D()
+		return a.Request.Kind.Yields() && !a.Yielding && a.Request.Priority <= limit && now.Sub(a.AdmittedAt) >= s.Config.PreemptAfter.D()
 	}
 	var ways []way
 	// Each machine's own way: what must go for the machine to fit one node.

@@ -30,7 +30,19 @@ const (
 	Training Kind = "training"
 	// Service is an inference replica: never preempted here.
 	Service Kind = "service"
+	// Development is a DevEnvironment: it saves its workspace, so it may
+	// be preempted too, and is moved, not killed. The pool does not move
+	// it from burst to base of its own accord: that would interrupt a
+	// developer to save money.
+	Development Kind = "development"
 )
+
+// Kinds lists every kind.
+var Kinds = []Kind{Training, Service, Development}
+
+// Yields reports whether capacity held for the kind may be taken back
+// for higher-priority work: the holder saves its state and is requeued.
+func (k Kind) Yields() bool { return k == Training || k == Development }
 
 // Request asks for one instance, or, when Resources.Nodes is above 1
 // (under GangRules), for that many at once: a gang.
@@ -219,8 +231,8 @@ func (s *State) Enqueue(r Request, now time.Time) error {
 	if err := ValidatePriority(r.Priority); err != nil {
 		return err
 	}
-	if r.Kind != Training && r.Kind != Service {
-		return &spec.FieldError{Field: "kind", Problem: fmt.Sprintf("%q is not a kind", r.Kind), Fix: "use training or service"}
+	if !slices.Contains(Kinds, r.Kind) {
+		return &spec.FieldError{Field: "kind", Problem: fmt.Sprintf("%q is not a kind", r.Kind), Fix: "use training, service or development"}
 	}
 	// A blank tier would silently mean base capacity only.
 	if !slices.Contains(spec.Tiers, r.Tier) {
