@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"time"
 
 	"go.temporal.io/sdk/workflow"
 )
@@ -12,21 +11,6 @@ import (
 // A run with a budget (JobSpec budget_usd) that reaches it checkpoints,
 // gives its instance back and waits, spending nothing, in state
 // over-budget until the set-budget update raises it.
-
-// overBudget reports whether the run has spent its budget.
-func (r *run) overBudget(now time.Time) bool {
-	return r.spec.BudgetUSD > 0 && r.Ledger.CostUSD(now) >= r.spec.BudgetUSD
-}
-
-// stopWhy is why a run must stop training and hold nothing now.
-type stopWhy string
-
-const (
-	goOn       stopWhy = ""
-	stopPause  stopWhy = "pause"  // the pause update
-	stopYield  stopWhy = "yield"  // the pool asked for the run's grant back
-	stopBudget stopWhy = "budget" // the run spent its budget
-)
 
 // mustStop is the one question "must the run stop now, and why?": a
 // pause, a yield the pool asked for, or a spent budget, named in that
@@ -87,38 +71,4 @@ func (r *run) setBudget(ctx workflow.Context, usd float64) (float64, error) {
 	r.BudgetUSD = usd
 	r.showDetails(ctx)
 	return usd, nil
-}
-
-// watchBudget stops the training attempt at a checkpoint when the run's
-// spending reaches its budget. It wakes when the budget would be spent
-// at the prices of what the run holds, and when the budget changes.
-func (r *run) watchBudget(ctx workflow.Context, a *attempt) {
-	if r.spec.BudgetUSD <= 0 || workflow.GetVersion(ctx, budgetVersion, workflow.DefaultVersion, 1) < 1 {
-		return
-	}
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		for r.attempt == a {
-			now := workflow.Now(ctx)
-			if r.overBudget(now) {
-				workflow.GetLogger(ctx).Info("budget spent: stopping at a checkpoint", "budget_usd", r.spec.BudgetUSD)
-				a.stop()
-				return
-			}
-			budget := r.spec.BudgetUSD
-			var wait time.Duration
-			if perHour := r.holdingPricePerHour(); perHour > 0 {
-				wait = time.Duration((budget - r.Ledger.CostUSD(now)) / perHour * float64(time.Hour))
-			}
-			changed := func() bool { return r.attempt != a || r.spec.BudgetUSD != budget }
-			if wait <= 0 {
-				if workflow.Await(ctx, changed) != nil {
-					return
-				}
-				continue
-			}
-			if _, err := waitFor(ctx, max(wait, time.Second), "budget of "+dollars(budget)+" spent by then", changed); err != nil {
-				return
-			}
-		}
-	})
 }
