@@ -281,3 +281,56 @@ func stopOptions(ctx workflow.Context, taskQueue string, attempt int) workflow.C
 		Summary:                "stop attempt " + strconv.Itoa(attempt) + " at a checkpoint",
 	})
 }
+
+// follow waits beside the attempt while the workload's market watches,
+// until it ends: by itself, stopped, moved by the market, or changed
+// over; then every rank's end is collected and classified into the
+// verdict.
+func (w *workload) follow(ctx workflow.Context, a *attempt) (verdict, error) {
+	m := w.market.watch(ctx, w, a)
+	e := m.end
+	switch {
+	case m.err != nil:
+		return verdict{}, m.err
+	case m.grow:
+		e = a.stopFor(ctx, grownByMarket)
+	case m.spot != nil:
+		return w.changeOver(ctx, a, m.spot)
+	}
+	return w.verdictOf(ctx, a, e)
+}
+
+// verdictOf settles the attempt whose rank 0 ended e into a verdict, and
+// folds its final report into the record.
+func (w *workload) verdictOf(ctx workflow.Context, a *attempt, e attemptEnd) (verdict, error) {
+	if ctx.Err() != nil {
+		return verdict{}, temporal.NewCanceledError()
+	}
+	v := a.settle(ctx, e)
+	w.observeResult(ctx, e)
+	return v, nil
+}
+
+// changeOver stops the attempt on the workload's on-demand instance at a
+// checkpoint to move to the spot one it just got (a gang: every rank, at
+// the checkpoint it stopped at). If the attempt ended otherwise
+// meanwhile (completed, failed, or stopped for a pause or cancel), the
+// spot instance is given back unused and that ending is settled as it
+// came.
+func (w *workload) changeOver(ctx workflow.Context, a *attempt, spot *Lease) (verdict, error) {
+	end := a.stopFor(ctx, "")
+	stopped := stoppedCleanly(end.res, end.err)
+	if stopped && len(a.ranks) > 1 {
+		stopped = a.peersStopped(ctx)
+	}
+	w.standby = nil
+	// A spent budget is left to the budget's watcher, which stops the
+	// attempt on the new instance at once.
+	if !stopped || w.host.mustStop(ctx, stopBudget) != goOn || ctx.Err() != nil {
+		w.h.Leases.release(ctx, spot, activities.ReleaseCleanup)
+		w.releaseStandbyPeers(ctx)
+		return w.verdictOf(ctx, a, end)
+	}
+	w.observeResult(ctx, end)
+	return verdict{ending: endChangedOver, end: end, standby: spot}, nil
+}

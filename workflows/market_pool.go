@@ -120,8 +120,13 @@ func (poolGrant) admit(ctx workflow.Context, w *workload) error {
 			}
 			s.tell(ctx, signal, PoolRef{ID: w.id})
 		}
-		if err := workflow.Await(ctx, func() bool { return p.Place == PlaceGranted || w.host.paused() != (p.Place == PlaceHeld) }); err != nil {
+		if err := workflow.Await(ctx, func() bool {
+			return p.Place == PlaceGranted || w.host.paused() != (p.Place == PlaceHeld) || w.host.ending()
+		}); err != nil {
 			return err
+		}
+		if w.host.ending() {
+			return nil
 		}
 	}
 	return nil

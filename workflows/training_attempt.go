@@ -3,7 +3,6 @@ package workflows
 import (
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"refuel/activities"
@@ -53,58 +52,6 @@ func (r *run) attemptInput(interval time.Duration) activities.TrainingInput {
 // attemptStarted watches the attempt's spending from when rank 0 is
 // launched.
 func (r *run) attemptStarted(ctx workflow.Context, a *attempt) { r.watchBudget(ctx, a) }
-
-// follow waits beside the attempt while the run's market watches, until
-// it ends: by itself, stopped, moved by the market, or changed over; then
-// every rank's end is collected and classified into the verdict.
-func (r *run) follow(ctx workflow.Context, a *attempt) (verdict, error) {
-	m := r.market.watch(ctx, r.workload, a)
-	e := m.end
-	switch {
-	case m.err != nil:
-		return verdict{}, m.err
-	case m.grow:
-		e = a.stopFor(ctx, grownByMarket)
-	case m.spot != nil:
-		return r.changeOver(ctx, a, m.spot)
-	}
-	return r.verdictOf(ctx, a, e)
-}
-
-// verdictOf settles the attempt whose rank 0 ended e into a verdict, and
-// folds its final report into the record.
-func (r *run) verdictOf(ctx workflow.Context, a *attempt, e attemptEnd) (verdict, error) {
-	if ctx.Err() != nil {
-		return verdict{}, temporal.NewCanceledError()
-	}
-	v := a.settle(ctx, e)
-	r.observeResult(ctx, e)
-	return v, nil
-}
-
-// changeOver stops the attempt on the run's on-demand instance at a
-// checkpoint to move to the spot one it just got (a gang: every rank, at
-// the checkpoint it stopped at). If the attempt ended otherwise
-// meanwhile (completed, failed, or stopped for a pause or cancel), the
-// spot instance is given back unused and that ending is settled as it
-// came.
-func (r *run) changeOver(ctx workflow.Context, a *attempt, spot *Lease) (verdict, error) {
-	end := a.stopFor(ctx, "")
-	stopped := stoppedCleanly(end.res, end.err)
-	if stopped && len(a.ranks) > 1 {
-		stopped = a.peersStopped(ctx)
-	}
-	r.standby = nil
-	// A spent budget is left to the budget's watcher, which stops the
-	// attempt on the new instance at once.
-	if !stopped || r.mustStop(ctx, stopBudget) != goOn || ctx.Err() != nil {
-		r.Leases.release(ctx, spot, activities.ReleaseCleanup)
-		r.releaseStandbyPeers(ctx)
-		return r.verdictOf(ctx, a, end)
-	}
-	r.observeResult(ctx, end)
-	return verdict{ending: endChangedOver, end: end, standby: spot}, nil
-}
 
 // settle acts once on an attempt's verdict, for one node or a gang
 // alike: an elastic gang's growth, a changeover, the market's own ends,

@@ -123,5 +123,8 @@ func (r *run) snapshot(ctx workflow.Context) Status {
 // paused reports whether the operator holds the run.
 func (r *run) paused() bool { return r.Paused }
 
+// ending: a run ends by its own loop, or by cancellation.
+func (r *run) ending() bool { return false }
+
 // priority is the run's priority now.
 func (r *run) priority() int { return r.Priority }

@@ -31,6 +31,7 @@ func (w *Workflows) Register(r Registry) {
 	r.RegisterWorkflowWithOptions(InjectInterruption, workflow.RegisterOptions{Name: InjectInterruptionName})
 	r.RegisterWorkflowWithOptions(Janitor, workflow.RegisterOptions{Name: JanitorName})
 	r.RegisterWorkflowWithOptions(BaseNode, workflow.RegisterOptions{Name: BaseNodeName})
+	r.RegisterWorkflowWithOptions(w.DevEnvironment, workflow.RegisterOptions{Name: DevEnvironmentName})
 }
 
 // recordOptions returns the options a workflow starts under, recorded in

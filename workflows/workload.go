@@ -80,6 +80,10 @@ type host interface {
 	holdWhilePaused(ctx workflow.Context) error
 	// paused reports whether the operator holds the workload.
 	paused() bool
+	// ending reports whether the host is ending of its own accord (an
+	// environment being deleted): a workload waiting for capacity stops
+	// waiting.
+	ending() bool
 	// priority is the workload's priority now.
 	priority() int
 	// showDetails publishes the host's current details.

@@ -1,0 +1,233 @@
+package workflows
+
+import (
+	"slices"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"refuel/activities"
+	"refuel/pkg/admission"
+	"refuel/pkg/devenv"
+)
+
+// An environment is its workload's host: it names the phases every
+// workload goes through in its own states, says when the workload must
+// stop, and watches each attempt for use and budget.
+
+// enter maps a workload's phase onto the environment's states: waiting
+// for capacity is pending, or moving while it recovers or was moved; a
+// started attempt is pending until its endpoint answers (serving); a
+// lost instance is a move; a hold is a suspension.
+func (e *env) enter(ctx workflow.Context, s State) {
+	switch s {
+	case StateAcquiring, StateWaiting, StateQueued, StateRunning:
+		if e.State == devenv.StateMoving {
+			return
+		}
+		e.setState(ctx, devenv.StatePending, e.Reason)
+	case StatePreempted:
+		e.setState(ctx, devenv.StateMoving, e.Reason)
+	case StatePaused, StateOverBudget:
+		e.setState(ctx, devenv.StateSuspended, e.Reason)
+	}
+}
+
+// mustStop is the environment's stop question: suspended or deleted
+// (its hold), asked to yield by the pool, or over its budget, in that
+// order; except names what the asking place leaves out.
+func (e *env) mustStop(ctx workflow.Context, except ...stopWhy) stopWhy {
+	heeds := func(w stopWhy) bool { return !slices.Contains(except, w) }
+	switch {
+	case e.paused() && heeds(stopPause):
+		return stopPause
+	case e.seat().yieldAsked() && heeds(stopYield):
+		return stopYield
+	case heeds(stopBudget) && e.overBudget(workflow.Now(ctx)):
+		return stopBudget
+	}
+	return goOn
+}
+
+// holdWhilePaused: the environment's loop holds while it is suspended
+// (awaitResume), before it is admitted.
+func (e *env) holdWhilePaused(workflow.Context) error { return nil }
+
+func (e *env) paused() bool  { return e.Suspended || e.Deleting != nil }
+func (e *env) ending() bool  { return e.Deleting != nil }
+func (e *env) priority() int { return e.Priority }
+
+// attemptStarted watches the attempt's use and its spending.
+func (e *env) attemptStarted(ctx workflow.Context, a *attempt) {
+	e.RunningSince, e.Activity = workflow.Now(ctx), devenv.Activity{Since: workflow.Now(ctx), LastTouch: e.Activity.LastTouch}
+	e.account(workflow.Now(ctx))
+	e.watchUse(ctx, a)
+	e.watchBudget(ctx, a)
+}
+
+// watchUse suspends the environment when it goes unused past its idle
+// timeout, or has run max_duration since its command started: the
+// command stops, the workspace is saved, the instance goes back. It
+// wakes when the use changes.
+func (e *env) watchUse(ctx workflow.Context, a *attempt) {
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for e.attempt == a && !e.paused() {
+			now := workflow.Now(ctx)
+			at, idles := e.Activity.StopAt(e.ds.Idle())
+			if idles && !now.Before(at) {
+				e.suspend(ctx, "idle for "+e.ds.Idle().String()+" (no connection to its endpoint, no GPU use, no touch): `starter dev resume "+e.id+"` starts it again")
+				return
+			}
+			limit := e.RunningSince.Add(e.ds.MaxDuration.D())
+			capped := e.ds.MaxDuration > 0
+			if capped && !now.Before(limit) {
+				e.suspend(ctx, "ran its max_duration of "+e.ds.MaxDuration.String()+": `starter dev resume "+e.id+"` starts it again")
+				return
+			}
+			used := e.used
+			changed := func() bool { return e.attempt != a || e.used != used || e.paused() }
+			var wait time.Duration
+			summary := ""
+			switch {
+			case idles && (!capped || at.Before(limit)):
+				wait, summary = at.Sub(now), "stop when idle for "+e.ds.Idle().String()
+			case capped:
+				wait, summary = limit.Sub(now), "stop at max_duration "+e.ds.MaxDuration.String()
+			}
+			var err error
+			if wait > 0 {
+				_, err = waitFor(ctx, wait, summary, changed)
+			} else {
+				err = workflow.Await(ctx, changed)
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+}
+
+// onProgress folds the agent's report in: the record's (restored, a
+// workspace save, a notice), and the environment's own (its endpoint,
+// whether it serves, its use).
+func (e *env) onProgress(ctx workflow.Context, p activities.Progress) {
+	e.workload.onProgress(ctx, p)
+	a := e.attempt
+	if a == nil || p.Attempt != a.number() {
+		return
+	}
+	switch p.Kind {
+	case activities.ProgressNotice:
+		e.setState(ctx, devenv.StateMoving, "an interruption notice: saving the workspace, then moving to other capacity")
+	}
+	d := p.Dev
+	if d == nil {
+		return
+	}
+	e.account(workflow.Now(ctx))
+	e.Endpoint, e.Workspace = d.Endpoint, d.Workspace
+	since := e.Activity.Since
+	e.Activity = d.Activity(e.Activity.LastTouch)
+	if e.Activity.Since.IsZero() {
+		e.Activity.Since = since
+	}
+	e.used++
+	if d.Serving && !e.Serving && e.State != devenv.StateSuspended {
+		e.Serving = true
+		e.setState(ctx, devenv.StateRunning, "")
+		return
+	}
+	e.showDetails(ctx)
+}
+
+// registerHandlers wires the environment's contract: stop, resume,
+// touch and delete signals, the set-priority and set-budget updates, the
+// status query, and the signals its agent and the pool send.
+func (e *env) registerHandlers(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandlerWithOptions(ctx, QueryStatus, func() (devenv.Status, error) {
+		return e.snapshot(ctx), nil
+	}, workflow.QueryHandlerOptions{Description: handlerDescriptions[QueryStatus]}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdatePriority, e.setPriority,
+		workflow.UpdateHandlerOptions{Validator: validatePriority, Description: handlerDescriptions[UpdatePriority]},
+	); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateBudget, e.setBudget,
+		workflow.UpdateHandlerOptions{Validator: validateBudget, Description: handlerDescriptions[UpdateBudget]},
+	); err != nil {
+		return err
+	}
+	e.signals = []signalHandler{
+		onSignal(ctx, SignalStop, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+			c.Receive(ctx, nil)
+			if !e.Suspended {
+				e.suspend(ctx, "stopped by its developer: `starter dev resume "+e.id+"` starts it again")
+			}
+		}),
+		onSignal(ctx, SignalResume, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+			c.Receive(ctx, nil)
+			e.Suspended = false
+		}),
+		onSignal(ctx, SignalTouch, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+			c.Receive(ctx, nil)
+			e.account(workflow.Now(ctx))
+			e.Activity.LastTouch = workflow.Now(ctx)
+			e.used++
+			e.showDetails(ctx)
+		}),
+		onSignalOf(ctx, SignalDelete, func(ctx workflow.Context, d devenv.DeleteRequest) {
+			if e.Deleting == nil {
+				e.Deleting = &d
+			}
+			if a := e.attempt; a != nil {
+				a.stop()
+			}
+		}),
+		onSignalOf(ctx, SignalProgress, e.onProgress),
+		onSignalOf(ctx, SignalCapacityGranted, func(_ workflow.Context, a admission.Allocation) { e.seat().granted(a) }),
+		onSignalOf(ctx, SignalYield, func(_ workflow.Context, y YieldRequest) { e.seat().yield(y, e.Deleting != nil) }),
+	}
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			sel := workflow.NewSelector(ctx)
+			addSignals(ctx, sel, e.signals)
+			sel.Select(ctx)
+			if e.historyFull(ctx) && (e.attempt == nil || e.attempt.mayContinue) {
+				e.handOn = true
+			}
+		}
+	})
+	return nil
+}
+
+// setPriority moves a queued environment in the pool's queue at once,
+// and changes what may take its capacity.
+func (e *env) setPriority(ctx workflow.Context, p int) (int, error) {
+	e.Priority = p
+	e.seat().priority(ctx, p)
+	e.showDetails(ctx)
+	return p, workflow.UpsertTypedSearchAttributes(ctx, AttrPriority.ValueSet(int64(p)))
+}
+
+// setBudget changes the environment's budget: lowered below what it
+// spent, its command stops at a save; raised, a suspended environment
+// may be resumed.
+func (e *env) setBudget(ctx workflow.Context, usd float64) (float64, error) {
+	e.BudgetUSD, e.job.BudgetUSD = usd, usd
+	e.showDetails(ctx)
+	return usd, nil
+}
+
+// continueAsNew ends this run of the workflow and starts the next with
+// the same spec and the whole state, once every handler is done and
+// every signal delivered has been taken.
+func (e *env) continueAsNew(ctx workflow.Context) error {
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return err
+	}
+	drainSignals(ctx, e.signals)
+	e.account(workflow.Now(ctx))
+	return workflow.NewContinueAsNewError(ctx, DevEnvironmentName, e.ds, &e.EnvState)
+}

@@ -1,0 +1,154 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"refuel/pkg/devenv"
+	"refuel/pkg/spec"
+)
+
+// EnvState is a development environment's whole state: what its steps
+// read and write, and what it hands on, as it is, when it continues as
+// new. Its status is built from it when asked for (snapshot).
+type EnvState struct {
+	// Options are what the environment started under, recorded in its
+	// history.
+	Options *RunOptions `json:"options,omitempty"`
+	// Holding is what it holds and where it stands with the capacity it
+	// runs on, as a training run's; Record what its attempts, losses and
+	// recoveries count (its saves are its checkpoints).
+	Holding
+	Record
+	State devenv.State `json:"state"`
+	// Reason says why it is in its state; Since is when it entered it.
+	Reason string    `json:"reason,omitempty"`
+	Since  time.Time `json:"since"`
+	// Suspended: stopped by its developer, idle past its timeout, over
+	// its budget, or its command ended; it holds nothing until resumed.
+	Suspended bool `json:"suspended,omitempty"`
+	// Deleting is the delete asked for, once it is.
+	Deleting  *devenv.DeleteRequest `json:"deleting,omitempty"`
+	Priority  int                   `json:"priority"`
+	BudgetUSD float64               `json:"budget_usd,omitempty"`
+	// Activity is what is known of its use; Endpoint, Serving and
+	// Workspace what its agent last reported.
+	Activity  devenv.Activity `json:"activity"`
+	Endpoint  string          `json:"endpoint,omitempty"`
+	Serving   bool            `json:"serving,omitempty"`
+	Workspace string          `json:"workspace,omitempty"`
+	// RunningSince is when its command last started, from which
+	// max_duration counts.
+	RunningSince time.Time `json:"running_since,omitzero"`
+	Moves        int       `json:"moves"`
+	StartedAt    time.Time `json:"started_at"`
+	// Held splits the instance time it held into active and idle, up to
+	// HeldUntil (account).
+	Held      HeldTime  `json:"held"`
+	HeldUntil time.Time `json:"held_until,omitzero"`
+}
+
+// HeldTime is instance time held, split by use.
+type HeldTime struct {
+	ActiveSecs  float64 `json:"active_seconds"`
+	IdleSecs    float64 `json:"idle_seconds"`
+	IdleCostUSD float64 `json:"idle_cost_usd"`
+}
+
+// held is the split of the time held since HeldUntil, at the prices of
+// what is held now, added to what was split before.
+func (e *env) held(now time.Time) HeldTime {
+	h := e.Held
+	if e.Lease == nil || e.HeldUntil.IsZero() {
+		return h
+	}
+	active, idle := devenv.SplitHeld(e.HeldUntil, now, e.Activity)
+	h.ActiveSecs += active.Seconds()
+	h.IdleSecs += idle.Seconds()
+	h.IdleCostUSD += idle.Hours() * e.holdingPricePerHour()
+	return h
+}
+
+// account folds the time held until now into Held, split by the use
+// known until now: called before what is known of the use changes, and
+// when what is held does.
+func (e *env) account(now time.Time) {
+	e.Held = e.held(now)
+	e.HeldUntil = now
+}
+
+// setState moves the environment to state s for why, and publishes it as
+// RefuelState and in its details.
+func (e *env) setState(ctx workflow.Context, s devenv.State, why string) {
+	now := workflow.Now(ctx)
+	if s != e.State {
+		e.State, e.Since = s, now
+		e.attrs.upsert(ctx, AttrState.ValueSet(string(s)))
+	}
+	e.Reason = why
+	e.showDetails(ctx)
+}
+
+// suspend makes the environment hold nothing until it is resumed, for
+// why: the attempt under way stops at its final save, and once the
+// instance is given back the environment is suspended (awaitResume).
+func (e *env) suspend(ctx workflow.Context, why string) {
+	e.Suspended, e.Reason = true, why
+	e.showDetails(ctx)
+	if a := e.attempt; a != nil {
+		a.stop()
+	}
+}
+
+// budgetWhy says that the environment spent its budget, and how to go on.
+func (e *env) budgetWhy(now time.Time) string {
+	return fmt.Sprintf("it spent its budget (%s of %s): raise it with `starter budget %s USD`, then `starter dev resume %s`",
+		dollars(e.h.Ledger.CostUSD(now)), dollars(e.job.BudgetUSD), e.id, e.id)
+}
+
+// snapshot is the environment's status, built from its state with what
+// is derived brought up to now.
+func (e *env) snapshot(ctx workflow.Context) devenv.Status {
+	now := workflow.Now(ctx)
+	h := e.held(now)
+	st := devenv.Status{
+		ID: e.id, Who: e.who, Team: e.ds.Team, Priority: e.Priority, Tier: string(e.ds.Tier),
+		State: e.State, Reason: e.Reason, Since: e.Since, Serving: e.Serving,
+		IdleTimeout: spec.Duration(e.ds.Idle()), CostUSD: e.h.Ledger.CostUSD(now), IdleCostUSD: h.IdleCostUSD,
+		ActiveHours: h.ActiveSecs / 3600, IdleHours: h.IdleSecs / 3600, BudgetUSD: e.job.BudgetUSD,
+		Moves: e.Moves, Preemptions: e.Preemptions, Failures: []devenv.Failure{}, LostWorkSeconds: e.LostWorkSecs,
+		Attempt: e.h.Attempts, StartedAt: e.StartedAt,
+		Workspace: devenv.Workspace{Path: e.Workspace, StoreURL: e.storeURL()},
+	}
+	if e.State == devenv.StateRunning {
+		st.Endpoint = e.Endpoint
+		st.IdleSeconds = e.Activity.IdleFor(now).Seconds()
+	}
+	if last := e.Activity.Last(); !last.IsZero() {
+		st.LastActive = &last
+	}
+	if l := e.Lease; l != nil {
+		o := l.Offering()
+		st.Instance = &devenv.Instance{ID: l.Instance.ID, Offering: o.Key(), Market: string(o.Market), Zone: o.Zone,
+			PricePerHour: o.PricePerHour, Since: l.Since}
+		if p := e.Pool; p != nil && p.Grant != nil {
+			st.Instance.Layer = string(p.Grant.Layer)
+		}
+	}
+	for _, f := range e.Failures {
+		st.Failures = append(st.Failures, devenv.Failure{Class: f.Class, Offering: f.Offering, Message: f.Message, Time: f.Time})
+	}
+	if c := e.LastCheckpoint; c != nil {
+		st.Workspace.LastSave = &devenv.Save{Step: c.Step, Time: c.Time, URL: c.URL, Bytes: c.Bytes}
+	}
+	return st
+}
+
+// showDetails keeps what the Web UI shows as the environment's current
+// details up to date: who, where, endpoint, idle for how long of how
+// long, cost.
+func (e *env) showDetails(ctx workflow.Context) {
+	workflow.SetCurrentDetails(ctx, e.snapshot(ctx).Details())
+}
