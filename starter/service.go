@@ -32,7 +32,7 @@ func serveCommand() *cobra.Command {
 	}
 	conn := addClientFlags(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		ss, err := spec.ReadServiceSpec(args[0])
+		ss, err := readServiceSpec(args[0])
 		if err != nil {
 			return err // field-level errors with their fixes, before anything starts
 		}
