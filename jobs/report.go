@@ -16,8 +16,8 @@ import (
 // its agent's latest report: the heartbeat of the attempt training on the
 // run's instance now. The run itself hears of steps and checkpoints only
 // when its agent signals them, which it does seldom to keep the history
-// short (checkpoints close together are told together); the heartbeat
-// carries both as they happen. dc decodes the heartbeat: the client's
+// short (checkpoints close together are told together), and its step
+// never goes back; the heartbeat carries both as they happen. dc decodes the heartbeat: the client's
 // data converter, so that an encrypted one reads (nil: the default).
 func StatusNow(ctx context.Context, c client.Client, dc converter.DataConverter, id string) (workflows.Status, error) {
 	st, err := Status(ctx, c, id)
@@ -59,11 +59,13 @@ func latestReport(pending []*workflowpb.PendingActivityInfo, dc converter.DataCo
 	return latest, found
 }
 
-// withReport is st with the step and the checkpoint of its agent's report
-// p where p is further on. The step never falls below the checkpoint's,
-// so the two never contradict each other.
+// withReport is st with the step and the checkpoint of its agent's
+// latest report p, that of the attempt training now: the step is where
+// the trainer is (after a loss, behind the step the run had reached
+// before it; never behind the checkpoint), and the checkpoint the newer
+// of the run's and the report's.
 func withReport(st workflows.Status, p activities.Progress) workflows.Status {
-	st.Step = max(st.Step, p.Step)
+	st.Step = p.Step
 	if p.TotalSteps > 0 {
 		st.TotalSteps = p.TotalSteps
 	}

@@ -12,9 +12,8 @@ import (
 	"refuel/workflows"
 )
 
-// A run's status takes the step and checkpoint of its agent's latest
-// report where they are further on, and step and checkpoint never
-// contradict each other.
+// A run's status takes the step of its agent's latest report and the
+// newer checkpoint, and step and checkpoint never contradict each other.
 func TestWithReport(t *testing.T) {
 	ck := func(step int64) *activities.CheckpointRef { return &activities.CheckpointRef{Step: step} }
 	progressAt := func(step, total int64, c *activities.CheckpointRef) workflows.Status {
@@ -37,10 +36,20 @@ func TestWithReport(t *testing.T) {
 			p:    activities.Progress{Step: 530, TotalSteps: 1200, Checkpoint: ck(500)},
 			want: progressAt(530, 1200, ck(500)),
 		},
-		"a signal newer than the heartbeat": {
+		"a checkpoint signalled after the heartbeat": {
 			st:   progressAt(510, 1200, ck(500)),
 			p:    activities.Progress{Step: 490, TotalSteps: 1200, Checkpoint: ck(400)},
-			want: progressAt(510, 1200, ck(500)),
+			want: progressAt(500, 1200, ck(500)),
+		},
+		"resumed after a loss": {
+			st:   progressAt(548, 1200, ck(500)),
+			p:    activities.Progress{Step: 505, TotalSteps: 1200},
+			want: progressAt(505, 1200, ck(500)),
+		},
+		"restoring, before the trainer's first step": {
+			st:   progressAt(548, 1200, ck(500)),
+			p:    activities.Progress{TotalSteps: 1200},
+			want: progressAt(500, 1200, ck(500)),
 		},
 		"a step behind the checkpoint": {
 			st:   progressAt(100, 0, ck(100)),
