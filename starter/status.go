@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
@@ -231,11 +232,20 @@ func printMarketProgress(w io.Writer, m *workflows.MarketStatus) {
 func printBudget(w io.Writer, st workflows.Status) {
 	switch {
 	case st.State == workflows.StateOverBudget:
-		fmt.Fprintf(w, "budget     $%.2f reached ($%.4f spent): the run checkpointed, gave its instance back and waits\n", st.BudgetUSD, st.CostUSD)
+		fmt.Fprintf(w, "budget     %s reached ($%.4f spent): the run checkpointed, gave its instance back and waits\n", budgetDollars(st.BudgetUSD), st.CostUSD)
 		fmt.Fprintf(w, "           to go on, raise it above what was spent: starter budget %s USD\n", st.ID)
 	case st.BudgetUSD > 0:
-		fmt.Fprintf(w, "budget     $%.2f, $%.4f spent\n", st.BudgetUSD, st.CostUSD)
+		fmt.Fprintf(w, "budget     %s, $%.4f spent\n", budgetDollars(st.BudgetUSD), st.CostUSD)
 	}
+}
+
+// budgetDollars is a budget as it was given: in dollars and cents, or
+// finer where it was (a test's $0.002).
+func budgetDollars(usd float64) string {
+	if cents := usd * 100; math.Abs(cents-math.Round(cents)) < 1e-9 {
+		return fmt.Sprintf("$%.2f", usd)
+	}
+	return fmt.Sprintf("$%.4f", usd)
 }
 
 // printFailures prints the stock-outs in one line and each failure that
