@@ -514,30 +514,28 @@ func (r *reporter) onEvent(e agent.Event) {
 	r.send(p)
 }
 
-// progressNotches is how many times in an attempt's steps progress alone
-// is worth a heartbeat: a notch of status's progress bar.
-const progressNotches = 30
-
-// worthABeat reports whether the agent's report now has moved on from the
-// last heartbeat's far enough to tell status before the next heartbeat
-// is due: status reads step and checkpoint from the heartbeat, which
-// comes every third of the heartbeat timeout (20 s by default). A
-// checkpoint is, the first step the trainer reports is, and then a
-// 30th of its steps: a few dozen heartbeats an attempt at most.
-func worthABeat(last, now Progress) bool {
+// worthABeat reports whether the agent's report now is worth a
+// heartbeat before the next is due (every third of the heartbeat
+// timeout, 20 s by default), the last heartbeat having carried last:
+// status reads step and checkpoint from the heartbeat. The first step the
+// trainer reports is (status would show step 0 until the next), and so
+// is a checkpoint the run is not told of yet (untold: checkpoints close
+// together are told together). Anything else waits for the next
+// heartbeat, so a run costs the control plane no more while it trains.
+func worthABeat(last, now Progress, untold bool) bool {
 	switch {
-	case now.Checkpoint != nil && (last.Checkpoint == nil || now.Checkpoint.Step != last.Checkpoint.Step):
-		return true
 	case last.Step == 0 && now.Step > 0:
 		return true
+	case untold && now.Checkpoint != nil && (last.Checkpoint == nil || now.Checkpoint.Step != last.Checkpoint.Step):
+		return true
 	}
-	return now.TotalSteps > 0 && (now.Step-last.Step)*progressNotches >= now.TotalSteps
+	return false
 }
 
 // beatSoon asks for a heartbeat before the next is due when the report
 // is worth one; r.mu is held.
 func (r *reporter) beatSoon() {
-	if r.soon != nil && worthABeat(r.beat, r.progress) {
+	if r.soon != nil && worthABeat(r.beat, r.progress, r.pending != nil) {
 		select {
 		case r.soon <- struct{}{}:
 		default: // one is asked for already

@@ -22,20 +22,19 @@ func TestWorthABeat(t *testing.T) {
 	ck := func(step int64) *CheckpointRef { return &CheckpointRef{Step: step} }
 	for name, tc := range map[string]struct {
 		last, now Progress
+		untold    bool
 		want      bool
 	}{
-		"nothing new":              {Progress{Step: 40, TotalSteps: 1200}, Progress{Step: 40, TotalSteps: 1200}, false},
-		"the first step":           {Progress{TotalSteps: 1200}, Progress{Step: 1, TotalSteps: 1200}, true},
-		"the first step, no total": {Progress{}, Progress{Step: 3}, true},
-		"a restored step":          {Progress{}, Progress{Step: 500}, true},
-		"less than a notch":        {Progress{Step: 40, TotalSteps: 1200}, Progress{Step: 79, TotalSteps: 1200}, false},
-		"a notch":                  {Progress{Step: 40, TotalSteps: 1200}, Progress{Step: 80, TotalSteps: 1200}, true},
-		"steps of no known total":  {Progress{Step: 40}, Progress{Step: 4000}, false},
-		"a first checkpoint":       {Progress{Step: 40}, Progress{Step: 41, Checkpoint: ck(40)}, true},
-		"a newer checkpoint":       {Progress{Step: 440, Checkpoint: ck(200)}, Progress{Step: 441, Checkpoint: ck(500)}, true},
-		"the checkpoint told":      {Progress{Step: 440, Checkpoint: ck(200)}, Progress{Step: 441, Checkpoint: ck(200)}, false},
+		"nothing new":               {Progress{Step: 40, TotalSteps: 1200}, Progress{Step: 40, TotalSteps: 1200}, false, false},
+		"the first step":            {Progress{TotalSteps: 1200}, Progress{Step: 1, TotalSteps: 1200}, false, true},
+		"a restored step":           {Progress{}, Progress{Step: 500}, false, true},
+		"more steps":                {Progress{Step: 40, TotalSteps: 1200}, Progress{Step: 400, TotalSteps: 1200}, false, false},
+		"a checkpoint told":         {Progress{Step: 40}, Progress{Step: 41, Checkpoint: ck(40)}, false, false},
+		"a checkpoint held back":    {Progress{Step: 40}, Progress{Step: 41, Checkpoint: ck(40)}, true, true},
+		"a newer one held back":     {Progress{Step: 440, Checkpoint: ck(200)}, Progress{Step: 501, Checkpoint: ck(500)}, true, true},
+		"one held back and carried": {Progress{Step: 501, Checkpoint: ck(500)}, Progress{Step: 502, Checkpoint: ck(500)}, true, false},
 	} {
-		if got := worthABeat(tc.last, tc.now); got != tc.want {
+		if got := worthABeat(tc.last, tc.now, tc.untold); got != tc.want {
 			t.Errorf("%s: worthABeat %v; want %v", name, got, tc.want)
 		}
 	}
