@@ -238,6 +238,7 @@ func (n *Node) attach(ctx context.Context, in TrainingInput, workflowID string) 
 			node: n, store: store, workflowID: workflowID, signalEvery: in.SignalEvery,
 			progress: Progress{Attempt: in.Attempt, InstanceID: n.instanceFor(in), TotalSteps: total},
 			outage:   outage,
+			soon:     make(chan struct{}, 1),
 		},
 		stop: stop,
 		done: make(chan struct{}),
@@ -440,6 +441,10 @@ type reporter struct {
 	// devToldAt is when a development environment's run was last told
 	// of it.
 	devToldAt time.Time
+	// beat is what the last heartbeat carried, and soon asks the
+	// heartbeat loop for one before the next is due (see worthABeat).
+	beat Progress
+	soon chan struct{}
 }
 
 // outageSeen is what the agent saw of the control plane so far.
@@ -460,6 +465,7 @@ func (r *reporter) onEvent(e agent.Event) {
 	}
 	p := r.progress
 	p.Time = e.Time
+	var held *Progress
 	switch e.Kind {
 	case agent.EventRestored:
 		p.Kind, p.Step = ProgressRestored, e.Step
@@ -483,20 +489,58 @@ func (r *reporter) onEvent(e agent.Event) {
 		}
 		if r.signalEvery > 0 && e.Time.Sub(r.sentAt) < r.signalEvery {
 			r.pending = &p
+			r.beatSoon() // the heartbeat tells it meanwhile
 			r.mu.Unlock()
 			return
 		}
 		r.pending, r.sentAt = nil, e.Time
 	case agent.EventNotice:
+		// The checkpoints held back are told with it: the run counts the
+		// work it loses from the latest.
+		held, r.pending = r.pending, nil
 		p.Kind = ProgressNotice
 	case agent.EventRebalance:
 		p.Kind = ProgressRebalance
 	default:
+		r.beatSoon()
 		r.mu.Unlock()
 		return
 	}
+	r.beatSoon()
 	r.mu.Unlock()
+	if held != nil {
+		r.send(*held)
+	}
 	r.send(p)
+}
+
+// worthABeat reports whether the agent's report now is worth a
+// heartbeat before the next is due (every third of the heartbeat
+// timeout, 20 s by default), the last heartbeat having carried last:
+// status reads step and checkpoint from the heartbeat. The first step the
+// trainer reports is (status would show step 0 until the next), and so
+// is a checkpoint the run is not told of yet (untold: checkpoints close
+// together are told together). Anything else waits for the next
+// heartbeat, so a run costs the control plane no more while it trains.
+func worthABeat(last, now Progress, untold bool) bool {
+	switch {
+	case last.Step == 0 && now.Step > 0:
+		return true
+	case untold && now.Checkpoint != nil && (last.Checkpoint == nil || now.Checkpoint.Step != last.Checkpoint.Step):
+		return true
+	}
+	return false
+}
+
+// beatSoon asks for a heartbeat before the next is due when the report
+// is worth one; r.mu is held.
+func (r *reporter) beatSoon() {
+	if r.soon != nil && worthABeat(r.beat, r.progress, r.pending != nil) {
+		select {
+		case r.soon <- struct{}{}:
+		default: // one is asked for already
+		}
+	}
 }
 
 // flush signals the checkpoints not told yet.
@@ -557,7 +601,13 @@ func (r *reporter) heartbeat(ctx context.Context, token []byte, every time.Durat
 	for {
 		r.mu.Lock()
 		p := r.progress
+		r.beat = p
+		select {
+		case <-r.soon: // this heartbeat tells it
+		default:
+		}
 		r.mu.Unlock()
+		sent := time.Now()
 		callCtx, cancel := context.WithTimeout(ctx, heartbeatCallTimeout(every))
 		err := r.node.Signaler.RecordActivityHeartbeat(callCtx, token, p)
 		cancel()
@@ -595,10 +645,22 @@ func (r *reporter) heartbeat(ctx context.Context, token []byte, every time.Durat
 			r.outage.LongestSeconds = max(r.outage.LongestSeconds, now.Sub(failingSince).Seconds())
 			r.mu.Unlock()
 		}
+		// A report worth telling is told sooner, once the cluster takes
+		// heartbeats, and never more often than every second.
+		soon := r.soon
+		if err != nil {
+			soon = nil
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(wait):
+		case <-soon:
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Until(sent.Add(min(time.Second, every)))):
+			}
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"refuel/activities"
 	"refuel/pkg/spec"
@@ -50,6 +51,9 @@ type DrillOptions struct {
 	NoticeGrace time.Duration // how long the instance lives after the notice
 	Timeout     time.Duration
 	Progress    io.Writer // one line per stage, for people watching
+	// DataConverter decodes the agent's reports (the client's, so that
+	// encrypted ones read); nil is the default.
+	DataConverter converter.DataConverter
 	// Nodes makes the drill's job a gang of that many nodes (0 or 1: one
 	// node); the drill interrupts its last rank's instance.
 	Nodes int
@@ -122,6 +126,11 @@ func Drill(ctx context.Context, c client.Client, o DrillOptions) (DrillReport, e
 		return rep, err
 	}
 	rep.CheckpointStep = st.LastCheckpoint.Step
+	// The agent's latest checkpoint, which the run may not have been told
+	// yet.
+	if now, err := StatusNow(ctx, c, o.DataConverter, js.ID); err == nil && now.LastCheckpoint != nil {
+		rep.CheckpointStep = max(rep.CheckpointStep, now.LastCheckpoint.Step)
+	}
 	rep.InterruptedInstance = st.Instance.ID
 	kept := map[int]string{} // a gang's ranks the drill leaves alone
 	if nodes > 1 {
@@ -147,6 +156,7 @@ func Drill(ctx context.Context, c client.Client, o DrillOptions) (DrillReport, e
 	if err != nil {
 		return rep, err
 	}
+	rep.CheckpointStep = max(rep.CheckpointStep, rec.CheckpointStep)
 	rep.ReplacementInstance, rep.ReplacementSeconds, rep.RecoverySeconds = rec.ReplacementInstance, rec.ReplacementSeconds, rec.RecoverySeconds
 	rep.PreemptedAtStep, rep.ResumedFromStep, rep.LostSteps = rec.PreemptedAtStep, rec.ResumedFromStep, rec.LostSteps
 	say("resumed on %s from step %d, %.1fs after the notice; waiting for the end", rep.ReplacementInstance, rep.ResumedFromStep, rep.RecoverySeconds)

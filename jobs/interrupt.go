@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"refuel/activities"
 	"refuel/workflows"
@@ -56,6 +57,10 @@ func inject(ctx context.Context, c client.Client, id string, in activities.Inter
 // Recovery is how a run came back from the loss of one instance, timed
 // from the interruption notice.
 type Recovery struct {
+	// CheckpointStep is the latest checkpoint the run knew of when it
+	// lost the instance: the one it must resume from, or a newer one
+	// saved on the notice.
+	CheckpointStep      int64
 	ReplacementInstance string
 	ReplacementSeconds  float64
 	RecoverySeconds     float64
@@ -85,6 +90,7 @@ func awaitRecovery(ctx context.Context, c client.Client, id, instance string, no
 		RecoverySeconds:     st.LastRecovery.ResumedAt.Sub(notice).Seconds(),
 		ResumedFromStep:     st.LastRecovery.ResumedFromStep,
 		PreemptedAtStep:     st.LastPreemption.AtStep,
+		CheckpointStep:      st.LastPreemption.CheckpointStep,
 	}
 	rec.LostSteps = max(0, rec.PreemptedAtStep-rec.ResumedFromStep)
 	return rec, st, nil
@@ -126,6 +132,9 @@ type InterruptOptions struct {
 	Grace    time.Duration // how long the instance lives after the notice
 	Timeout  time.Duration // how long to wait for the recovery
 	Progress io.Writer     // one line per stage, for people watching
+	// DataConverter decodes the agent's reports (the client's, so that
+	// encrypted ones read); nil is the default.
+	DataConverter converter.DataConverter
 }
 
 // NotHoldingError says a run holds no instance to interrupt.
@@ -158,7 +167,9 @@ func InterruptRun(ctx context.Context, c client.Client, id string, o InterruptOp
 	if !w.Running {
 		return rep, fmt.Errorf("%s has ended: there is no instance to interrupt", id)
 	}
-	st, err := Status(ctx, c, id)
+	// The checkpoint is the agent's latest, which the run may not have
+	// been told yet.
+	st, err := StatusNow(ctx, c, o.DataConverter, id)
 	if err != nil {
 		return rep, err
 	}
@@ -179,6 +190,7 @@ func InterruptRun(ctx context.Context, c client.Client, id string, o InterruptOp
 	if err != nil {
 		return rep, err
 	}
+	rep.CheckpointStep = max(rep.CheckpointStep, rec.CheckpointStep)
 	rep.ReplacementInstance, rep.ReplacementSeconds, rep.RecoverySeconds = rec.ReplacementInstance, rec.ReplacementSeconds, rec.RecoverySeconds
 	rep.PreemptedAtStep, rep.ResumedFromStep, rep.LostSteps = rec.PreemptedAtStep, rec.ResumedFromStep, rec.LostSteps
 	say("resumed on %s from step %d, %.1fs after the notice", rep.ReplacementInstance, rep.ResumedFromStep, rep.RecoverySeconds)

@@ -50,9 +50,17 @@ func ServiceStatus(ctx context.Context, c client.Client, id string) (workflows.S
 	return st, v.Get(&st)
 }
 
-// ReportLoad sends a service the load it observes.
+// ReportLoad sends a service the load it observes. A service that has
+// ended is *EndedError, saying how: stopped, or otherwise.
 func ReportLoad(ctx context.Context, c client.Client, id string, m autoscale.Metrics) error {
-	return c.SignalWorkflow(ctx, id, "", workflows.SignalMetrics, m)
+	err := c.SignalWorkflow(ctx, id, "", workflows.SignalMetrics, m)
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		if e, derr := describeEnding(ctx, c, id, nil); derr == nil && e.Result != ResultRunning {
+			return &EndedError{Ending: e}
+		}
+	}
+	return err
 }
 
 // PoolStatus asks the capacity pool for its queue and allocations.

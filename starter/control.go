@@ -2,15 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"strconv"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/client"
 
 	"refuel/jobs"
+	"refuel/pkg/spec"
 	"refuel/workflows"
 )
 
@@ -64,8 +67,11 @@ func priorityCommand() *cobra.Command {
 		usage:   "give a run's or service's id and a priority: starter priority ID N (0..100)",
 		value: func(arg string) (int, error) {
 			p, err := strconv.Atoi(arg)
-			if err != nil {
-				return 0, usagef("priority %q is not an integer: use 0..100", arg)
+			switch {
+			case err != nil:
+				return 0, usagef("priority %q is not an integer: use 0..%d", arg, spec.MaxPriority)
+			case p < 0 || p > spec.MaxPriority:
+				return 0, usagef("priority %d is out of range: use an integer from 0 (lowest) to %d (highest)", p, spec.MaxPriority)
 			}
 			return p, nil
 		},
@@ -82,8 +88,11 @@ func budgetCommand() *cobra.Command {
 		usage:   "give a run's id and its budget in USD: starter budget ID USD (0 for none)",
 		value: func(arg string) (float64, error) {
 			usd, err := strconv.ParseFloat(arg, 64)
-			if err != nil || math.IsNaN(usd) || math.IsInf(usd, 0) || usd < 0 {
+			switch {
+			case err != nil || math.IsNaN(usd) || math.IsInf(usd, 0):
 				return 0, usagef("budget %q is not a sum of money: give USD 0 or more, such as 250 or 12.5 (0 for none)", arg)
+			case usd < 0:
+				return 0, usagef("budget %s is negative: a budget must be positive, such as 250 or 12.5 (0 for none)", arg)
 			}
 			return usd, nil
 		},
@@ -112,6 +121,19 @@ func updateCommand[T any](u update[T]) *cobra.Command {
 			return err
 		},
 	}
+	// The flag parser reads a negative value (-5) as short flags: it is
+	// the value, and what is wrong with it is said as such.
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		var unknown *pflag.NotExistError
+		if errors.As(err, &unknown) {
+			if arg := "-" + unknown.GetSpecifiedShortnames(); isNumber(arg) {
+				if _, verr := u.value(arg); verr != nil {
+					return verr
+				}
+			}
+		}
+		return usageError{err.Error()}
+	})
 	conn := addClientFlags(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		v, _ := u.value(args[1]) // checked with the arguments
@@ -126,4 +148,10 @@ func updateCommand[T any](u update[T]) *cobra.Command {
 		})
 	}
 	return cmd
+}
+
+// isNumber reports whether arg is a number, as a negative value is.
+func isNumber(arg string) bool {
+	_, err := strconv.ParseFloat(arg, 64)
+	return err == nil
 }

@@ -45,7 +45,7 @@ if it does not. starter interrupt does the same to a run of yours.`,
 
 func drill(cmd *cobra.Command, conn *clientFlags, o jobs.DrillOptions, tier string, asJSON bool) error {
 	stdout := cmd.OutOrStdout()
-	o.Progress = cmd.ErrOrStderr()
+	o.Progress, o.DataConverter = cmd.ErrOrStderr(), conn.dataConverter()
 	if o.Nodes < 1 || o.Nodes > spec.MaxNodes {
 		return usagef("--nodes %d: want 1..%d (how many instances the drill's job holds at once)", o.Nodes, spec.MaxNodes)
 	}

@@ -50,7 +50,7 @@ shows the recovery.`,
 		case o.Timeout <= 0:
 			return usagef("--timeout %s: give a positive duration, such as 10m", o.Timeout)
 		}
-		o.Progress = cmd.ErrOrStderr()
+		o.Progress, o.DataConverter = cmd.ErrOrStderr(), conn.dataConverter()
 		ctx, stdout := context.Background(), cmd.OutOrStdout()
 		return conn.withClient(ctx, func(c client.Client) error {
 			rep, err := jobs.InterruptRun(ctx, c, args[0], o)

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"refuel/jobs"
+	"refuel/workflows"
 )
 
 func listCommand() *cobra.Command {
@@ -55,7 +56,11 @@ func printRows(w io.Writer, rows []jobs.ListRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTYPE\tSTATE\tTEAM\tTIER\tPRIORITY\tPROGRESS\tCOST $")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%.4f\n", r.ID, r.Type, r.State, r.Team, r.Tier, r.Priority, progress(r), r.CostUSD)
+		tier := r.Tier
+		if r.Type == jobs.KindName(workflows.InferenceServiceName) {
+			tier = "-" // a service has no tier: RefuelTier is the tier its placement matches, for filters
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%.4f\n", r.ID, r.Type, r.State, r.Team, tier, r.Priority, progress(r), r.CostUSD)
 	}
 	_ = tw.Flush()
 	if len(rows) == 0 {

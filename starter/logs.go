@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"refuel/jobs"
+	"refuel/pkg/agent"
 	"refuel/pkg/checkpoint"
 	"refuel/workflows"
 )
@@ -25,7 +26,7 @@ const logsPoll = time.Second
 
 func logsCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:     "logs ID [--follow] [--attempt N]",
+		Use:     "logs ID [--follow] [--attempt N] [--progress]",
 		Short:   "print a run's trainer output, every attempt's in order",
 		Example: "  starter logs llama-ft-0427 --follow\n  starter logs llama-ft-0427 --attempt 2",
 		Args:    exactArgs(1, "give one run id: starter logs ID [--follow] [--attempt N]"),
@@ -33,6 +34,7 @@ func logsCommand() *cobra.Command {
 	conn := addClientFlags(cmd)
 	fs := cmd.Flags()
 	follow := fs.Bool("follow", false, "keep printing new output until the run ends")
+	progress := fs.Bool("progress", false, "print the trainer's REFUEL_PROGRESS lines too (hidden: the agent reads them, and status shows where they got)")
 	attempt := fs.Int("attempt", 0, "print only attempt N (status shows a run's attempt)")
 	storeURL := fs.String("checkpoint-url", defaultStoreURL(),
 		"checkpoint store of runs that do not record theirs in status (started by an older refuel) and whose spec names none: the worker's --checkpoint-url (default REFUEL_CHECKPOINT_URL, else <REFUEL_DATA_DIR, or ./.refuel>/checkpoints)")
@@ -43,17 +45,26 @@ func logsCommand() *cobra.Command {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 		defer stop()
 		return conn.withClient(ctx, func(c client.Client) error {
-			return printLogs(ctx, c, conn, args[0], *attempt, *follow, *storeURL, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return printLogs(ctx, c, conn, args[0], logOptions{attempt: *attempt, follow: *follow, progress: *progress, storeURL: *storeURL}, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		})
 	}
 	return cmd
 }
 
-func printLogs(ctx context.Context, c client.Client, conn *clientFlags, id string, attempt int, follow bool, storeURL string, stdout, stderr io.Writer) error {
+// logOptions are what logs prints: an attempt's output or every one (0),
+// followed or not, with progress lines or without.
+type logOptions struct {
+	attempt          int
+	follow, progress bool
+	storeURL         string
+}
+
+func printLogs(ctx context.Context, c client.Client, conn *clientFlags, id string, o logOptions, stdout, stderr io.Writer) error {
+	attempt := o.attempt
 	if _, err := jobs.RequireType(ctx, c, id, workflows.TrainingRunName, "services have no trainer; only training runs have logs"); err != nil {
 		return err
 	}
-	url, err := jobs.StoreURL(ctx, c, conn.dataConverter(), id, storeURL)
+	url, err := jobs.StoreURL(ctx, c, conn.dataConverter(), id, o.storeURL)
 	if err != nil {
 		return err
 	}
@@ -68,13 +79,13 @@ func printLogs(ctx context.Context, c client.Client, conn *clientFlags, id strin
 		attempts = []int{attempt}
 	}
 	var running func(context.Context) (bool, error)
-	if follow {
+	if o.follow {
 		running = func(ctx context.Context) (bool, error) {
 			w, err := jobs.Describe(ctx, c, id)
 			return w.Running, err
 		}
 	}
-	p := &logPrinter{w: stdout}
+	p := &logPrinter{w: stdout, progress: o.progress}
 	err = followLogs(ctx, store.NewLogReader(attempts...), p, logsPoll, running)
 	if ctx.Err() != nil {
 		return nil // Ctrl-C ends a follow
@@ -138,11 +149,13 @@ func followLogs(ctx context.Context, r *checkpoint.LogReader, p *logPrinter, pol
 }
 
 // logPrinter prints output chunks, under a header whenever the attempt
-// or instance changes, as tail does for several files.
+// or instance changes, as tail does for several files. The trainer's
+// progress lines are left out unless progress is set.
 type logPrinter struct {
-	w       io.Writer
-	last    *checkpoint.LogSource
-	printed bool
+	w        io.Writer
+	progress bool
+	last     *checkpoint.LogSource
+	printed  bool
 	// partial is the stream whose last text printed was part of a line,
 	// so no newline was printed after it; "" when none.
 	partial checkpoint.LogStream
@@ -164,6 +177,9 @@ func (p *logPrinter) print(chunks []checkpoint.LogChunk) {
 			fmt.Fprintf(p.w, "[refuel] ... %d earlier segments of this output are no longer kept\n", c.Missing)
 		}
 		for _, l := range c.Lines {
+			if !p.progress && l.Stream == checkpoint.Stdout && !l.Partial && p.partial == "" && agent.ProgressLine(l.Text) {
+				continue
+			}
 			if l.Stream != p.partial {
 				p.endLine()
 			}

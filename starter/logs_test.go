@@ -106,3 +106,23 @@ func TestDefaultStoreURL(t *testing.T) {
 		t.Errorf("with REFUEL_CHECKPOINT_URL: %s", got)
 	}
 }
+
+// The trainer's progress lines are the agent's to read: logs leaves them
+// out unless --progress asks for them.
+func TestLogsHideProgressLines(t *testing.T) {
+	src := checkpoint.LogSource{Attempt: 1, Instance: "i-a"}
+	chunk := []checkpoint.LogChunk{{LogSource: src, Lines: []checkpoint.LogLine{
+		line(checkpoint.Stdout, "REFUEL_PROGRESS step=0 total=1200"),
+		line(checkpoint.Stdout, "epoch 1 loss 0.93"),
+		line(checkpoint.Stdout, "REFUEL_PROGRESS step=1 total=1200"),
+		line(checkpoint.Stdout, "REFUEL_PROGRESS step=2 total=1200"),
+		line(checkpoint.Stderr, "REFUEL_PROGRESS on stderr is the trainer's own"),
+		line(checkpoint.Stdout, "REFUEL_PROGRESSIVE is not a progress line"),
+		line(checkpoint.Stdout, "epoch 2 loss 0.71"),
+	}}}
+	for name, progress := range map[string]bool{"logs-hide-progress": false, "logs-with-progress": true} {
+		var b bytes.Buffer
+		(&logPrinter{w: &b, progress: progress}).print(chunk)
+		golden(t, name+".golden", b.String())
+	}
+}

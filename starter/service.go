@@ -32,7 +32,7 @@ func serveCommand() *cobra.Command {
 	}
 	conn := addClientFlags(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		ss, err := spec.ReadServiceSpec(args[0])
+		ss, err := readServiceSpec(args[0])
 		if err != nil {
 			return err // field-level errors with their fixes, before anything starts
 		}
@@ -161,7 +161,13 @@ func sendLoad(ctx context.Context, c client.Client, id string, f loadFlags, stdo
 	for i := 1; i <= n; i++ {
 		m := f.metrics
 		m.At = time.Now()
-		if err := jobs.ReportLoad(ctx, c, id, m); err != nil {
+		err := jobs.ReportLoad(ctx, c, id, m)
+		var ended *jobs.EndedError
+		if errors.As(err, &ended) && ended.Ending.Succeeded() {
+			fmt.Fprintf(stdout, "service %s stopped after %d of %d reports: there is no more load to report\n", id, i-1, n)
+			return nil
+		}
+		if err != nil {
 			return fmt.Errorf("report %d of %d to %s: %w", i, n, id, err)
 		}
 		fmt.Fprintln(stdout, metricsLine(id, m, i, n))
@@ -268,7 +274,11 @@ func printServiceStatus(w io.Writer, st workflows.ServiceStatus) {
 		placement = "tier " + st.Tier // a status from before services said
 	}
 	fmt.Fprintf(w, "service    %s (team %s, %s, priority %d)\n", st.ID, st.Team, placement, st.Priority)
-	fmt.Fprintf(w, "state      %s since %s\n", st.State, st.StartedAt.Format(time.RFC3339))
+	since := st.StartedAt
+	if st.StoppedAt != nil {
+		since = *st.StoppedAt // a stopped service has been stopped since then
+	}
+	fmt.Fprintf(w, "state      %s since %s\n", st.State, since.Format(time.RFC3339))
 	fmt.Fprintf(w, "desired    %d replicas, %d warm (%s); bounds %d..%d\n",
 		st.Desired.Replicas, st.Desired.Warm, st.Desired.Reason, st.MinReplicas, st.MaxReplicas)
 	if m := st.Market; m != nil {

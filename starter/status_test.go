@@ -8,13 +8,14 @@ import (
 
 	"refuel/activities"
 	"refuel/pkg/capacity"
+	"refuel/pkg/replay"
 	"refuel/workflows"
 )
 
 func TestPrintStatusShowsChangeoversWhenThereAreAny(t *testing.T) {
 	for _, n := range []int{0, 2} {
 		var out bytes.Buffer
-		printStatus(&out, workflows.Status{RunRecord: workflows.RunRecord{ID: "job-1", State: workflows.StateRunning, Changeovers: n}}, activities.Progress{})
+		printStatus(&out, workflows.Status{RunRecord: workflows.RunRecord{ID: "job-1", State: workflows.StateRunning, Changeovers: n}})
 		got := strings.Contains(out.String(), "moved      2 times from on-demand back to spot")
 		if got != (n > 0) {
 			t.Errorf("changeovers %d: output\n%s", n, out.String())
@@ -28,7 +29,7 @@ func TestPrintStatusShowsEachNodeOfAGang(t *testing.T) {
 	}
 	st := workflows.Status{RunRecord: workflows.RunRecord{ID: "job-1", State: workflows.StateRunning, Record: workflows.Record{NodeReplacements: 1}}, Instance: node(0, "i-1", "us-east-1a").Instance, Nodes: []workflows.NodeStatus{node(0, "i-1", "us-east-1a"), node(1, "i-3", "us-east-1a")}}
 	var out bytes.Buffer
-	printStatus(&out, st, activities.Progress{})
+	printStatus(&out, st)
 	for _, want := range []string{"nodes      2, 1 replaced", "rank 0   i-1", "rank 1   i-3", "zone us-east-1a, spot"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("status lacks %q:\n%s", want, out.String())
@@ -37,7 +38,7 @@ func TestPrintStatusShowsEachNodeOfAGang(t *testing.T) {
 	if strings.Contains(out.String(), "instance   ") {
 		t.Errorf("a gang's status names each node, not one instance:\n%s", out.String())
 	}
-	if line := statusLine(st, activities.Progress{}); !strings.Contains(line, "i-1 (spot) and 1 more node ") {
+	if line := statusLine(st, time.Now()); !strings.Contains(line, "i-1 (spot) and 1 more node ") {
 		t.Errorf("status line %q; want rank 0 and the count of the others", line)
 	}
 }
@@ -46,7 +47,7 @@ func TestPrintStatusSaysWhyTheMarketWasChosen(t *testing.T) {
 	why := "on-demand: 3.1 h slack left, spot in us-west-2b expected back in 4 h"
 	for _, m := range []*workflows.MarketStatus{nil, {Clock: workflows.ClockWall, Why: why}} {
 		var out bytes.Buffer
-		printStatus(&out, workflows.Status{RunRecord: workflows.RunRecord{ID: "job-1", State: workflows.StateRunning}, Market: m}, activities.Progress{})
+		printStatus(&out, workflows.Status{RunRecord: workflows.RunRecord{ID: "job-1", State: workflows.StateRunning}, Market: m})
 		if got := strings.Contains(out.String(), "market     "+why); got != (m != nil) {
 			t.Errorf("market %+v: output\n%s", m, out.String())
 		}
@@ -65,7 +66,7 @@ func TestPrintStatusShowsRestartsWhenThereAreAny(t *testing.T) {
 		"control plane": {workflows.Restarts{capacity.ControlPlane: 2}, "restarts   trainer 0, agent 0, instance lost 0 (max_restarts caps these); control plane 2, node lost 0"},
 	} {
 		var out bytes.Buffer
-		printStatus(&out, workflows.Status{RunRecord: workflows.RunRecord{ID: "job-1", State: workflows.StateRunning, Record: workflows.Record{Restarts: tc.r}}}, activities.Progress{})
+		printStatus(&out, workflows.Status{RunRecord: workflows.RunRecord{ID: "job-1", State: workflows.StateRunning, Record: workflows.Record{Restarts: tc.r}}})
 		if got := strings.Contains(out.String(), "restarts   "); got != (tc.want != "") || !strings.Contains(out.String(), tc.want) {
 			t.Errorf("%s: output\n%s", name, out.String())
 		}
@@ -96,7 +97,7 @@ func TestPrintStatusFoldsStockOuts(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			var out bytes.Buffer
-			printStatus(&out, tc.st, activities.Progress{})
+			printStatus(&out, tc.st)
 			for _, w := range tc.want {
 				if !strings.Contains(out.String(), w) {
 					t.Errorf("status lacks %q:\n%s", w, out.String())
@@ -111,24 +112,78 @@ func TestPrintStatusFoldsStockOuts(t *testing.T) {
 	}
 }
 
-func TestPrintStatusProgressFromTheHeartbeat(t *testing.T) {
-	cases := map[string]struct {
-		st    workflows.Status
-		live  activities.Progress
-		state string
-		want  string
-	}{
-		"before the first checkpoint": {st: workflows.Status{RunRecord: workflows.RunRecord{State: workflows.StateRunning}}, live: activities.Progress{Step: 120, TotalSteps: 900}, state: "running\n", want: "step 120 of 900"},
-		"paused":                      {st: workflows.Status{RunRecord: workflows.RunRecord{State: workflows.StatePaused, Record: workflows.Record{Step: 300, TotalSteps: 900}}, Paused: true}, state: "paused\n", want: "step 300 of 900"},
-		"pausing":                     {st: workflows.Status{RunRecord: workflows.RunRecord{State: workflows.StateRunning, Record: workflows.Record{Step: 300, TotalSteps: 900}}, Paused: true}, live: activities.Progress{Step: 310, TotalSteps: 900}, state: "running (pausing)\n", want: "step 310 of 900"},
+// viewTime is when the views' fixtures happened.
+var viewTime = time.Date(2026, 11, 27, 14, 5, 0, 0, time.UTC)
+
+// marketRun is a 48 h deadline run on the sim's market clock (worker
+// --sim-market-time): its trainer took 102 steps of wall time while the
+// market's clock went through 51.83 hours.
+func marketRun(finished bool) workflows.Status {
+	st := workflows.Status{
+		RunRecord: workflows.RunRecord{
+			ID: "llama-48h", Team: "nlp", Tier: "deadline", State: workflows.StateCompleted, Priority: 50,
+			Record: workflows.Record{
+				Step: 102, TotalSteps: 1728000, Preemptions: 2, Recoveries: 2, LostWorkSecs: 1.5,
+				LastCheckpoint: &activities.CheckpointRef{Step: 100, Time: viewTime, URL: "file:///srv/refuel/checkpoints/llama-48h/step-100"},
+			},
+		},
+		CostUSD: 0.0085,
+		Market: &workflows.MarketStatus{
+			Clock: workflows.ClockMarket, Policy: "refuel", TickSeconds: 600,
+			Job:     replay.Job{Tier: "deadline", Work: 48 * time.Hour, Deadline: 52 * time.Hour, SpotPrice: 0.9701, OnDemandPrice: 3.06},
+			CostUSD: 124.66, SpotHours: 38.2, OnDemandHours: 13.63, Preemptions: 2, Changeovers: 3,
+			DoneHours: 48, Finished: true, FinishHours: 51.83, DeadlineMet: true,
+			Decisions: make([]workflows.MarketDecision, 311),
+		},
 	}
-	for name, tc := range cases {
+	if !finished {
+		st.State, st.Step = workflows.StateRunning, 40
+		st.Instance = &workflows.InstanceRef{ID: "i-0a1b", Offering: "sim/p3.2xlarge/us-west-2a/spot", Market: "spot", Zone: "us-west-2a", PricePerHour: 0.9701, Since: viewTime}
+		m := st.Market
+		m.CostUSD, m.SpotHours, m.OnDemandHours, m.DoneHours, m.Finished, m.FinishHours, m.DeadlineMet = 21.4, 19.5, 0.8, 18.25, false, 0, false
+		m.Decisions = m.Decisions[:122]
+		m.Why = "spot in us-west-2a: 31.7 h slack left"
+	}
+	return st
+}
+
+// The plain status of each kind of run, whole: a run on the wall clock
+// (pausing), one over its budget, and runs on a market's clock, whose
+// progress, deadline and bill are the market's.
+func TestStatusViews(t *testing.T) {
+	overBudget := workflows.Status{
+		RunRecord: workflows.RunRecord{
+			ID: "example-deadline-1", Team: "vision", Tier: "deadline", State: workflows.StateOverBudget, Priority: 60,
+			BudgetUSD: 5, StoreURL: "file:///srv/refuel/checkpoints",
+			Record: workflows.Record{
+				Step: 610, TotalSteps: 900, Preemptions: 1, Recoveries: 1, LostWorkSecs: 3.2,
+				LastCheckpoint: &activities.CheckpointRef{Step: 600, Time: viewTime, URL: "file:///srv/refuel/checkpoints/example-deadline-1/step-600"},
+			},
+		},
+		CostUSD: 5.0123,
+	}
+	pausing := workflows.Status{
+		RunRecord: workflows.RunRecord{
+			ID: "llama-ft-0427", Team: "nlp", Tier: "flexible", State: workflows.StateRunning, Priority: 50, BudgetUSD: 20,
+			Record: workflows.Record{
+				Step: 310, TotalSteps: 1200,
+				LastCheckpoint: &activities.CheckpointRef{Step: 300, Time: viewTime, URL: "file:///srv/refuel/checkpoints/llama-ft-0427/step-300"},
+			},
+		},
+		Paused: true, CostUSD: 0.0312,
+		Instance: &workflows.InstanceRef{ID: "i-9f8e", Offering: "sim/p3.2xlarge/us-west-2b/spot", Market: "spot", Zone: "us-west-2b", PricePerHour: 0.9701, Since: viewTime},
+	}
+	for name, st := range map[string]workflows.Status{
+		"status-pausing":          pausing,
+		"status-over-budget":      overBudget,
+		"status-market-completed": marketRun(true),
+		"status-market-running":   marketRun(false),
+	} {
 		t.Run(name, func(t *testing.T) {
-			var out bytes.Buffer
-			printStatus(&out, tc.st, tc.live)
-			if !strings.Contains(out.String(), "state      "+tc.state) || !strings.Contains(out.String(), tc.want) {
-				t.Errorf("status:\n%s\nwant state %q and %q", out.String(), tc.state, tc.want)
-			}
+			var out strings.Builder
+			printStatus(&out, st)
+			out.WriteString(statusLine(st, viewTime) + "\n")
+			golden(t, name+".golden", out.String())
 		})
 	}
 }

@@ -66,3 +66,17 @@ func readJobSpec(path string) (spec.JobSpec, error) {
 	}
 	return js, err
 }
+
+// readServiceSpec reads a ServiceSpec with its field-level errors, before
+// anything starts. A JobSpec given by mistake is named as one, as submit
+// names a ServiceSpec.
+func readServiceSpec(path string) (spec.ServiceSpec, error) {
+	ss, err := spec.ReadServiceSpec(path)
+	if err == nil {
+		return ss, nil
+	}
+	if _, jerr := spec.ReadJobSpec(path, time.Now()); jerr == nil {
+		return ss, usagef("%s is a JobSpec (a training run), not a ServiceSpec: start it with starter submit %s", path, path)
+	}
+	return ss, err
+}

@@ -11,6 +11,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"refuel/jobs"
+	"refuel/pkg/spec"
+	"refuel/workflows"
 )
 
 func waitCommand() *cobra.Command {
@@ -58,10 +60,16 @@ func reportEnding(stdout io.Writer, e jobs.Ending, asJSON bool) error {
 	return nil
 }
 
-// endingLine is how a run ended, in one line.
+// endingLine is how a run or service ended, in one line. A service that
+// was stopped reads as stopped: Temporal records the stop as a
+// cancellation, which it is not to whoever stopped it.
 func endingLine(e jobs.Ending) string {
-	line := fmt.Sprintf("%s %s", e.ID, e.Result)
-	if e.State != "" && e.State != e.Result {
+	result := e.Result
+	if e.Type == jobs.KindName(workflows.InferenceServiceName) && e.Succeeded() {
+		result = string(workflows.StateStopped)
+	}
+	line := fmt.Sprintf("%s %s", e.ID, result)
+	if e.State != "" && e.State != result {
 		line += " (state " + e.State + ")"
 	}
 	var st struct {
@@ -71,15 +79,26 @@ func endingLine(e jobs.Ending) string {
 		Checkpoint *struct {
 			Step int64 `json:"step"`
 		} `json:"last_checkpoint"`
+		Market *workflows.MarketStatus `json:"market"`
 	}
 	if len(e.Status) > 0 && json.Unmarshal(e.Status, &st) == nil {
-		if st.TotalSteps > 0 {
-			line += fmt.Sprintf(", step %d of %d", st.Step, st.TotalSteps)
+		if m := st.Market; m != nil && m.Clock == workflows.ClockMarket {
+			// A run on a market's clock: its work and bill are the
+			// market's, its trainer's steps wall-clock time's.
+			line += fmt.Sprintf(", %.1f of %.1f h of work in market time", m.DoneHours, m.Job.Work.Hours())
+			if m.Finished && m.Job.Tier == spec.TierDeadline {
+				line += fmt.Sprintf(" (deadline %s, finished at %.2f h of %.2f h)", map[bool]string{true: "met", false: "missed"}[m.DeadlineMet], m.FinishHours, m.Job.Deadline.Hours())
+			}
+			line += fmt.Sprintf(", cost $%.2f on the market's clock", m.CostUSD)
+		} else {
+			if st.TotalSteps > 0 {
+				line += fmt.Sprintf(", step %d of %d", st.Step, st.TotalSteps)
+			}
+			if st.Checkpoint != nil {
+				line += fmt.Sprintf(", last checkpoint at step %d", st.Checkpoint.Step)
+			}
+			line += fmt.Sprintf(", cost $%.4f", st.CostUSD)
 		}
-		if st.Checkpoint != nil {
-			line += fmt.Sprintf(", last checkpoint at step %d", st.Checkpoint.Step)
-		}
-		line += fmt.Sprintf(", cost $%.4f", st.CostUSD)
 	}
 	if e.Error != "" {
 		line += ": " + e.Error

@@ -35,3 +35,33 @@ func TestEndingLineSaysWhereTheRunGotAndWhy(t *testing.T) {
 		t.Errorf("endingLine:\n got %s\nwant %s", got, want)
 	}
 }
+
+// How each kind of ending reads: a stopped service as stopped, a run on a
+// market's clock by the market's work and bill.
+func TestEndingLines(t *testing.T) {
+	market, err := json.Marshal(marketRun(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		e    jobs.Ending
+		want string
+	}{
+		"a stopped service": {
+			jobs.Ending{ID: "chat-13b", Type: "service", Result: jobs.ResultCancelled, State: "stopped", Status: json.RawMessage(`{"cost_usd":0.1234}`)},
+			"chat-13b stopped, cost $0.1234",
+		},
+		"a service cancelled otherwise": {
+			jobs.Ending{ID: "chat-13b", Type: "service", Result: jobs.ResultCancelled, State: "cancelled"},
+			"chat-13b cancelled",
+		},
+		"a run on a market's clock": {
+			jobs.Ending{ID: "llama-48h", Type: "training", Result: jobs.ResultCompleted, State: "completed", Status: market},
+			"llama-48h completed, 48.0 of 48.0 h of work in market time (deadline met, finished at 51.83 h of 52.00 h), cost $124.66 on the market's clock",
+		},
+	} {
+		if got := endingLine(tc.e); got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", name, got, tc.want)
+		}
+	}
+}

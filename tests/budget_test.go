@@ -53,6 +53,11 @@ func TestBudgetHoldsEndToEnd(t *testing.T) {
 	if still, _ := jobs.Status(ctx, s.Client, js.ID); still.CostUSD != over.CostUSD {
 		t.Errorf("cost went from $%.5f to $%.5f while over budget", over.CostUSD, still.CostUSD)
 	}
+	// Its status says what it may spend, what it spent, and how to go on.
+	if r := runCLI(t, t.TempDir(), starter, "status", js.ID, "--temporal-address", s.Address); r.code != 0 ||
+		!strings.Contains(r.stdout, "budget     $0.0020 reached ($") || !strings.Contains(r.stdout, "starter budget "+js.ID+" USD") {
+		t.Errorf("starter status over budget: exit %d\n%s\nwant the budget, what was spent and the command that raises it", r.code, r.stdout)
+	}
 	if r := runCLI(t, t.TempDir(), starter, "budget", js.ID, "NaN", "--temporal-address", s.Address); r.code == 0 || !strings.Contains(r.stderr, "0 or more") {
 		t.Errorf("starter budget NaN: exit %d, %q; want refused with a fix", r.code, r.stderr)
 	}

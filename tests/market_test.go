@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -150,6 +151,22 @@ func clockedRun(t *testing.T, cj clockedJob, name string) *workflows.MarketStatu
 	}
 	if final.State != workflows.StateCompleted || final.Preemptions != want.Preemptions || final.LastCheckpoint == nil {
 		t.Errorf("run ended %s with %d preemptions, checkpoint %v; want completed with %d and a checkpoint", final.State, final.Preemptions, final.LastCheckpoint, want.Preemptions)
+	}
+	// A person reads it by the market's clock too: its work, deadline and
+	// bill, not its trainer's steps.
+	_, starter := refuelBinaries(t)
+	r := runCLI(t, t.TempDir(), starter, "status", js.ID, "--temporal-address", s.Address)
+	for _, line := range []string{
+		fmt.Sprintf("progress   [##############################] %.1f of %.1f h of work in market time\n", m.Job.Work.Hours(), m.Job.Work.Hours()),
+		fmt.Sprintf("deadline   met: finished at %.2f h of market time, the deadline %.2f h after the start\n", m.FinishHours, m.Job.Deadline.Hours()),
+		fmt.Sprintf("cost       $%.2f on the market's clock: spot %.2f h, on-demand %.2f h", m.CostUSD, m.SpotHours, m.OnDemandHours),
+	} {
+		if r.code != 0 || !strings.Contains(r.stdout, line) {
+			t.Errorf("starter status: exit %d\n%s\nwant the line %q", r.code, r.stdout, line)
+		}
+	}
+	if strings.Contains(r.stdout, fmt.Sprintf(" of %d\n", final.TotalSteps)) {
+		t.Errorf("starter status shows progress in the trainer's steps for a run on the market's clock:\n%s", r.stdout)
 	}
 	launched := 0
 	for _, inst := range s.Sim.Instances() {

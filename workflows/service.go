@@ -59,6 +59,8 @@ type service struct {
 	listing bool
 	// checking is set while the replicas' instances are being checked.
 	checking bool
+	// stoppedAt is when the service was stopped; zero while it runs.
+	stoppedAt time.Time
 }
 
 func (w *Workflows) startService(ctx workflow.Context, input json.RawMessage, carried *ServiceState) (*service, error) {
@@ -270,6 +272,10 @@ func (s *service) end(ctx workflow.Context, err error) (ServiceStatus, error) {
 	cancelled := errors.As(err, &canceled)
 	if cancelled {
 		reason, s.state = activities.ReleaseCleanup, StateStopped
+		// A stopped service wants nothing more: status says so, and
+		// since when.
+		s.stoppedAt = workflow.Now(ctx)
+		s.Desired = autoscale.Decision{Reason: "stopped"}
 	}
 	s.draining = false
 	for _, r := range s.Replicas {
@@ -309,6 +315,10 @@ func (s *service) snapshot(ctx workflow.Context) ServiceStatus {
 	}
 	if why := s.Desired.Explanation; why != "" {
 		st.Market = &ServiceMarket{Why: why, DecidedAt: s.DecidedAt}
+	}
+	if !s.stoppedAt.IsZero() {
+		at := s.stoppedAt
+		st.StoppedAt = &at
 	}
 	if s.Backoff > 0 && now.Before(s.HoldUntil) {
 		until := s.HoldUntil

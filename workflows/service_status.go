@@ -44,6 +44,8 @@ type ServiceStatus struct {
 	// that retrying at once cannot cure (quota, spec mismatch, price).
 	AcquiringHeldUntil *time.Time `json:"acquiring_held_until,omitempty"`
 	StartedAt          time.Time  `json:"started_at"`
+	// StoppedAt is when a stopped service was stopped (state stopped).
+	StoppedAt *time.Time `json:"stopped_at,omitempty"`
 	// ReplicasLost counts replicas whose instance the cloud took back
 	// (spot stock running out); each was replaced.
 	ReplicasLost int `json:"replicas_lost"`

@@ -69,6 +69,13 @@ func (r *run) progressLine(line string) {
 	}
 }
 
+// ProgressLine reports whether a line of a trainer's stdout is a progress
+// report: the agent's to read, noise to a person reading the output.
+func ProgressLine(line string) bool {
+	_, _, ok := parseProgress(line)
+	return ok
+}
+
 // parseProgress reads "REFUEL_PROGRESS step=<N> [total=<T>]". Keys it does
 // not know are ignored, so trainers may add their own.
 func parseProgress(line string) (step, total int64, ok bool) {

@@ -177,9 +177,9 @@ func (w *walker) valueError(at string, t reflect.Type, err error) {
 	case errors.As(err, &ve):
 		w.add(at, ve.problem, ve.fix)
 	case t == timeType && errors.As(err, &pe):
-		w.add(at, fmt.Sprintf("%q is not an RFC 3339 time", clip(pe.Value)), "write it like 2026-12-01T18:00:00Z")
+		w.add(at, fmt.Sprintf("%q is not an RFC 3339 time", clip(pe.Value)), "write it as date, time and zone: YYYY-MM-DDThh:mm:ssZ, or an offset for Z such as +02:00")
 	case t == timeType:
-		w.add(at, "is not an RFC 3339 time", "write it as a string like 2026-12-01T18:00:00Z")
+		w.add(at, "is not an RFC 3339 time", "write it as a string of date, time and zone: YYYY-MM-DDThh:mm:ssZ")
 	case errors.As(err, &te) && strings.HasPrefix(te.Value, "number "):
 		w.add(at, fmt.Sprintf("%s is out of range for %s", strings.TrimPrefix(te.Value, "number "), goKind(t)), "write a smaller value within the documented limit")
 	case errors.As(err, &te):

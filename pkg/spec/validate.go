@@ -29,9 +29,9 @@ func (s *JobSpec) Validate(now time.Time) error {
 	}
 	switch {
 	case s.Tier == TierDeadline && s.Deadline == nil:
-		fe.add("deadline", "is required for tier deadline", "give an RFC 3339 time such as 2026-12-01T18:00:00Z, or use tier flexible")
+		fe.add("deadline", "is required for tier deadline", fmt.Sprintf("give an RFC 3339 time such as %s (three days from now), or use tier flexible", exampleDeadline(now)))
 	case s.Deadline != nil && !s.Deadline.After(now):
-		fe.add("deadline", fmt.Sprintf("%s is not in the future", s.Deadline.Format(time.RFC3339)), "give a time after now")
+		fe.add("deadline", fmt.Sprintf("%s is not in the future", s.Deadline.Format(time.RFC3339)), fmt.Sprintf("give a time after now, such as %s (three days from now)", exampleDeadline(now)))
 	case s.Deadline != nil && s.Deadline.Sub(now) > MaxDeadlineAhead:
 		fe.add("deadline", fmt.Sprintf("%s is more than ten years ahead", s.Deadline.Format(time.RFC3339)), "give a deadline within ten years, or use tier flexible")
 	case s.Deadline != nil && s.Work > 0 && s.Deadline.Sub(now) < s.Work.D():
@@ -293,4 +293,10 @@ func (r Resources) validate(fe *fieldErrors, gpuFix string) {
 	checkNames(fe, "resources.instance_types", r.InstanceTypes, MaxInstanceTypes)
 	checkNames(fe, "resources.zones", r.Zones, MaxZones)
 	checkNames(fe, "resources.providers", r.Providers, MaxProviders)
+}
+
+// exampleDeadline is a deadline a fix can show: three days after now, on
+// the hour, so it is never in the past.
+func exampleDeadline(now time.Time) string {
+	return now.UTC().Add(72 * time.Hour).Truncate(time.Hour).Format(time.RFC3339)
 }

@@ -22,7 +22,7 @@ type field struct {
 var jobFields = merge(common, resources("GPUs one instance must have; 0 means 1."), map[string]field{
 	"id":         {"Unique for good: the TrainingRun workflow ID, a task queue name, a checkpoint prefix and an instance tag.", text(spec.MaxIDLength, spec.IDPattern, 1)},
 	"tier":       {"How much interruption the job tolerates: critical runs on stable capacity only (base or on-demand), deadline uses spot while its deadline allows, flexible uses spot only and waits while none is in stock. Default flexible.", enum(spec.TierCritical, spec.TierDeadline, spec.TierFlexible)},
-	"deadline":   {"When the work must be done, RFC 3339 (2026-12-01T18:00:00Z); required for tier deadline, in the future, at most ten years ahead, and leaving room for the work.", nil},
+	"deadline":   {"When the work must be done, RFC 3339 (YYYY-MM-DDThh:mm:ssZ); required for tier deadline, in the future, at most ten years ahead, and leaving room for the work.", nil},
 	"work":       {"Estimated compute on one instance, such as 48h (a number is seconds); positive, at most 8784h (366 days).", nil},
 	"command":    {fmt.Sprintf("The argv run on the instance; omit it to run the demo trainer for `work`. At most %d arguments of at most %d bytes each, %d bytes in all, no NUL bytes.", spec.MaxCommandArgs, spec.MaxCommandArgBytes, spec.MaxCommandBytes), list(spec.MaxCommandArgs, spec.MaxCommandArgBytes, "", false)},
 	"command[]":  {"One argument.", nil},
