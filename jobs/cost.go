@@ -17,7 +17,7 @@ import (
 // and recovery are parts of its cost, not added to it.
 type JobCost struct {
 	ID          string         `json:"id"`
-	Kind        string         `json:"kind"` // training or service
+	Kind        string         `json:"kind"` // training, service or development
 	Team        string         `json:"team"`
 	State       string         `json:"state"`
 	CostUSD     float64        `json:"cost_usd"`
@@ -27,8 +27,8 @@ type JobCost struct {
 	Cost        cost.Breakdown `json:"cost"`
 }
 
-// CostReport is what runs and services cost, each and rolled up by team
-// and pool.
+// CostReport is what runs, services and development environments cost,
+// each and rolled up by team and pool.
 type CostReport struct {
 	Jobs   []JobCost  `json:"jobs"`
 	Rollup []cost.Row `json:"rollup"`
@@ -38,7 +38,7 @@ type CostReport struct {
 // matches (all when it is empty), as of now. One that cannot be read is
 // reported on skipped and left out.
 func Costs(ctx context.Context, c client.Client, filter string, skipped io.Writer) (CostReport, error) {
-	query := fmt.Sprintf("WorkflowType IN (%q, %q)", workflows.TrainingRunName, workflows.InferenceServiceName)
+	query := fmt.Sprintf("WorkflowType IN (%q, %q, %q)", workflows.TrainingRunName, workflows.InferenceServiceName, workflows.DevEnvironmentName)
 	if filter != "" {
 		query += " AND (" + filter + ")"
 	}
@@ -53,6 +53,17 @@ func Costs(ctx context.Context, c client.Client, filter string, skipped io.Write
 		}
 		for _, e := range resp.GetExecutions() {
 			id := e.GetExecution().GetWorkflowId()
+			if e.GetType().GetName() == workflows.DevEnvironmentName {
+				st, err := DevStatus(ctx, c, id)
+				if err != nil {
+					fmt.Fprintf(skipped, "cost: skipping %s: %v\n", id, err)
+					continue
+				}
+				rep.Jobs = append(rep.Jobs, JobCost{ID: id, Kind: "development", Team: st.Team, State: string(st.State), CostUSD: st.CostUSD,
+					LostWorkUSD: st.Cost.LostWorkUSD, RecoveryUSD: st.Cost.RecoveryUSD, Preemptions: st.Preemptions, Cost: st.Cost})
+				ledgers = append(ledgers, cost.JobCost{Job: id, Team: st.Team, Ledger: st.Ledger, At: now})
+				continue
+			}
 			if e.GetType().GetName() == workflows.InferenceServiceName {
 				st, err := ServiceStatus(ctx, c, id)
 				if err != nil {

@@ -41,9 +41,9 @@ func printCost(stdout io.Writer, rep jobs.CostReport, asJSON bool) error {
 		return json.NewEncoder(stdout).Encode(rep)
 	}
 	// Lost work and recovery are parts of the cost, not added to it.
-	fmt.Fprintf(stdout, "%-40s %-9s %-12s %-12s %10s %10s %10s %6s\n", "JOB OR SERVICE", "KIND", "TEAM", "STATE", "COST $", "LOST $", "RECOVERY $", "PREEMPT")
+	fmt.Fprintf(stdout, "%-40s %-11s %-12s %-12s %10s %10s %10s %6s\n", "RUN, SERVICE OR ENVIRONMENT", "KIND", "TEAM", "STATE", "COST $", "LOST $", "RECOVERY $", "PREEMPT")
 	for _, l := range rep.Jobs {
-		fmt.Fprintf(stdout, "%-40s %-9s %-12s %-12s %10.4f %10.4f %10.4f %6d\n", l.ID, l.Kind, l.Team, l.State, l.CostUSD, l.LostWorkUSD, l.RecoveryUSD, l.Preemptions)
+		fmt.Fprintf(stdout, "%-40s %-11s %-12s %-12s %10.4f %10.4f %10.4f %6d\n", l.ID, l.Kind, l.Team, l.State, l.CostUSD, l.LostWorkUSD, l.RecoveryUSD, l.Preemptions)
 	}
 	fmt.Fprintf(stdout, "\n%-12s %-12s %5s %10s %10s %10s %10s\n", "TEAM", "POOL", "JOBS", "HOURS", "COST $", "LOST $", "RECOVERY $")
 	for _, r := range rep.Rollup {

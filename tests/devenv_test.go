@@ -127,6 +127,20 @@ func TestDevEnvironmentEndToEnd(t *testing.T) {
 		t.Errorf("after resume the endpoint serves %q; want the file written before", got)
 	}
 
+	rep, err := jobs.Costs(ctx, s.Client, "", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line *jobs.JobCost
+	for i := range rep.Jobs {
+		if rep.Jobs[i].ID == ds.ID {
+			line = &rep.Jobs[i]
+		}
+	}
+	if line == nil || line.Kind != "development" || line.Team != "research" || line.CostUSD <= 0 || len(rep.Rollup) == 0 || rep.Rollup[0].Team != "research" {
+		t.Errorf("starter cost: %+v (rollup %+v); want the environment's cost, kind development, in team research's", line, rep.Rollup)
+	}
+
 	if _, err := jobs.DeleteDev(ctx, s.Client, ds.ID, false, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}

@@ -117,6 +117,7 @@ func (e *env) snapshot(ctx workflow.Context) devenv.Status {
 		ID: e.id, Who: e.who, Team: e.ds.Team, Priority: e.Priority, Tier: string(e.ds.Tier),
 		State: e.State, Reason: e.Reason, Since: e.Since, Serving: e.Serving,
 		IdleTimeout: spec.Duration(e.ds.Idle()), CostUSD: e.h.Ledger.CostUSD(now), IdleCostUSD: h.IdleCostUSD,
+		Cost: e.h.Ledger.Breakdown(now), Ledger: e.h.Ledger,
 		ActiveHours: h.ActiveSecs / 3600, IdleHours: h.IdleSecs / 3600, BudgetUSD: e.job.BudgetUSD,
 		Moves: e.Moves, Preemptions: e.Preemptions, Failures: []devenv.Failure{}, LostWorkSeconds: e.LostWorkSecs,
 		Attempt: e.h.Attempts, StartedAt: e.StartedAt,

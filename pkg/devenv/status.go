@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"refuel/pkg/cost"
 	"refuel/pkg/spec"
 )
 
@@ -43,6 +44,11 @@ type Status struct {
 	ActiveHours float64 `json:"active_hours"`
 	IdleHours   float64 `json:"idle_hours"`
 	BudgetUSD   float64 `json:"budget_usd,omitempty"`
+	// Cost breaks cost_usd down by market and pool; Ledger is every paid
+	// stretch of instance time behind it (starter cost rolls them up by
+	// team and pool beside runs and services).
+	Cost   cost.Breakdown `json:"cost"`
+	Ledger cost.Ledger    `json:"ledger"`
 	// Moves counts its moves to other capacity (a notice, a preemption,
 	// the pool's), Preemptions those the market forced.
 	Moves       int       `json:"moves"`
