@@ -14,6 +14,7 @@ import (
 	"refuel/jobs"
 	"refuel/pkg/admission"
 	"refuel/pkg/autoscale"
+	"refuel/pkg/devenv"
 	"refuel/pkg/spec"
 	"refuel/workflows"
 )
@@ -60,13 +61,17 @@ func waitForCluster(ctx context.Context, conn *clientFlags, stderr io.Writer) (c
 }
 
 // demo tells refuel's story on the running stack, in the order a person
-// watching the Web UI sees it: the training queue fills the base machines
-// and overflows to burst; the spot market takes an instance and the run
-// resumes on a replacement; an inference service's traffic spikes and
-// takes capacity from low-priority training, which checkpoints, yields and
-// is requeued; the load falls, the service gives back its public replicas
+// watching the Web UI sees it: a developer's environment takes a base
+// machine; the training queue fills the other and overflows to burst;
+// the spot market takes an instance and the run resumes on a
+// replacement; an inference service's traffic spikes and takes every
+// machine, from low-priority training, which checkpoints, yields and is
+// requeued, and from the environment, which saves its workspace and is
+// moved; the load falls, the service gives back its public replicas
 // first, and training moves from burst onto the base machines as they
-// free, so burst is released before base.
+// free, so burst is released before base; the environment, unused,
+// stops by itself. The priorities are the usual order: inference 90,
+// development 70, training below.
 func demo(ctx context.Context, c client.Client, ui string, out io.Writer) error {
 	stamp := time.Now().Format("0102-150405")
 	d := &demoRun{c: c, out: out, seen: map[string]workflows.Status{}}
@@ -76,10 +81,18 @@ func demo(ctx context.Context, c client.Client, ui string, out io.Writer) error 
 		fmt.Fprintln(out, "no capacity pool runs (start the worker with --pools examples/pools.yaml, as `make run` does): runs acquire on their own")
 	}
 
+	fmt.Fprintln(out, "== 0. a developer's environment")
+	if err := d.startEnv(ctx, stamp); err != nil {
+		return err
+	}
+	if err := d.until(ctx, "the environment serves", func() bool { return d.envSt.State == devenv.StateRunning && d.envSt.Serving }); err != nil {
+		return err
+	}
+
 	deadline := time.Now().Add(time.Hour)
 	d.fleet = []spec.JobSpec{
-		{ID: "demo-" + stamp + "-llm-finetune", Team: "nlp", Tier: spec.TierCritical, Priority: 80, Work: spec.Duration(2 * time.Minute)},
-		{ID: "demo-" + stamp + "-vision", Team: "vision", Tier: spec.TierDeadline, Deadline: &deadline, Priority: 60, Work: spec.Duration(150 * time.Second)},
+		{ID: "demo-" + stamp + "-llm-finetune", Team: "nlp", Tier: spec.TierCritical, Priority: 60, Work: spec.Duration(2 * time.Minute)},
+		{ID: "demo-" + stamp + "-vision", Team: "vision", Tier: spec.TierDeadline, Deadline: &deadline, Priority: 50, Work: spec.Duration(150 * time.Second)},
 		{ID: "demo-" + stamp + "-sweep-a", Team: "research", Tier: spec.TierFlexible, Priority: 40, Work: spec.Duration(2 * time.Minute),
 			Checkpoint: spec.Checkpoint{Interval: "10s"}},
 		{ID: "demo-" + stamp + "-eval", Team: "research", Tier: spec.TierFlexible, Priority: 30, Work: spec.Duration(90 * time.Second),
@@ -124,7 +137,7 @@ func demo(ctx context.Context, c client.Client, ui string, out io.Writer) error 
 
 	fmt.Fprintln(out, "\n== 3. an inference service's traffic spikes")
 	svc := spec.ServiceSpec{
-		ID: "demo-" + stamp + "-chat", Team: "serving", Priority: 90, MinReplicas: 1, MaxReplicas: 3,
+		ID: "demo-" + stamp + "-chat", Team: "serving", Priority: 90, MinReplicas: 1, MaxReplicas: 5,
 		Target: spec.ScalingTarget{QPS: 10}, UpscaleDelay: spec.Duration(5 * time.Second), DownscaleDelay: spec.Duration(20 * time.Second),
 		Placement: spec.PlacementSpotFirst, ModelLoad: spec.Duration(5 * time.Second),
 	}
@@ -140,9 +153,9 @@ func demo(ctx context.Context, c client.Client, ui string, out io.Writer) error 
 	if err := d.until(ctx, "the first replica serves", func() bool { return d.svc.Ready >= 1 }); err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "traffic spikes to 28 qps: the service needs three replicas, and every machine is busy")
-	load.set(28)
-	if err := d.until(ctx, "three replicas serve", func() bool { return d.svc.Ready >= 3 }); err != nil {
+	fmt.Fprintln(out, "traffic spikes to 48 qps: the service needs five replicas, every machine there is; training and the environment give way")
+	load.set(48)
+	if err := d.until(ctx, "five replicas serve", func() bool { return d.svc.Ready >= 5 }); err != nil {
 		return err
 	}
 	d.printPool(ctx)
@@ -169,6 +182,10 @@ func demo(ctx context.Context, c client.Client, ui string, out io.Writer) error 
 			return err == nil && len(p.Running) == 0
 		})
 	}
+	fmt.Fprintln(out, "\n== 6. nobody uses the environment; it stops by itself")
+	if err := d.until(ctx, "the environment stops when idle", func() bool { return d.envSt.State == devenv.StateSuspended }); err != nil {
+		return err
+	}
 	d.summary(ctx)
 	fmt.Fprintln(out, "\nThe demo is over and its service stopped. The stack keeps serving: browse the runs in the Web UI; Ctrl-C stops it and releases every instance.")
 	return nil
@@ -180,6 +197,8 @@ type demoRun struct {
 	c       client.Client
 	out     io.Writer
 	fleet   []spec.JobSpec
+	env     string
+	envSt   devenv.Status
 	service string
 	pool    bool
 	seen    map[string]workflows.Status
@@ -209,6 +228,14 @@ func (d *demoRun) poll(ctx context.Context) {
 		}
 		d.report(j.ID, d.seen[j.ID], st)
 		d.seen[j.ID] = st
+	}
+	if d.env != "" {
+		if st, err := jobs.DevStatus(ctx, d.c, d.env); err == nil {
+			if st.State != d.envSt.State || instanceOf(st) != instanceOf(d.envSt) {
+				d.logf("%-12s %-20s %s %s", "notebook", st.State, instanceOf(st), st.Reason)
+			}
+			d.envSt = st
+		}
 	}
 	if d.service != "" {
 		if st, err := jobs.ServiceStatus(ctx, d.c, d.service); err == nil {
@@ -327,7 +354,42 @@ func (d *demoRun) summary(ctx context.Context) {
 		}
 		fmt.Fprintf(d.out, "  %-36s %-10s %s preempted %d yielded %d $%.4f\n", j.ID, st.State, progressBar(st.Step, st.TotalSteps, 16), st.Preemptions, yields, st.CostUSD)
 	}
+	if e := d.envSt; e.ID != "" {
+		fmt.Fprintf(d.out, "  %-36s %-10s moved %d times, $%.4f ($%.4f idle); its workspace is kept: bin/starter dev resume %s\n",
+			e.ID, e.State, e.Moves, e.CostUSD, e.IdleCostUSD, e.ID)
+	}
 	d.printPool(ctx)
+}
+
+// startEnv starts the demo's development environment: a web server on
+// its workspace, as a notebook would be, that stops after two idle
+// minutes.
+func (d *demoRun) startEnv(ctx context.Context, stamp string) error {
+	idle := spec.Duration(2 * time.Minute)
+	ds := spec.DevSpec{
+		ID: "demo-" + stamp + "-notebook", Team: "research", Priority: 70, Tier: spec.TierCritical,
+		Command:     []string{"sh", "-c", `exec python3 -m http.server "$REFUEL_PORT" --directory "$REFUEL_WORKSPACE"`},
+		IdleTimeout: &idle, WorkspaceInterval: spec.Duration(30 * time.Second),
+	}
+	if _, err := jobs.StartDev(ctx, d.c, ds, "demo"); err != nil {
+		return err
+	}
+	d.env = ds.ID
+	fmt.Fprintf(d.out, "started %s (priority %d): a developer's notebook on a base machine, stopping after %s idle\n", ds.ID, ds.Priority, idle)
+	fmt.Fprintf(d.out, "  bin/starter dev status %s --watch; bin/starter dev connect %s --local-port 8000\n", ds.ID, ds.ID)
+	return nil
+}
+
+// instanceOf is where an environment runs, in a few words.
+func instanceOf(st devenv.Status) string {
+	if st.Instance == nil {
+		return ""
+	}
+	layer := st.Instance.Layer
+	if layer == "" {
+		layer = "public"
+	}
+	return fmt.Sprintf("on %s %s (%s)", layer, st.Instance.ID, st.Instance.Market)
 }
 
 // demoLoad sends the service the load a traffic generator would see.
