@@ -132,7 +132,8 @@ func (f *fakeCloud) Acquire(_ context.Context, req capacity.Request) (capacity.I
 		case f.noStock[o.Market] || f.outOfStock[o.Key()]:
 			details = append(details, activities.FailureDetail{Class: capacity.NoCapacity, Offering: o.Key(), Message: "fake out of stock"})
 		default:
-			inst := capacity.Instance{ID: "i-" + string(rune('0'+len(f.acquired))), Offering: o, TaskQueue: "node", Tags: f.tags}
+			n := string(rune('0' + len(f.acquired)))
+			inst := capacity.Instance{ID: "i-" + n, Offering: o, TaskQueue: "node", Tags: f.tags, Address: "10.0.0." + n}
 			f.acquired = append(f.acquired, inst)
 			return inst, nil
 		}
