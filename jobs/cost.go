@@ -23,6 +23,7 @@ type JobCost struct {
 	CostUSD     float64        `json:"cost_usd"`
 	LostWorkUSD float64        `json:"lost_work_usd"`
 	RecoveryUSD float64        `json:"recovery_usd"`
+	IdleUSD     float64        `json:"idle_usd,omitempty"` // a development environment's hours without use
 	Preemptions int            `json:"preemptions"`
 	Cost        cost.Breakdown `json:"cost"`
 }
@@ -60,7 +61,7 @@ func Costs(ctx context.Context, c client.Client, filter string, skipped io.Write
 					continue
 				}
 				rep.Jobs = append(rep.Jobs, JobCost{ID: id, Kind: "development", Team: st.Team, State: string(st.State), CostUSD: st.CostUSD,
-					LostWorkUSD: st.Cost.LostWorkUSD, RecoveryUSD: st.Cost.RecoveryUSD, Preemptions: st.Preemptions, Cost: st.Cost})
+					LostWorkUSD: st.Cost.LostWorkUSD, RecoveryUSD: st.Cost.RecoveryUSD, IdleUSD: st.Cost.IdleUSD, Preemptions: st.Preemptions, Cost: st.Cost})
 				ledgers = append(ledgers, cost.JobCost{Job: id, Team: st.Team, Ledger: st.Ledger, At: now})
 				continue
 			}

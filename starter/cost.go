@@ -41,13 +41,13 @@ func printCost(stdout io.Writer, rep jobs.CostReport, asJSON bool) error {
 		return json.NewEncoder(stdout).Encode(rep)
 	}
 	// Lost work and recovery are parts of the cost, not added to it.
-	fmt.Fprintf(stdout, "%-40s %-11s %-12s %-12s %10s %10s %10s %6s\n", "RUN, SERVICE OR ENVIRONMENT", "KIND", "TEAM", "STATE", "COST $", "LOST $", "RECOVERY $", "PREEMPT")
+	fmt.Fprintf(stdout, "%-40s %-11s %-12s %-12s %10s %10s %10s %10s %6s\n", "RUN, SERVICE OR ENVIRONMENT", "KIND", "TEAM", "STATE", "COST $", "LOST $", "RECOVERY $", "IDLE $", "PREEMPT")
 	for _, l := range rep.Jobs {
-		fmt.Fprintf(stdout, "%-40s %-11s %-12s %-12s %10.4f %10.4f %10.4f %6d\n", l.ID, l.Kind, l.Team, l.State, l.CostUSD, l.LostWorkUSD, l.RecoveryUSD, l.Preemptions)
+		fmt.Fprintf(stdout, "%-40s %-11s %-12s %-12s %10.4f %10.4f %10.4f %10.4f %6d\n", l.ID, l.Kind, l.Team, l.State, l.CostUSD, l.LostWorkUSD, l.RecoveryUSD, l.IdleUSD, l.Preemptions)
 	}
-	fmt.Fprintf(stdout, "\n%-12s %-12s %5s %10s %10s %10s %10s\n", "TEAM", "POOL", "JOBS", "HOURS", "COST $", "LOST $", "RECOVERY $")
+	fmt.Fprintf(stdout, "\n%-12s %-12s %5s %10s %10s %10s %10s %10s\n", "TEAM", "POOL", "JOBS", "HOURS", "COST $", "LOST $", "RECOVERY $", "IDLE $")
 	for _, r := range rep.Rollup {
-		fmt.Fprintf(stdout, "%-12s %-12s %5d %10.3f %10.4f %10.4f %10.4f\n", r.Team, r.Pool, r.Jobs, r.Hours, r.USD, r.LostWorkUSD, r.RecoveryUSD)
+		fmt.Fprintf(stdout, "%-12s %-12s %5d %10.3f %10.4f %10.4f %10.4f %10.4f\n", r.Team, r.Pool, r.Jobs, r.Hours, r.USD, r.LostWorkUSD, r.RecoveryUSD, r.IdleUSD)
 	}
 	return nil
 }

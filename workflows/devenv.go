@@ -191,7 +191,11 @@ func (e *env) work(ctx workflow.Context) (verdict, error) {
 func (e *env) reattach(ctx workflow.Context) (verdict, error) {
 	t := e.Training
 	e.Training = nil
+	// The command ran on through the hand-on: its use and the split of
+	// its time go on as they were.
+	act, since, until := e.Activity, e.RunningSince, e.HeldUntil
 	a := e.launch(ctx, e.attemptInput(), t.Started)
+	e.Activity, e.RunningSince, e.HeldUntil = act, since, until
 	if e.mustStop(ctx) != goOn {
 		a.stop()
 	}

@@ -57,10 +57,12 @@ func (e *env) paused() bool  { return e.Suspended || e.Deleting != nil }
 func (e *env) ending() bool  { return e.Deleting != nil }
 func (e *env) priority() int { return e.Priority }
 
-// attemptStarted watches the attempt's use and its spending.
+// attemptStarted watches the attempt's use and its spending; the idle
+// clock and the split of the instance's time start with it.
 func (e *env) attemptStarted(ctx workflow.Context, a *attempt) {
-	e.RunningSince, e.Activity = workflow.Now(ctx), devenv.Activity{Since: workflow.Now(ctx), LastTouch: e.Activity.LastTouch}
-	e.account(workflow.Now(ctx))
+	now := workflow.Now(ctx)
+	e.RunningSince, e.HeldUntil = now, now
+	e.Activity = devenv.Activity{Since: now, LastTouch: e.Activity.LastTouch}
 	e.watchUse(ctx, a)
 	e.watchBudget(ctx, a)
 }

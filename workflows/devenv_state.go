@@ -44,38 +44,28 @@ type EnvState struct {
 	RunningSince time.Time `json:"running_since,omitzero"`
 	Moves        int       `json:"moves"`
 	StartedAt    time.Time `json:"started_at"`
-	// Held splits the instance time it held into active and idle, up to
-	// HeldUntil (account).
-	Held      HeldTime  `json:"held"`
+	// HeldUntil is how far the instance time it held is split into
+	// active and idle: the ledger books the idle part (account).
 	HeldUntil time.Time `json:"held_until,omitzero"`
 }
 
-// HeldTime is instance time held, split by use.
-type HeldTime struct {
-	ActiveSecs  float64 `json:"active_seconds"`
-	IdleSecs    float64 `json:"idle_seconds"`
-	IdleCostUSD float64 `json:"idle_cost_usd"`
-}
-
-// held is the split of the time held since HeldUntil, at the prices of
-// what is held now, added to what was split before.
-func (e *env) held(now time.Time) HeldTime {
-	h := e.Held
+// idleSince is the instance time held since HeldUntil that was idle,
+// by the use known now.
+func (e *env) idleSince(now time.Time) time.Duration {
 	if e.Lease == nil || e.HeldUntil.IsZero() {
-		return h
+		return 0
 	}
-	active, idle := devenv.SplitHeld(e.HeldUntil, now, e.Activity)
-	h.ActiveSecs += active.Seconds()
-	h.IdleSecs += idle.Seconds()
-	h.IdleCostUSD += idle.Hours() * e.holdingPricePerHour()
-	return h
+	_, idle := devenv.SplitHeld(e.HeldUntil, now, e.Activity)
+	return idle
 }
 
-// account folds the time held until now into Held, split by the use
-// known until now: called before what is known of the use changes, and
-// when what is held does.
+// account books in the ledger the idle part of the instance time held
+// until now, by the use known until now: called before what is known of
+// the use changes, and when what is held does.
 func (e *env) account(now time.Time) {
-	e.Held = e.held(now)
+	if l := e.Lease; l != nil {
+		e.h.Ledger.AddIdle(l.Instance.ID, e.idleSince(now).Seconds())
+	}
 	e.HeldUntil = now
 }
 
@@ -112,13 +102,16 @@ func (e *env) budgetWhy(now time.Time) string {
 // is derived brought up to now.
 func (e *env) snapshot(ctx workflow.Context) devenv.Status {
 	now := workflow.Now(ctx)
-	h := e.held(now)
+	open := e.idleSince(now)
+	hours := e.h.Ledger.Hours(now)
+	idleHours := (e.h.Ledger.IdleSeconds + open.Seconds()) / 3600
+	idleUSD := e.h.Ledger.Breakdown(now).IdleUSD + open.Hours()*e.holdingPricePerHour()
 	st := devenv.Status{
 		ID: e.id, Who: e.who, Team: e.ds.Team, Priority: e.Priority, Tier: string(e.ds.Tier),
 		State: e.State, Reason: e.Reason, Since: e.Since, Serving: e.Serving,
-		IdleTimeout: spec.Duration(e.ds.Idle()), CostUSD: e.h.Ledger.CostUSD(now), IdleCostUSD: h.IdleCostUSD,
+		IdleTimeout: spec.Duration(e.ds.Idle()), CostUSD: e.h.Ledger.CostUSD(now), IdleCostUSD: idleUSD,
 		Cost: e.h.Ledger.Breakdown(now), Ledger: e.h.Ledger,
-		ActiveHours: h.ActiveSecs / 3600, IdleHours: h.IdleSecs / 3600, BudgetUSD: e.job.BudgetUSD,
+		ActiveHours: max(0, hours-idleHours), IdleHours: idleHours, BudgetUSD: e.job.BudgetUSD,
 		Moves: e.Moves, Preemptions: e.Preemptions, Failures: []devenv.Failure{}, LostWorkSeconds: e.LostWorkSecs,
 		Attempt: e.h.Attempts, StartedAt: e.StartedAt,
 		Workspace: devenv.Workspace{Path: e.Workspace, StoreURL: e.storeURL()},

@@ -27,7 +27,13 @@ type Segment struct {
 	// totals.
 	LostWorkSeconds float64 `json:"lost_work_seconds,omitempty"`
 	RecoverySeconds float64 `json:"recovery_seconds,omitempty"`
+	// IdleSeconds is its paid time nobody used: a development
+	// environment's hours without use, within the ledger's totals.
+	IdleSeconds float64 `json:"idle_seconds,omitempty"`
 }
+
+// IdleUSD is what the segment's idle time cost.
+func (s Segment) IdleUSD() float64 { return s.IdleSeconds / 3600 * s.PricePerHour }
 
 func (s Segment) open() bool { return s.End.IsZero() }
 
@@ -60,6 +66,8 @@ type Ledger struct {
 	RecoverySeconds float64 `json:"recovery_seconds"`
 	// Resizes are an elastic gang's shrinks and growths, in order.
 	Resizes []Resize `json:"resizes,omitempty"`
+	// IdleSeconds is paid time nobody used (AddIdle).
+	IdleSeconds float64 `json:"idle_seconds,omitempty"`
 }
 
 // Resize is an elastic gang changing how many nodes it trains on: from
@@ -116,6 +124,17 @@ func (l *Ledger) AddRecovery(instanceID string, seconds float64) {
 		l.RecoverySeconds += seconds
 		if s := l.latest(instanceID); s != nil {
 			s.RecoverySeconds += seconds
+		}
+	}
+}
+
+// AddIdle records seconds of an instance's paid time nobody used.
+// Amounts that are not positive are ignored.
+func (l *Ledger) AddIdle(instanceID string, seconds float64) {
+	if seconds > 0 {
+		l.IdleSeconds += seconds
+		if s := l.latest(instanceID); s != nil {
+			s.IdleSeconds += seconds
 		}
 	}
 }
@@ -189,6 +208,9 @@ type Breakdown struct {
 	Hours       float64         `json:"hours"`
 	LostWorkUSD float64         `json:"lost_work_usd"` // included in TotalUSD
 	RecoveryUSD float64         `json:"recovery_usd"`  // included in TotalUSD
+	// IdleUSD is what idle time cost, each segment's at its own price
+	// (included in TotalUSD).
+	IdleUSD float64 `json:"idle_usd,omitempty"`
 }
 
 // Breakdown splits the cost up to now. The maps are filled walking the
@@ -203,6 +225,7 @@ func (l Ledger) Breakdown(now time.Time) Breakdown {
 		b.ByMarket[s.Market], b.ByPool[s.Pool] = m, p
 		b.Hours += h
 		b.TotalUSD += usd
+		b.IdleUSD += s.IdleUSD()
 	}
 	b.LostWorkUSD = l.LostWorkUSD(now)
 	b.RecoveryUSD = l.RecoveryUSD(now)

@@ -27,6 +27,7 @@ func open(id, pool, market string, price, startH float64) op {
 func closeAt(id string, h float64) op  { return func(l *Ledger) { l.Close(id, at(h)) } }
 func lost(id string, s float64) op     { return func(l *Ledger) { l.AddLostWork(id, s) } }
 func recovery(id string, s float64) op { return func(l *Ledger) { l.AddRecovery(id, s) } }
+func idle(id string, s float64) op     { return func(l *Ledger) { l.AddIdle(id, s) } }
 
 func build(ops ...op) Ledger {
 	var l Ledger
@@ -85,6 +86,18 @@ func TestLedgerBreakdown(t *testing.T) {
 				Hours:       3,
 				LostWorkUSD: 1,
 				RecoveryUSD: 0.5,
+			},
+		},
+		"idle time at each instance's own price": {
+			ops: []op{
+				open("i-1", "p", "on-demand", 4, 0), idle("i-1", 1800), closeAt("i-1", 1),
+				open("i-2", "p", "spot", 1, 1), idle("i-2", 3600), idle("i-2", -60),
+			},
+			now: 3,
+			want: Breakdown{
+				ByMarket: map[string]Line{"on-demand": {1, 4}, "spot": {2, 2}},
+				ByPool:   map[string]Line{"p": {3, 6}},
+				TotalUSD: 6, Hours: 3, IdleUSD: 3,
 			},
 		},
 		"lost work before anything was paid": {

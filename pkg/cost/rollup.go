@@ -27,6 +27,7 @@ type Row struct {
 	USD         float64 `json:"usd"`
 	LostWorkUSD float64 `json:"lost_work_usd"`
 	RecoveryUSD float64 `json:"recovery_usd"`
+	IdleUSD     float64 `json:"idle_usd,omitempty"`
 }
 
 // Rollup sums jobs' ledgers by team and pool, in rows sorted by team and
@@ -63,6 +64,7 @@ func Rollup(items []JobCost) []Row {
 			r.USD += s.USD(j.At)
 			r.LostWorkUSD += s.LostWorkSeconds * perSecond
 			r.RecoveryUSD += s.RecoverySeconds * perSecond
+			r.IdleUSD += s.IdleUSD()
 		}
 	}
 	slices.SortFunc(rows, func(a, b Row) int {
