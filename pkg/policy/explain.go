@@ -40,6 +40,8 @@ func Explain(tier spec.Tier, name Name, s State, m Market, c Choice) string {
 		return "on-demand: " + slack + backIn(m, ", ")
 	case name == Greedy:
 		return "on-demand: " + slack + ", greedy keeps on-demand once it took it"
+	case name == SkyNomad:
+		return "on-demand: " + slack + ", progress worth more than spot's lifetimes here return"
 	case name == UniformProgress:
 		return "on-demand: " + slack + ", behind the pace the deadline sets"
 	case s.Current.Market == capacity.OnDemand:
