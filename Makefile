@@ -110,9 +110,9 @@ traces:
 # deadlines, 3 start offsets per trace spread from its start to its end,
 # and the zones of each day at their own prices across regions; then the
 # same over the preemption traces, refuel's hold-out (never tuned on),
-# across priced regions at 320 s ticks (a tick in stock where stock lasted
-# through it: the optimum across priced regions at their own 32 s ticks
-# takes tens of minutes); then both again for a gang of 4 nodes, over 2
+# across priced regions, the 32 s traces at 192 s ticks (a tick in stock
+# where stock lasted through it: the optimum across priced regions at 32 s
+# ticks takes tens of minutes); then both again for a gang of 4 nodes, over 2
 # windows. Every table's replays share the cores in one process. Peers:
 # greedy, uniform-progress and SkyNomad. Under 5 minutes on two cores.
 # FULL=1 replays the full set: 10 windows (4 for the gang) and refuel's

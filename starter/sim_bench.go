@@ -112,7 +112,7 @@ all of them sharing the cores.`,
 	fs.Float64Var(&o.gbps, "transfer-gbps", 1, "Gbit/s a checkpoint moves between regions at")
 	listVar(fs, &o.nodes, "nodes", "counts", one(positiveInt), fmt.Sprintf("instances the job needs at once in one zone, a gang (1 to %d); comma-separate for a table per size; see starter sim -h", spec.MaxNodes))
 	fs.BoolVar(&o.regions, "priced-regions", true, "also replay markets whose zones span regions with each zone at its own prices")
-	durationVar(fs, &o.regionTick, "region-tick", 5*time.Minute, "with --priced-regions, replay markets sampled finer at the smallest multiple of their gap at least this long, a tick in stock only where stock lasted through it (the optimum across priced regions at 30 s ticks takes tens of minutes); 0 keeps their own")
+	durationVar(fs, &o.regionTick, "region-tick", 3*time.Minute, "with --priced-regions, replay markets sampled finer at the smallest multiple of their gap at least this long, a tick in stock only where stock lasted through it (the optimum across priced regions at 30 s ticks takes tens of minutes); 0 keeps their own")
 	for name, complete := range map[string]cobra.CompletionFunc{
 		"traces": completeDirs, "prices": completeFiles("json"),
 		"starts": completeNothing, "deadlines": completeNothing, "work": completeNothing, "restart-overhead": completeNothing,
@@ -153,7 +153,7 @@ func simBench(o benchOptions, explicitStarts bool, stdout, stderr io.Writer) err
 		return &FlagError{"starts", fmt.Sprintf("%d is below 1", o.starts), "give the number of start offsets, e.g. 10"}
 	}
 	if o.regionTick < 0 {
-		return &FlagError{"region-tick", fmt.Sprintf("%s is negative", o.regionTick), "give 0 or a tick such as 5m"}
+		return &FlagError{"region-tick", fmt.Sprintf("%s is negative", o.regionTick), "give 0 or a tick such as 3m"}
 	}
 	priced, err := loadPrices(o.prices)
 	if err != nil {
