@@ -44,6 +44,41 @@ type benchCell struct {
 	// known is refuel's cost planning with the window's own statistics
 	// (--known-statistics), single-zone only; 0 when not replayed.
 	known float64
+	// sameAs is the one-node window whose shares this gang's window has,
+	// replayed instead of it (see sameShares).
+	sameAs *benchCell
+}
+
+// sameShares points the windows of a gang on markets of one-node traces,
+// with no regions to move between, at the same windows replayed for one
+// node, where there are: such a market gives every node the same stock,
+// policies decide a gang in one node's prices and the optimum bills every
+// node alike, so each policy's cost as a share of all-on-demand is the
+// same for any gang (docs/simulation.md). It returns the windows still to
+// replay.
+func sameShares(gang, one []*benchCell) []*benchCell {
+	type key struct {
+		m     *benchMarket
+		dl    time.Duration
+		start int
+	}
+	byKey := map[key]*benchCell{}
+	for _, c := range one {
+		byKey[key{c.market, c.deadline, c.start}] = c
+	}
+	var todo []*benchCell
+	for _, c := range gang {
+		oneNode := true
+		for _, t := range c.market.traces {
+			oneNode = oneNode && t.OneNode()
+		}
+		if same := byKey[key{c.market, c.deadline, c.start}]; oneNode && same != nil {
+			c.sameAs = same
+			continue
+		}
+		todo = append(todo, c)
+	}
+	return todo
 }
 
 // benchOptions are what `starter sim-bench` was asked.
@@ -165,6 +200,7 @@ func simBench(o benchOptions, explicitStarts bool, stdout, stderr io.Writer) err
 	var sections []*benchSection
 	var tasks []benchTask
 	var mu sync.Mutex
+	oneNode := map[string][]*benchCell{} // per folder, the windows replayed for one node
 	for _, nodes := range o.nodes {
 		for _, dir := range o.dirs {
 			l, ok := byDir[dir]
@@ -196,13 +232,26 @@ func simBench(o benchOptions, explicitStarts bool, stdout, stderr io.Writer) err
 			if o.regions {
 				sec.regions = regionCells(sec, o.deadlines, starts, o.regionTick, priced)
 			}
-			tasks = append(tasks, cellTasks(sec.cells, job, o.known, &mu)...)
+			todo := sec.cells
+			if nodes == 1 {
+				oneNode[dir] = sec.cells
+			} else {
+				todo = sameShares(sec.cells, oneNode[dir])
+			}
+			tasks = append(tasks, cellTasks(todo, job, o.known, &mu)...)
 			tasks = append(tasks, regionTasks(sec.regions, &mu)...)
 			sections = append(sections, sec)
 		}
 	}
 	if err := runBenchTasks(tasks, stderr); err != nil {
 		return err
+	}
+	for _, sec := range sections {
+		for _, c := range sec.cells {
+			if c.sameAs != nil {
+				c.cost, c.met, c.known = c.sameAs.cost, c.sameAs.met, c.sameAs.known
+			}
+		}
 	}
 	for i, sec := range sections {
 		if len(sections) > 1 {
