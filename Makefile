@@ -110,19 +110,17 @@ traces:
 # deadlines, 3 start offsets per trace spread from its start to its end,
 # and the zones of each day at their own prices across regions; then the
 # same over the preemption traces, refuel's hold-out (never tuned on),
-# their zones replayed together but not priced apart (the optimum across
-# priced regions at their 30 s ticks takes tens of minutes); then both
-# again for a gang of 4 nodes, over 2 windows. A few minutes on two cores.
-# FULL=1 replays the full set: 10 windows (4 for the gang, issue 4's
-# table) and refuel's bound when each window's statistics are known in
-# advance, about 25 minutes.
+# across priced regions, the 32 s traces at 192 s ticks (a tick in stock
+# where stock lasted through it: the optimum across priced regions at 32 s
+# ticks takes tens of minutes); then both again for a gang of 4 nodes, over 2
+# windows. Every table's replays share the cores in one process. Peers:
+# greedy, uniform-progress and SkyNomad. Under 5 minutes on two cores.
+# FULL=1 replays the full set: 10 windows (4 for the gang) and refuel's
+# bound when each window's statistics are known in advance.
 FULL ?=
 bench-policy: traces
 	$(GO) build -o $(BIN)/sim-bench-starter ./starter
-	$(BIN)/sim-bench-starter sim-bench --traces $(TRACES)/availability $(if $(FULL),--full)
-	$(BIN)/sim-bench-starter sim-bench --traces $(TRACES)/preemption --priced-regions=false $(if $(FULL),--full)
-	$(BIN)/sim-bench-starter sim-bench --traces $(TRACES)/availability --nodes 4 $(if $(FULL),--full)
-	$(BIN)/sim-bench-starter sim-bench --traces $(TRACES)/preemption --nodes 4 --priced-regions=false $(if $(FULL),--full)
+	$(BIN)/sim-bench-starter sim-bench --traces $(TRACES)/availability,$(TRACES)/preemption --nodes 1,4 $(if $(FULL),--full)
 
 # Inference autoscaling on a real hour of LLM traffic, a day composed
 # from it and a family of seeded shapes (diurnal, flash crowd, heavy-tailed

@@ -104,7 +104,10 @@ func TestUsageMistakesExitTwoNamingTheFix(t *testing.T) {
 		"interrupt, rank -1":      {[]string{"interrupt", "run", "--node", "-1"}, "ranks count from 0"},
 		"completion of fish":      {[]string{"completion", "fish"}, "bash, or starter completion zsh"},
 		"sim without a trace":     {[]string{"sim"}, "--trace is missing"},
-		"sim, unknown flag":       {[]string{"sim", "--bogus"}, "flag provided but not defined: -bogus"},
+		"sim, unknown flag":       {[]string{"sim", "--bogus"}, "starter sim: unknown flag: --bogus\nrun `starter sim -h` for its flags and an example\n"},
+		"sim-bench, unknown flag": {[]string{"sim-bench", "--bogus"}, "starter sim-bench: unknown flag: --bogus\nrun `starter sim-bench -h` for its flags and an example\n"},
+		"sim, bad policy":         {[]string{"sim", "--trace", "t.json", "--policy", "fast"}, `unknown policy "fast"`},
+		"sim, bad duration":       {[]string{"sim", "--trace", "t.json", "--work", "two days"}, "write it like 48h"},
 		"sim-bench, bad starts":   {[]string{"sim-bench", "--starts", "0"}, "--starts 0 is below 1"},
 		"bench sim, bad starts":   {[]string{"bench", "sim", "--starts", "0"}, "--starts 0 is below 1"},
 		"bench without a bench":   {[]string{"bench", "nope"}, "scale, sim or autoscale"},
@@ -146,16 +149,35 @@ func TestCompletionScripts(t *testing.T) {
 	if code := run([]string{"__complete", "status", "x", "--temporal-"}, &out, &bytes.Buffer{}); code != 0 || !strings.Contains(out.String(), "--temporal-address") {
 		t.Errorf("completing status's flags: exit %d, %q", code, out.String())
 	}
-	// The commands that parse their own flags complete them too.
+	// Every command completes its flags (a cobra flag with its help after
+	// a tab; one that parses its own, alone on its line).
 	for cmd, flags := range map[string][]string{"sim": {"--trace", "--min-nodes"}, "sim-bench": {"--traces"}, "autoscale-bench": {"--trace"}} {
 		out.Reset()
 		if code := run([]string{"__complete", cmd, "--"}, &out, &bytes.Buffer{}); code != 0 {
 			t.Errorf("completing %s's flags: exit %d", cmd, code)
 		}
 		for _, f := range flags {
-			if !strings.Contains(out.String(), f+"\n") {
+			if !strings.Contains(out.String(), f+"\n") && !strings.Contains(out.String(), f+"\t") {
 				t.Errorf("completing %s's flags: %q lacks %s", cmd, out.String(), f)
 			}
+		}
+	}
+	// And the values of the flags that have a few: policies, tiers, files.
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"a policy":          {[]string{"sim", "--policy", "sky"}, "skynomad\n"},
+		"the next policy":   {[]string{"sim", "--policy", "refuel,gre"}, "refuel,greedy\n"},
+		"a tier":            {[]string{"sim", "--tier", "fl"}, "flexible\n"},
+		"trace files":       {[]string{"sim", "--trace", ""}, "json\n:8\n"},
+		"plot files":        {[]string{"sim", "--plot", ""}, "png\nsvg\n:8\n"},
+		"folders of traces": {[]string{"sim-bench", "--traces", ""}, ":16\n"},
+		"a number is typed": {[]string{"sim", "--nodes", ""}, ":4\n"},
+	} {
+		out.Reset()
+		if code := run(append([]string{"__complete"}, tc.args...), &out, &bytes.Buffer{}); code != 0 || !strings.Contains(out.String(), tc.want) {
+			t.Errorf("completing %s: exit %d, %q; want %q", name, code, out.String(), tc.want)
 		}
 	}
 }
@@ -163,15 +185,16 @@ func TestCompletionScripts(t *testing.T) {
 func TestOldCommandLinesStillParse(t *testing.T) {
 	root := newRoot(&bytes.Buffer{}, &bytes.Buffer{})
 	for name, tc := range map[string]struct{ in, want []string }{
-		"one-dash long flag":  {[]string{"status", "x", "-json"}, []string{"status", "x", "--json"}},
-		"one-dash with value": {[]string{"wait", "x", "-timeout=2h"}, []string{"wait", "x", "--timeout=2h"}},
-		"shorthand kept":      {[]string{"wait", "x", "-h"}, []string{"wait", "x", "-h"}},
-		"setup --wait alone":  {[]string{"setup", "--wait"}, []string{"setup", "--wait"}},
-		"setup --wait 3m":     {[]string{"setup", "--wait", "3m", "--retention", "72h"}, []string{"setup", "--wait=3m", "--retention", "72h"}},
-		"after -- left alone": {[]string{"status", "--", "-json"}, []string{"status", "--", "-json"}},
-		"sim parses its own":  {[]string{"sim", "-trace", "f.json"}, []string{"sim", "-trace", "f.json"}},
-		"unknown flag as is":  {[]string{"list", "-bogus"}, []string{"list", "-bogus"}},
-		"one-dash help":       {[]string{"pool", "-help"}, []string{"pool", "--help"}},
+		"one-dash long flag":   {[]string{"status", "x", "-json"}, []string{"status", "x", "--json"}},
+		"one-dash with value":  {[]string{"wait", "x", "-timeout=2h"}, []string{"wait", "x", "--timeout=2h"}},
+		"shorthand kept":       {[]string{"wait", "x", "-h"}, []string{"wait", "x", "-h"}},
+		"setup --wait alone":   {[]string{"setup", "--wait"}, []string{"setup", "--wait"}},
+		"setup --wait 3m":      {[]string{"setup", "--wait", "3m", "--retention", "72h"}, []string{"setup", "--wait=3m", "--retention", "72h"}},
+		"after -- left alone":  {[]string{"status", "--", "-json"}, []string{"status", "--", "-json"}},
+		"sim's one-dash flags": {[]string{"sim", "-trace", "f.json", "-json"}, []string{"sim", "--trace", "f.json", "--json"}},
+		"sim-bench's too":      {[]string{"sim-bench", "-traces", "d", "-full"}, []string{"sim-bench", "--traces", "d", "--full"}},
+		"unknown flag as is":   {[]string{"list", "-bogus"}, []string{"list", "-bogus"}},
+		"one-dash help":        {[]string{"pool", "-help"}, []string{"pool", "--help"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got := normalizeArgs(root, tc.in)

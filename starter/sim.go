@@ -2,14 +2,14 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"refuel/pkg/policy"
 	"refuel/pkg/replay"
@@ -17,9 +17,8 @@ import (
 	"refuel/pkg/trace"
 )
 
-const simUsage = `usage: starter sim --trace FILE [--trace FILE ...] [flags]
-
-Replays spot availability traces (shared/traces format) under market
+// simLong is `starter sim -h`'s description.
+const simLong = `Replay spot availability traces (shared/traces format) under market
 policies, with the simulation model of docs/contracts.md. Several --trace
 files are several zones the job may move between.
 
@@ -38,17 +37,15 @@ pays the restart overhead, a drop below the nodes held preempts them, and
 on-demand always holds all N. The model is in docs/simulation.md.
 
 Policies (--policy, repeated or comma-separated; default refuel):
-  ondemand, greedy, uniform-progress, refuel, optimal (the omniscient
-  offline optimum; "all" runs every one).
+  ondemand, greedy, uniform-progress, skynomad (SkyNomad, Li et al. 2026,
+  a peer written from its paper), refuel, optimal (the omniscient offline
+  optimum); "all" runs every one.
 
 Output: one JSON object per line per window and policy with --json (policy,
 start, cost_usd, finish_hours, deadline_met, spot_hours, ondemand_hours,
 preemptions, changeovers, and more), else a table. With --starts N, the
 windows' rows come first, window by window, then one summary row per
-policy ("summary": true).
-
-Flags:
-`
+policy ("summary": true).`
 
 // simFlags is what `starter sim` was asked.
 type simFlags struct {
@@ -73,68 +70,27 @@ type FlagError struct {
 
 func (e *FlagError) Error() string { return fmt.Sprintf("--%s %s; %s", e.Flag, e.Problem, e.Fix) }
 
-func parseSimFlags(args []string, stderr io.Writer) (simFlags, error) {
-	f := simFlags{tier: spec.TierDeadline, job: replay.Job{
-		Work: 48 * time.Hour, Deadline: 52 * time.Hour, RestartOverhead: 12 * time.Minute,
-		SpotPrice: 0.9701, OnDemandPrice: 3.06,
-	}}
-	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, simUsage)
-		fs.PrintDefaults()
+// simCommand is `starter sim`: its flags keep the names and meanings of
+// docs/contracts.md.
+func simCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "sim --trace FILE ... --policy NAME",
+		Short: "replay spot traces against market policies",
+		Long:  simLong,
+		Example: "  starter sim --trace us-west-2a_v100_1.json --work 48h --deadline 52h --policy refuel,skynomad,optimal --starts 10 --json\n" +
+			"  starter sim --trace us-east-2b_v100_1.json --nodes 4 --policy refuel,optimal --starts 10   # a gang of 4 on counts of instances in stock",
+		Args: noArgs("starter sim takes no arguments; give traces with --trace FILE"),
 	}
-	fs.Func("trace", "a trace file (JSON); repeat for several zones", func(v string) error {
-		f.traces = append(f.traces, v)
-		return nil
-	})
-	fs.Func("policy", "policy NAME; repeat or comma-separate to compare (default refuel)", func(v string) error {
-		for _, n := range strings.Split(v, ",") {
-			if strings.TrimSpace(n) == "all" {
-				f.policies = append(f.policies, policy.Names...)
-				continue
-			}
-			name, err := policy.ParseName(n)
-			if err != nil {
-				return err
-			}
-			f.policies = append(f.policies, name)
-		}
-		return nil
-	})
-	durationFlag := func(name string, dst *time.Duration, help string) {
-		fs.Func(name, fmt.Sprintf("%s (default %s)", help, *dst), func(v string) error {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return fmt.Errorf("%q is not a duration; write it like 48h, 90m or 30s", v)
-			}
-			*dst = d
-			return nil
-		})
-	}
-	durationFlag("work", &f.job.Work, "compute time the job needs on one instance (on all of them at once, with --nodes)")
-	durationFlag("deadline", &f.job.Deadline, "time from start by which the job must finish")
-	durationFlag("restart-overhead", &f.job.RestartOverhead, "paid time without progress on every start of an instance")
-	priceFlag := func(name string, dst *float64, help string) {
-		fs.Func(name, fmt.Sprintf("%s, USD per instance-hour (default %v)", help, *dst), func(v string) error {
-			p, err := strconv.ParseFloat(v, 64)
-			if err != nil || p < 0 {
-				return fmt.Errorf("%q is not a price; write USD per hour such as 3.06", v)
-			}
-			*dst = p
-			return nil
-		})
-	}
-	priceFlag("spot-price", &f.job.SpotPrice, "spot price")
-	priceFlag("ondemand-price", &f.job.OnDemandPrice, "on-demand price")
-	fs.Func("tier", "tier of the job: deadline, flexible or critical (default deadline)", func(v string) error {
-		t := spec.Tier(strings.ToLower(v))
-		if t != spec.TierDeadline && t != spec.TierFlexible && t != spec.TierCritical {
-			return fmt.Errorf("%q is not a tier; use deadline, flexible or critical", v)
-		}
-		f.tier = t
-		return nil
-	})
+	f := simFlags{tier: spec.TierDeadline, job: replay.Job{SpotPrice: 0.9701, OnDemandPrice: 3.06}}
+	fs := cmd.Flags()
+	listVar(fs, &f.traces, "trace", "file", one(func(s string) (string, error) { return s, nil }), "a trace file (JSON); repeat for several zones")
+	listVar(fs, &f.policies, "policy", "names", parsePolicies, "policy NAME; repeat or comma-separate to compare, all for every one (default refuel)")
+	durationVar(fs, &f.job.Work, "work", 48*time.Hour, "compute time the job needs on one instance (on all of them at once, with --nodes)")
+	durationVar(fs, &f.job.Deadline, "deadline", 52*time.Hour, "time from start by which the job must finish")
+	durationVar(fs, &f.job.RestartOverhead, "restart-overhead", 12*time.Minute, "paid time without progress on every start of an instance")
+	priceVar(fs, &f.job.SpotPrice, "spot-price", 0.9701, "spot price, USD per instance-hour")
+	priceVar(fs, &f.job.OnDemandPrice, "ondemand-price", 3.06, "on-demand price, USD per instance-hour")
+	tier := fs.String("tier", string(spec.TierDeadline), "tier of the job: deadline, flexible or critical")
 	fs.StringVar(&f.prices, "prices", "", "price each zone from FILE (DescribeSpotPriceHistory's JSON with OnDemandPrices beside it), or from refuel's embedded prices with \""+embeddedPrices+"\"; without it every zone charges --spot-price and --ondemand-price")
 	fs.Float64Var(&f.job.EgressUSDPerGB, "egress-usd-per-gb", 0.02, "with --prices: USD per GB a checkpoint moved to another region costs")
 	fs.Float64Var(&f.job.CheckpointGB, "checkpoint-gb", 0, "with --prices: size of the run's checkpoint in GB, moved on a start in another region")
@@ -145,18 +101,47 @@ func parseSimFlags(args []string, stderr io.Writer) (simFlags, error) {
 	fs.IntVar(&f.starts, "starts", 0, "run N windows whose starts are spread evenly over the traces, then a summary")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object per line")
 	fs.StringVar(&f.plot, "plot", "", "draw progress and market over time to FILE (.png or .svg)")
-	if err := parseFlagSet(fs, args); err != nil {
-		return f, err
+	policies := []string{"all"}
+	for _, n := range policy.Names {
+		policies = append(policies, string(n))
 	}
-	if fs.NArg() > 0 {
-		return f, usagef("sim: unexpected argument %q; give traces with --trace FILE", fs.Arg(0))
+	for name, complete := range map[string]cobra.CompletionFunc{
+		"trace": completeFiles("json"), "policy": completeWords(policies...), "tier": completeWords("deadline", "flexible", "critical"),
+		"prices": completeFiles("json"), "plot": completeFiles("png", "svg"),
+		"work": completeNothing, "deadline": completeNothing, "restart-overhead": completeNothing, "spot-price": completeNothing,
+		"ondemand-price": completeNothing, "egress-usd-per-gb": completeNothing, "checkpoint-gb": completeNothing,
+		"transfer-gbps": completeNothing, "nodes": completeNothing, "min-nodes": completeNothing, "start": completeNothing, "starts": completeNothing,
+	} {
+		_ = cmd.RegisterFlagCompletionFunc(name, complete)
 	}
-	f.job.Tier = f.tier
-	f.job.TransferTime = transferTime(f.job.CheckpointGB, f.transfer)
-	if len(f.policies) == 0 {
-		f.policies = []policy.Name{policy.Refuel}
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		t := spec.Tier(strings.ToLower(*tier))
+		if t != spec.TierDeadline && t != spec.TierFlexible && t != spec.TierCritical {
+			return &FlagError{"tier", fmt.Sprintf("%q is not a tier", *tier), "use deadline, flexible or critical"}
+		}
+		f.tier, f.job.Tier = t, t
+		f.job.TransferTime = transferTime(f.job.CheckpointGB, f.transfer)
+		if len(f.policies) == 0 {
+			f.policies = []policy.Name{policy.Refuel}
+		}
+		if err := f.check(); err != nil {
+			return err
+		}
+		return replayTraces(f, cmd.OutOrStdout(), cmd.ErrOrStderr())
 	}
-	return f, f.check()
+	return cmd
+}
+
+// parsePolicies reads one item of --policy: a policy's name, or all.
+func parsePolicies(s string) ([]policy.Name, error) {
+	if s == "all" {
+		return policy.Names, nil
+	}
+	n, err := policy.ParseName(s)
+	if err != nil {
+		return nil, err
+	}
+	return []policy.Name{n}, nil
 }
 
 // check rejects combinations of flags that cannot be run, naming the flag.
@@ -242,11 +227,8 @@ type simSummary struct {
 	Changeovers      int         `json:"changeovers"`
 }
 
-func runSim(args []string, stdout, stderr io.Writer) error {
-	f, err := parseSimFlags(args, stderr)
-	if err != nil {
-		return err
-	}
+// replayTraces replays what f asks.
+func replayTraces(f simFlags, stdout, stderr io.Writer) error {
 	traces, err := trace.LoadAll(f.traces)
 	if err != nil {
 		return err

@@ -1,16 +1,18 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"refuel/pkg/policy"
 	"refuel/pkg/replay"
@@ -19,7 +21,7 @@ import (
 )
 
 // benchPolicies are compared by `starter sim-bench`, in this order.
-var benchPolicies = []policy.Name{policy.OnDemandOnly, policy.Greedy, policy.UniformProgress, policy.Refuel, policy.Optimal}
+var benchPolicies = []policy.Name{policy.OnDemandOnly, policy.Greedy, policy.UniformProgress, policy.SkyNomad, policy.Refuel, policy.Optimal}
 
 // benchMarket is one market the bench replays: a single trace, or the
 // zones of one instance type sampled together.
@@ -42,86 +44,240 @@ type benchCell struct {
 	// known is refuel's cost planning with the window's own statistics
 	// (--known-statistics), single-zone only; 0 when not replayed.
 	known float64
+	// sameAs is the one-node window whose shares this gang's window has,
+	// replayed instead of it (see sameShares).
+	sameAs *benchCell
 }
 
-// runSimBench is `starter sim-bench` (make bench-policy): every trace
-// under --traces, replayed at each deadline from --starts start ticks
-// under every policy, and every set of traces of one instance type in
-// several zones of one folder replayed as a multi-zone market. It prints
-// each policy's mean cost as a share of all-on-demand and its deadlines
-// met, then checks refuel against its targets.
-func runSimBench(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sim-bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// sameShares points the windows of a gang on markets of one-node traces,
+// with no regions to move between, at the same windows replayed for one
+// node, where there are: such a market gives every node the same stock,
+// policies decide a gang in one node's prices and the optimum bills every
+// node alike, so each policy's cost as a share of all-on-demand is the
+// same for any gang (docs/simulation.md). It returns the windows still to
+// replay.
+func sameShares(gang, one []*benchCell) []*benchCell {
+	type key struct {
+		m     *benchMarket
+		dl    time.Duration
+		start int
+	}
+	byKey := map[key]*benchCell{}
+	for _, c := range one {
+		byKey[key{c.market, c.deadline, c.start}] = c
+	}
+	var todo []*benchCell
+	for _, c := range gang {
+		oneNode := true
+		for _, t := range c.market.traces {
+			oneNode = oneNode && t.OneNode()
+		}
+		if same := byKey[key{c.market, c.deadline, c.start}]; oneNode && same != nil {
+			c.sameAs = same
+			continue
+		}
+		todo = append(todo, c)
+	}
+	return todo
+}
+
+// benchOptions are what `starter sim-bench` was asked.
+type benchOptions struct {
+	dirs      []string
+	nodes     []int
+	starts    int
+	full      bool
+	deadlines []time.Duration
+	job       replay.Job
+	known     bool
+	prices    string
+	gbps      float64
+	regions   bool
+	// regionTick is the tick of the markets across priced regions: those
+	// sampled finer are read at a multiple of their gap at least this long
+	// (trace.Coarsen); 0 keeps each market's own.
+	regionTick time.Duration
+}
+
+// simBenchCommand is `starter sim-bench` (make bench-policy): every trace
+// under each --traces folder, replayed at each deadline from --starts
+// start ticks under every policy, and every set of traces of one
+// instance type in several zones of one folder replayed as a multi-zone
+// market; for each --nodes. It prints each policy's mean cost as a share
+// of all-on-demand and its deadlines met, then checks refuel against its
+// targets. Every replay of every table runs in one pool on every core.
+func simBenchCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "sim-bench [--traces DIR]",
+		Short: "compare the market policies over every trace (make bench-policy)",
+		Long: `Compare the market policies over every trace under --traces, at each deadline
+from --starts start ticks, and check refuel against its targets. --traces
+and --nodes may each be repeated or comma-separated: every folder is
+replayed for every gang size, each a table of its own, all the replays of
+all of them sharing the cores.`,
+		Example: "  starter sim-bench --traces ../shared/traces/availability --known-statistics\n" +
+			"  starter sim-bench --traces ../shared/traces/availability,../shared/traces/preemption --nodes 1,4",
+		Args: noArgs("starter sim-bench takes no arguments; give folders of traces with --traces DIR"),
+	}
 	dflt := os.Getenv("REFUEL_TRACES")
 	if dflt == "" {
 		dflt = filepath.Join("..", "shared", "traces", "availability")
 	}
-	dir := fs.String("traces", dflt, "folder of traces, searched at any depth (env REFUEL_TRACES)")
-	starts := fs.Int("starts", 0, fmt.Sprintf("start offsets per trace and deadline, spread evenly over the traces (default %d, %d for a gang; with --full %d, %d for a gang)", quickStarts, quickGangStarts, fullStarts, fullGangStarts))
-	full := fs.Bool("full", false, "the full set: more windows (see --starts) and --known-statistics; about 25 minutes on two shared cores, where the default takes a few")
-	deadlines := fs.String("deadlines", "52h,70h", "comma-separated deadlines")
-	job := replay.Job{Tier: spec.TierDeadline, Work: 48 * time.Hour, RestartOverhead: 12 * time.Minute, SpotPrice: 0.9701, OnDemandPrice: 3.06}
-	fs.DurationVar(&job.Work, "work", job.Work, "compute time of the job")
-	fs.DurationVar(&job.RestartOverhead, "restart-overhead", job.RestartOverhead, "restart overhead")
-	fs.Float64Var(&job.SpotPrice, "spot-price", job.SpotPrice, "spot USD per hour")
-	fs.Float64Var(&job.OnDemandPrice, "ondemand-price", job.OnDemandPrice, "on-demand USD per hour")
-	known := fs.Bool("known-statistics", false, "also replay refuel planning with each single-zone window's own stretch statistics, known in advance: how much of its distance from the optimum better estimation could win")
-	prices := fs.String("prices", embeddedPrices, "prices for the table across priced regions: a price file, or "+embeddedPrices)
-	fs.Float64Var(&job.CheckpointGB, "checkpoint-gb", 50, "size of the checkpoint a move between regions transfers, in GB")
-	fs.Float64Var(&job.EgressUSDPerGB, "egress-usd-per-gb", 0.02, "USD per GB a checkpoint moved to another region costs")
-	gbps := fs.Float64("transfer-gbps", 1, "Gbit/s a checkpoint moves between regions at")
-	fs.IntVar(&job.Nodes, "nodes", 1, fmt.Sprintf("instances the job needs at once in one zone, a gang (1 to %d); see starter sim -h", spec.MaxNodes))
-	withRegions := fs.Bool("priced-regions", true, "also replay markets whose zones span regions with each zone at its own prices")
-	if err := parseFlagSet(fs, args); err != nil {
-		return err
+	o := benchOptions{dirs: []string{dflt}, nodes: []int{1}, deadlines: []time.Duration{52 * time.Hour, 70 * time.Hour},
+		job: replay.Job{Tier: spec.TierDeadline, SpotPrice: 0.9701, OnDemandPrice: 3.06}}
+	fs := cmd.Flags()
+	listVar(fs, &o.dirs, "traces", "dirs", one(func(s string) (string, error) { return s, nil }), "folder of traces, searched at any depth (env REFUEL_TRACES); repeat or comma-separate for several tables")
+	fs.IntVar(&o.starts, "starts", 0, fmt.Sprintf("start offsets per trace and deadline, spread evenly over the traces (default %d, %d for a gang; with --full %d, %d for a gang)", quickStarts, quickGangStarts, fullStarts, fullGangStarts))
+	fs.BoolVar(&o.full, "full", false, "the full set: more windows (see --starts) and --known-statistics; about 25 minutes on two shared cores, where the default takes a few")
+	listVar(fs, &o.deadlines, "deadlines", "durations", one(func(s string) (time.Duration, error) {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not a duration; write durations such as 52h,70h", s)
+		}
+		return d, nil
+	}), "comma-separated deadlines")
+	durationVar(fs, &o.job.Work, "work", 48*time.Hour, "compute time of the job")
+	durationVar(fs, &o.job.RestartOverhead, "restart-overhead", 12*time.Minute, "restart overhead")
+	priceVar(fs, &o.job.SpotPrice, "spot-price", 0.9701, "spot USD per hour")
+	priceVar(fs, &o.job.OnDemandPrice, "ondemand-price", 3.06, "on-demand USD per hour")
+	fs.BoolVar(&o.known, "known-statistics", false, "also replay refuel planning with each single-zone window's own stretch statistics, known in advance: how much of its distance from the optimum better estimation could win")
+	fs.StringVar(&o.prices, "prices", embeddedPrices, "prices for the table across priced regions: a price file, or "+embeddedPrices)
+	fs.Float64Var(&o.job.CheckpointGB, "checkpoint-gb", 50, "size of the checkpoint a move between regions transfers, in GB")
+	fs.Float64Var(&o.job.EgressUSDPerGB, "egress-usd-per-gb", 0.02, "USD per GB a checkpoint moved to another region costs")
+	fs.Float64Var(&o.gbps, "transfer-gbps", 1, "Gbit/s a checkpoint moves between regions at")
+	listVar(fs, &o.nodes, "nodes", "counts", one(positiveInt), fmt.Sprintf("instances the job needs at once in one zone, a gang (1 to %d); comma-separate for a table per size; see starter sim -h", spec.MaxNodes))
+	fs.BoolVar(&o.regions, "priced-regions", true, "also replay markets whose zones span regions with each zone at its own prices")
+	durationVar(fs, &o.regionTick, "region-tick", 3*time.Minute, "with --priced-regions, replay markets sampled finer at the smallest multiple of their gap at least this long, a tick in stock only where stock lasted through it (the optimum across priced regions at 30 s ticks takes tens of minutes); 0 keeps their own")
+	for name, complete := range map[string]cobra.CompletionFunc{
+		"traces": completeDirs, "prices": completeFiles("json"),
+		"starts": completeNothing, "deadlines": completeNothing, "work": completeNothing, "restart-overhead": completeNothing,
+		"spot-price": completeNothing, "ondemand-price": completeNothing, "checkpoint-gb": completeNothing,
+		"egress-usd-per-gb": completeNothing, "transfer-gbps": completeNothing, "nodes": completeNothing, "region-tick": completeNothing,
+	} {
+		_ = cmd.RegisterFlagCompletionFunc(name, complete)
 	}
-	job.TransferTime = transferTime(job.CheckpointGB, *gbps)
-	if job.Nodes < 1 || job.Nodes > spec.MaxNodes {
-		return &FlagError{"nodes", fmt.Sprintf("%d is outside 1..%d", job.Nodes, spec.MaxNodes), fmt.Sprintf("give the instances the job needs at once, e.g. --nodes 2 (at most %d)", spec.MaxNodes)}
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return simBench(o, fs.Changed("starts"), cmd.OutOrStdout(), cmd.ErrOrStderr())
 	}
-	priced, err := loadPrices(*prices)
+	return cmd
+}
+
+// benchSection is one table: the traces of a folder for a gang size.
+type benchSection struct {
+	dir     string
+	job     replay.Job
+	singles []*benchMarket
+	multis  []*benchMarket
+	cells   []*benchCell
+	regions []*regionCell
+}
+
+func simBench(o benchOptions, explicitStarts bool, stdout, stderr io.Writer) error {
+	o.job.TransferTime = transferTime(o.job.CheckpointGB, o.gbps)
+	for _, n := range o.nodes {
+		if n > spec.MaxNodes {
+			return &FlagError{"nodes", fmt.Sprintf("%d is outside 1..%d", n, spec.MaxNodes), fmt.Sprintf("give the instances the job needs at once, e.g. --nodes 2 (at most %d)", spec.MaxNodes)}
+		}
+	}
+	for _, d := range o.deadlines {
+		if d < o.job.Work {
+			return &FlagError{"deadlines", fmt.Sprintf("%s is shorter than --work %s", shortDuration(d), shortDuration(o.job.Work)), "write deadlines of at least the work, such as 52h,70h"}
+		}
+	}
+	if explicitStarts && o.starts < 1 {
+		return &FlagError{"starts", fmt.Sprintf("%d is below 1", o.starts), "give the number of start offsets, e.g. 10"}
+	}
+	if o.regionTick < 0 {
+		return &FlagError{"region-tick", fmt.Sprintf("%s is negative", o.regionTick), "give 0 or a tick such as 3m"}
+	}
+	priced, err := loadPrices(o.prices)
 	if err != nil {
 		return &FlagError{"prices", err.Error(), "give a price file or " + embeddedPrices}
 	}
-	var dls []time.Duration
-	for _, s := range strings.Split(*deadlines, ",") {
-		d, err := time.ParseDuration(strings.TrimSpace(s))
-		if err != nil || d < job.Work {
-			return &FlagError{"deadlines", fmt.Sprintf("%q is not a deadline of at least --work %s", s, job.Work), "write durations such as 52h,70h"}
+	o.known = o.known || o.full
+	type loaded struct{ singles, multis []*benchMarket }
+	byDir := map[string]loaded{}
+	var sections []*benchSection
+	var tasks []benchTask
+	var mu sync.Mutex
+	oneNode := map[string][]*benchCell{} // per folder, the windows replayed for one node
+	for _, nodes := range o.nodes {
+		for _, dir := range o.dirs {
+			l, ok := byDir[dir]
+			if !ok {
+				if l.singles, l.multis, err = benchMarkets(dir); err != nil {
+					return err
+				}
+				byDir[dir] = l
+			}
+			job := o.job
+			job.Nodes = nodes
+			starts := o.starts
+			switch {
+			case explicitStarts:
+			case o.full && nodes > 1:
+				starts = fullGangStarts
+			case o.full:
+				starts = fullStarts
+			case nodes > 1:
+				starts = quickGangStarts
+			default:
+				starts = quickStarts
+			}
+			sec := &benchSection{dir: dir, job: job, singles: l.singles, multis: l.multis}
+			for _, bm := range l.singles {
+				warnGang(stderr, "sim-bench", bm.traces, nodes)
+			}
+			sec.cells = benchCells(sec, o.deadlines, starts, stderr)
+			if o.regions {
+				sec.regions = regionCells(sec, o.deadlines, starts, o.regionTick, priced)
+			}
+			todo := sec.cells
+			if nodes == 1 {
+				oneNode[dir] = sec.cells
+			} else {
+				todo = sameShares(sec.cells, oneNode[dir])
+			}
+			tasks = append(tasks, cellTasks(todo, job, o.known, &mu)...)
+			tasks = append(tasks, regionTasks(sec.regions, &mu)...)
+			sections = append(sections, sec)
 		}
-		dls = append(dls, d)
 	}
-	explicit := false
-	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "starts" })
-	switch {
-	case explicit && *starts < 1:
-		return &FlagError{"starts", fmt.Sprintf("%d is below 1", *starts), "give the number of start offsets, e.g. 10"}
-	case explicit:
-	case *full && job.Nodes > 1:
-		*starts = fullGangStarts
-	case *full:
-		*starts = fullStarts
-	case job.Nodes > 1:
-		*starts = quickGangStarts
-	default:
-		*starts = quickStarts
-	}
-	*known = *known || *full
-	singles, multis, err := benchMarkets(*dir)
-	if err != nil {
+	if err := runBenchTasks(tasks, stderr); err != nil {
 		return err
 	}
-	for _, bm := range singles {
-		warnGang(stderr, "sim-bench", bm.traces, job.Nodes)
+	for _, sec := range sections {
+		for _, c := range sec.cells {
+			if c.sameAs != nil {
+				c.cost, c.met, c.known = c.sameAs.cost, c.sameAs.met, c.sameAs.known
+			}
+		}
 	}
+	for i, sec := range sections {
+		if len(sections) > 1 {
+			if i > 0 {
+				fmt.Fprintln(stdout)
+			}
+			fmt.Fprintf(stdout, "== %s, %s ==\n\n", sec.dir, plural(sec.job.Nodes, "node"))
+		}
+		printBench(stdout, sec.job, o.deadlines, sec.singles, sec.multis, sec.cells)
+		printRegions(stdout, o.prices, o.deadlines, sec.regions)
+	}
+	return nil
+}
+
+// benchCells are the windows of every market of a section at every
+// deadline.
+func benchCells(sec *benchSection, dls []time.Duration, starts int, stderr io.Writer) []*benchCell {
 	var cells []*benchCell
-	for _, group := range [][]*benchMarket{singles, multis} {
+	for _, group := range [][]*benchMarket{sec.singles, sec.multis} {
 		for _, bm := range group {
 			for _, dl := range dls {
-				ss, err := bm.market.Starts(*starts, dl)
+				ss, err := bm.market.Starts(starts, dl)
 				if err != nil {
-					fmt.Fprintf(stderr, "sim-bench: skipping %s at %s: %v\n", bm.name, dl, err)
+					if sec.job.Nodes == 1 || len(sec.singles) == 0 {
+						fmt.Fprintf(stderr, "sim-bench: skipping %s at %s: %v\n", bm.name, shortDuration(dl), err)
+					}
 					continue
 				}
 				for _, st := range ss {
@@ -130,33 +286,60 @@ func runSimBench(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	var regions []*regionCell
-	for _, bm := range multis {
-		if !*withRegions || !spansRegions(bm) {
+	return cells
+}
+
+// regionCells are the windows of every market of a section whose zones
+// span regions, each zone at its own prices, read at ticks of at least
+// tick.
+func regionCells(sec *benchSection, dls []time.Duration, starts int, tick time.Duration, priced *trace.Prices) []*regionCell {
+	var cells []*regionCell
+	for _, bm := range sec.multis {
+		if !spansRegions(bm) {
 			continue
 		}
+		if tick > 0 && bm.market.Gap < tick {
+			var err error
+			if bm, err = coarseMarket(bm, tick); err != nil {
+				continue
+			}
+		}
 		for _, dl := range dls {
-			ss, err := bm.market.Starts(*starts, dl)
+			ss, err := bm.market.Starts(starts, dl)
 			if err != nil {
 				continue
 			}
 			for _, st := range ss {
-				j := job
+				j := sec.job
 				j.Deadline = dl
 				j = pricedJob(j, bm.traces, bm.market.Gap, st, priced)
-				regions = append(regions, &regionCell{market: bm, deadline: dl, start: st, job: j,
+				cells = append(cells, &regionCell{market: bm, deadline: dl, start: st, job: j,
 					cost: map[policy.Name]float64{}, met: map[policy.Name]bool{}, moves: map[policy.Name]int{}})
 			}
 		}
 	}
-	var mu sync.Mutex
-	tasks := append(cellTasks(cells, job, *known, &mu), regionTasks(regions, &mu)...)
-	if err := runBenchTasks(tasks, stderr); err != nil {
-		return err
+	return cells
+}
+
+// coarseMarket is bm read at ticks of at least tick (trace.Coarsen).
+func coarseMarket(bm *benchMarket, tick time.Duration) (*benchMarket, error) {
+	var ts []*trace.Trace
+	for _, t := range bm.traces {
+		ts = append(ts, t.Coarsen(tick))
 	}
-	printBench(stdout, job, dls, singles, multis, cells)
-	printRegions(stdout, *prices, dls, regions)
-	return nil
+	m, err := replay.NewMarket(ts)
+	if err != nil {
+		return nil, err
+	}
+	return &benchMarket{name: fmt.Sprintf("%s at %s ticks", bm.name, shortDuration(m.Gap)), zones: bm.zones, market: m, traces: ts}, nil
+}
+
+// plural writes n things.
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 // Windows per trace and deadline. The default is few, spread evenly over
@@ -298,15 +481,15 @@ func printBench(w io.Writer, job replay.Job, dls []time.Duration, singles, multi
 	for _, p := range benchPolicies {
 		header += "\t" + string(p)
 	}
-	fmt.Fprintln(tw, header+"\trefuel/optimal\tmet (g/u/r/o)")
+	fmt.Fprintln(tw, header+"\trefuel/optimal\tmet (g/u/s/r/o)")
 	row := func(name string, dl time.Duration, cs []*benchCell) {
 		s := statsOf(cs)
 		line := fmt.Sprintf("%s\t%s", name, shortDuration(dl))
 		for _, p := range benchPolicies {
 			line += fmt.Sprintf("\t%.1f%%", 100*s.cost[p])
 		}
-		line += fmt.Sprintf("\t%.3f\t%d/%d/%d/%d of %d", s.cost[policy.Refuel]/s.cost[policy.Optimal],
-			s.met[policy.Greedy], s.met[policy.UniformProgress], s.met[policy.Refuel], s.met[policy.Optimal], s.n)
+		line += fmt.Sprintf("\t%.3f\t%d/%d/%d/%d/%d of %d", s.cost[policy.Refuel]/s.cost[policy.Optimal],
+			s.met[policy.Greedy], s.met[policy.UniformProgress], s.met[policy.SkyNomad], s.met[policy.Refuel], s.met[policy.Optimal], s.n)
 		fmt.Fprintln(tw, line)
 	}
 	for _, bm := range singles {
@@ -326,7 +509,7 @@ func printBench(w io.Writer, job replay.Job, dls []time.Duration, singles, multi
 	if len(multis) > 0 {
 		fmt.Fprintln(w, "\nMulti-zone: the job may move between the zones; compared with the optimum in each zone alone over the same windows.")
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "zones\tdeadline\tgreedy\tuniform-progress\trefuel\toptimal (all zones)\tsingle-zone optimal: mean\tbest zone\trefuel met")
+		fmt.Fprintln(tw, "zones\tdeadline\tgreedy\tuniform-progress\tskynomad\trefuel\toptimal (all zones)\tsingle-zone optimal: mean\tbest zone\tmet (s/r)")
 		for _, bm := range multis {
 			for _, dl := range dls {
 				cs := pick(func(c *benchCell) bool { return c.market == bm && c.deadline == dl })
@@ -335,9 +518,9 @@ func printBench(w io.Writer, job replay.Job, dls []time.Duration, singles, multi
 				}
 				s := statsOf(cs)
 				mean, best := singleZoneOptimum(bm, dl, cells)
-				fmt.Fprintf(tw, "%s\t%s\t%.1f%%\t%.1f%%\t%.1f%%\t%.1f%%\t%.1f%%\t%.1f%%\t%d/%d\n", bm.name, shortDuration(dl),
-					100*s.cost[policy.Greedy], 100*s.cost[policy.UniformProgress], 100*s.cost[policy.Refuel], 100*s.cost[policy.Optimal],
-					100*mean, 100*best, s.met[policy.Refuel], s.n)
+				fmt.Fprintf(tw, "%s\t%s\t%.1f%%\t%.1f%%\t%.1f%%\t%.1f%%\t%.1f%%\t%.1f%%\t%.1f%%\t%d/%d of %d\n", bm.name, shortDuration(dl),
+					100*s.cost[policy.Greedy], 100*s.cost[policy.UniformProgress], 100*s.cost[policy.SkyNomad], 100*s.cost[policy.Refuel], 100*s.cost[policy.Optimal],
+					100*mean, 100*best, s.met[policy.SkyNomad], s.met[policy.Refuel], s.n)
 			}
 		}
 		tw.Flush()
@@ -401,6 +584,7 @@ func printTargets(w io.Writer, dls []time.Duration, multis []*benchMarket, cells
 	for _, s := range worst {
 		fmt.Fprintf(w, "      %s\n", s)
 	}
+	printRowTargets(w, dls, cells)
 	for _, dl := range dls {
 		var cs []*benchCell
 		for _, c := range cells {
@@ -446,13 +630,61 @@ func printTargets(w io.Writer, dls []time.Duration, multis []*benchMarket, cells
 	}
 }
 
+// peers are the policies refuel's mean must not exceed on any row.
+var peers = []policy.Name{policy.Greedy, policy.UniformProgress, policy.SkyNomad}
+
+// printRowTargets checks every row of the tables, single-zone and
+// multi-zone: refuel's mean no higher than any peer's, every deadline met.
+func printRowTargets(w io.Writer, dls []time.Duration, cells []*benchCell) {
+	var markets []*benchMarket
+	for _, c := range cells {
+		if !slices.Contains(markets, c.market) {
+			markets = append(markets, c.market)
+		}
+	}
+	rows, missed := 0, 0
+	var over []string
+	for _, bm := range markets {
+		for _, dl := range dls {
+			var cs []*benchCell
+			for _, c := range cells {
+				if c.market == bm && c.deadline == dl {
+					cs = append(cs, c)
+				}
+			}
+			if len(cs) == 0 {
+				continue
+			}
+			rows++
+			st := statsOf(cs)
+			missed += st.n - st.met[policy.Refuel]
+			for _, p := range peers {
+				if st.cost[policy.Refuel] > st.cost[p]+1e-9 {
+					over = append(over, fmt.Sprintf("%s %s: refuel %.1f%%, %s %.1f%%", bm.name, shortDuration(dl), 100*st.cost[policy.Refuel], p, 100*st.cost[p]))
+				}
+			}
+		}
+	}
+	yes := map[bool]string{true: "met", false: "NOT met"}
+	fmt.Fprintf(w, "  on every row (single and multi-zone), refuel's mean no higher than greedy's, uniform-progress's and skynomad's: %s (%d excesses over %d rows)\n", yes[len(over) == 0], len(over), rows)
+	for _, s := range over {
+		fmt.Fprintf(w, "      %s\n", s)
+	}
+	fmt.Fprintf(w, "  on every row, refuel meets every deadline: %s (%d missed)\n", yes[missed == 0], missed)
+}
+
 // maxOverOptimal is how far above the omniscient optimum refuel's mean
 // may be: no published online policy comes within 5%.
 const maxOverOptimal = 1.10
 
-// shortDuration writes 52h rather than 52h0m0s.
+// shortDuration writes 52h rather than 52h0m0s, and 12m rather than 12m0s.
 func shortDuration(d time.Duration) string {
 	s := d.String()
-	s = strings.TrimSuffix(s, "0s")
-	return strings.TrimSuffix(s, "0m")
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

@@ -16,7 +16,7 @@ import (
 // optimum, refuel, the baselines with failover (they take spot in the
 // zone in stock cheapest for the rest of the work, a move counted), and
 // on-demand.
-var regionPolicies = []policy.Name{policy.Optimal, policy.Refuel, policy.UniformProgress, policy.Greedy, policy.OnDemandOnly}
+var regionPolicies = []policy.Name{policy.Optimal, policy.Refuel, policy.SkyNomad, policy.UniformProgress, policy.Greedy, policy.OnDemandOnly}
 
 // regionCell is one window of a market spanning regions, each zone at its
 // own prices.
@@ -132,8 +132,10 @@ func printRegions(w io.Writer, prices string, dls []time.Duration, cells []*regi
 	fmt.Fprintf(w, "\nPriced regions (%s): %s.\n", prices, describePrices(cells[0].job))
 	fmt.Fprintln(w, "Mean cost per window in USD (and as a multiple of the optimum's); the baselines fail over to the zone in stock cheapest for the rest of the work.")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "zones\tdeadline\toptimal\trefuel\tuniform-progress\tgreedy\ton-demand\toptimal, best single region\tmet (o/r/u/g)\tmoves (o/r/u/g)")
+	fmt.Fprintln(tw, "zones\tdeadline\toptimal\trefuel\tskynomad\tuniform-progress\tgreedy\ton-demand\toptimal, best single region\tmet (o/r/s/u/g)\tmoves (o/r/s/u/g)")
 	seen := map[*benchMarket]bool{}
+	var worst float64
+	var over, missed []string
 	for _, c := range cells {
 		if seen[c.market] {
 			continue
@@ -168,10 +170,32 @@ func printRegions(w io.Writer, prices string, dls []time.Duration, cells []*regi
 				line += fmt.Sprintf("\t$%.2f (%.2fx)", mean, mean/opt)
 			}
 			line += fmt.Sprintf("\t$%.2f (%.2fx)", single/float64(n), single/float64(n)/opt)
-			line += fmt.Sprintf("\t%d/%d/%d/%d of %d\t%d/%d/%d/%d", met[policy.Optimal], met[policy.Refuel], met[policy.UniformProgress], met[policy.Greedy], n,
-				moves[policy.Optimal], moves[policy.Refuel], moves[policy.UniformProgress], moves[policy.Greedy])
+			line += fmt.Sprintf("\t%d/%d/%d/%d/%d of %d\t%d/%d/%d/%d/%d", met[policy.Optimal], met[policy.Refuel], met[policy.SkyNomad], met[policy.UniformProgress], met[policy.Greedy], n,
+				moves[policy.Optimal], moves[policy.Refuel], moves[policy.SkyNomad], moves[policy.UniformProgress], moves[policy.Greedy])
 			fmt.Fprintln(tw, line)
+			ratio := cost[policy.Refuel] / cost[policy.Optimal]
+			worst = max(worst, ratio)
+			if met[policy.Refuel] < n {
+				missed = append(missed, fmt.Sprintf("%s %s", c.market.name, shortDuration(dl)))
+			}
+			for _, p := range peers {
+				if cost[policy.Refuel] > cost[p]+1e-9 {
+					over = append(over, fmt.Sprintf("%s %s: refuel $%.2f, %s $%.2f", c.market.name, shortDuration(dl), cost[policy.Refuel]/float64(n), p, cost[p]/float64(n)))
+				}
+			}
 		}
 	}
 	tw.Flush()
+	yes := map[bool]string{true: "met", false: "NOT met"}
+	fmt.Fprintln(w, "\nTargets across priced regions:")
+	fmt.Fprintf(w, "  refuel's mean within %.2fx of the optimum's on every row: %s (at most %.2fx)\n", maxOverOptimalAcross, yes[worst <= maxOverOptimalAcross], worst)
+	fmt.Fprintf(w, "  refuel's mean no higher than greedy's, uniform-progress's and skynomad's on every row: %s\n", yes[len(over) == 0])
+	for _, s := range over {
+		fmt.Fprintf(w, "      %s\n", s)
+	}
+	fmt.Fprintf(w, "  refuel meets every deadline: %s\n", yes[len(missed) == 0])
 }
+
+// maxOverOptimalAcross is how far above the optimum refuel's mean across
+// priced regions may be, on traces it was not tuned on.
+const maxOverOptimalAcross = 1.25

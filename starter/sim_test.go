@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,6 +27,23 @@ func simTrace(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// runSim and runSimBench run `starter sim` and `starter sim-bench` as the
+// CLI does, returning the command's error.
+func runSim(args []string, stdout, stderr io.Writer) error {
+	return runCommand(append([]string{"sim"}, args...), stdout, stderr)
+}
+
+func runSimBench(args []string, stdout, stderr io.Writer) error {
+	return runCommand(append([]string{"sim-bench"}, args...), stdout, stderr)
+}
+
+func runCommand(args []string, stdout, stderr io.Writer) error {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(normalizeArgs(root, args))
+	_, err := root.ExecuteC()
+	return err
 }
 
 var simJob = []string{"--work", "3h", "--deadline", "4h", "--restart-overhead", "12m", "--spot-price", "0.9701", "--ondemand-price", "3.06"}
@@ -181,8 +199,22 @@ func TestSimBenchReportsTargetsAndTheKnownStatisticsBound(t *testing.T) {
 	if gang := run("--nodes", "3"); !strings.Contains(gang, "a gang of 3 nodes") || !strings.Contains(gang, "ALL single-zone (4 windows)") {
 		t.Errorf("sim-bench --nodes 3 does not replay a gang:\n%s", gang)
 	}
+	// One pool for every gang size: a table each, and on these one-node
+	// traces the gang's shares are the one node's (not replayed again).
+	both := run("--nodes", "1,3")
+	one, gang, ok := strings.Cut(both, "== "+dir+", 3 nodes ==")
+	if !ok || !strings.Contains(one, "== "+dir+", 1 node ==") || !strings.Contains(gang, "a gang of 3 nodes") {
+		t.Fatalf("sim-bench --nodes 1,3 lacks a table per size:\n%s", both)
+	}
+	all := func(table string) string {
+		i := strings.Index(table, "ALL single-zone")
+		return table[i : i+strings.Index(table[i:], "\n")]
+	}
+	if all(one) != all(gang) {
+		t.Errorf("on one-node traces a gang of 3 costs %q of on-demand, one node %q; want the same shares", all(gang), all(one))
+	}
 	var out, errs bytes.Buffer
-	if err := runSimBench([]string{"--traces", dir, "--nodes", "0"}, &out, &errs); err == nil || !strings.Contains(err.Error(), "--nodes 0") {
+	if err := runSimBench([]string{"--traces", dir, "--nodes", "0"}, &out, &errs); err == nil || !strings.Contains(err.Error(), `"--nodes"`) {
 		t.Errorf("sim-bench --nodes 0: got %v, want an error naming --nodes", err)
 	}
 	for _, want := range []string{"ALL single-zone (4 windows)", "refuel meets every deadline", "v100_1 (2 zones)"} {
@@ -288,5 +320,30 @@ func TestSimMinNodesReplayAnElasticGang(t *testing.T) {
 	}
 	if g := run("greedy", "--min-nodes", "2"); g["shrunk_hours"].(float64) <= 0 {
 		t.Errorf("greedy never trained on 2 nodes: %v", g)
+	}
+}
+
+// Markets sampled finer than --region-tick are replayed across priced
+// regions at a multiple of their gap at least that long.
+func TestSimBenchReadsFineMarketsCoarserAcrossRegions(t *testing.T) {
+	dir := t.TempDir()
+	for _, zone := range []string{"us-west-2a", "us-east-1a"} {
+		b, err := os.ReadFile(simTrace(t, zone+"_v100_1.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, zone+"_v100_1.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for tick, want := range map[string]string{"25m": "(2 zones) at 30m ticks", "0": "(2 zones)  "} {
+		var out, errs bytes.Buffer
+		if err := runSimBench([]string{"--traces", dir, "--starts", "1", "--work", "3h", "--deadlines", "4h", "--region-tick", tick}, &out, &errs); err != nil {
+			t.Fatalf("sim-bench: %v\n%s", err, errs.String())
+		}
+		_, regions, ok := strings.Cut(out.String(), "Priced regions")
+		if !ok || !strings.Contains(regions, want) || !strings.Contains(regions, "skynomad") {
+			t.Errorf("--region-tick %s: the table across priced regions lacks %q or skynomad:\n%s", tick, want, regions)
+		}
 	}
 }

@@ -28,6 +28,11 @@ const (
 	// long, keeps a reserve for the preemptions still to come, and moves
 	// to the zone whose stock lasts longest.
 	Refuel Name = "refuel"
+	// SkyNomad is the policy of SkyNomad (Li et al., arXiv 2601.06520,
+	// 2026), a peer written from its paper: every option priced in one
+	// monetary utility, the value of progress the deadline sets against
+	// each zone's price, predicted spot lifetime and the move there.
+	SkyNomad Name = "skynomad"
 	// Optimal is the omniscient offline optimum. It needs the whole future
 	// of the market, so only the replay simulator can compute it (see
 	// replay.Optimal); Decide refuses it.
@@ -35,7 +40,7 @@ const (
 )
 
 // Names lists every policy, in the order reports show them.
-var Names = []Name{OnDemandOnly, Greedy, UniformProgress, Refuel, Optimal}
+var Names = []Name{OnDemandOnly, Greedy, UniformProgress, SkyNomad, Refuel, Optimal}
 
 // ParseName reads a policy name, case-insensitively.
 func ParseName(s string) (Name, error) {
@@ -51,6 +56,10 @@ func ParseName(s string) (Name, error) {
 // Online reports whether a policy decides from the past alone and so can
 // run in a workflow.
 func (n Name) Online() bool { return n != Optimal }
+
+// Peer reports whether a policy is another system's, replayed in the
+// simulator to compare refuel with: runs do not name it (spec.MarketPolicies).
+func (n Name) Peer() bool { return n == SkyNomad }
 
 // UnknownPolicyError is returned for a policy name refuel does not have.
 type UnknownPolicyError struct{ Name string }
@@ -107,6 +116,10 @@ func (d *Decider) decide(tier spec.Tier, name Name, s State, m Market, g Gang) (
 		return uniformProgress(s, m, g), nil
 	case Refuel:
 		return d.refuelGang(s, m, g), nil
+	case SkyNomad:
+		// The paper schedules the whole gang as one unit: an elastic
+		// gang decides as a rigid one.
+		return skyNomad(s, m), nil
 	case Optimal:
 		return None, &OfflineError{Name: name}
 	}

@@ -28,6 +28,14 @@ func Explain(tier spec.Tier, name Name, s State, m Market, c Choice) string {
 	}
 	slack := fmt.Sprintf("%s slack left", hours(s.slack()))
 	switch {
+	case c.Market == capacity.Spot && name == Refuel && movedFrom(s, m, c):
+		i := m.zone(c.Zone)
+		ovh := s.RestartOverhead
+		if m.moves(m.Zones[i]) {
+			ovh += m.Move.Time
+		}
+		return fmt.Sprintf("spot in %s: %s, cheaper per hour of work than spot held in %s, its lifetime predicted at %s%s",
+			c.Zone, slack, s.Current.Zone, hours(movedLifetime(s, m.Zones[i], ovh)), basis(m.Zones[i]))
 	case c.Market == capacity.Spot:
 		return spotLine(m, c, slack)
 	case !c.Holds():
@@ -40,6 +48,8 @@ func Explain(tier spec.Tier, name Name, s State, m Market, c Choice) string {
 		return "on-demand: " + slack + backIn(m, ", ")
 	case name == Greedy:
 		return "on-demand: " + slack + ", greedy keeps on-demand once it took it"
+	case name == SkyNomad:
+		return "on-demand: " + slack + ", progress worth more than spot's lifetimes here return"
 	case name == UniformProgress:
 		return "on-demand: " + slack + ", behind the pace the deadline sets"
 	case s.Current.Market == capacity.OnDemand:
@@ -81,6 +91,13 @@ func ExplainBackToSpot(s State, m Market, c Choice, ok bool) string {
 		return "staying on on-demand: " + slack + ", too little for a changeover and a preemption"
 	}
 	return "staying on on-demand: " + slack + ", a move to " + longLived(in) + " would not repay its changeover"
+}
+
+// movedFrom reports whether c leaves spot still in stock for spot in
+// another zone (see cheaperToMove).
+func movedFrom(s State, m Market, c Choice) bool {
+	i := m.zone(s.Current.Zone)
+	return s.Current.Market == capacity.Spot && c.Zone != s.Current.Zone && i >= 0 && m.Zones[i].SpotAvailable
 }
 
 // spotLine is the line for holding spot in c's zone.

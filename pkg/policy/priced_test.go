@@ -122,3 +122,47 @@ func TestRefuelAcrossRegions(t *testing.T) {
 		})
 	}
 }
+
+// A run on spot in a moves to c, in stock at less than half the price,
+// once c has shown stretches that last and the slack affords the start:
+// the move and the start paid within c's predicted lifetime.
+func TestRefuelLeavesHeldSpotForCheaperSpotThatLasts(t *testing.T) {
+	spotC := Choice{Market: capacity.Spot, Zone: "c"}
+	lasting := func(m Market, stretches int) Market {
+		for range stretches {
+			m.Zones[2].History.Observe(true, 10*time.Hour)
+			m.Zones[2].History.Observe(false, time.Hour)
+		}
+		m.Zones[2].History.Observe(true, time.Hour)
+		m.Roaming.Observe(m.Zones, time.Hour) // something seen across the zones: refuel roams
+		return m
+	}
+	move := Move{USD: 1, Time: 7 * time.Minute}
+	cases := map[string]struct {
+		s    State
+		m    Market
+		want Choice
+	}{
+		"c has lasted: move":               {state(10, 60, spotA), lasting(regions(true, false, true, move), 4), spotC},
+		"c unseen: stay":                   {state(10, 60, spotA), lasting(regions(true, false, true, move), 0), spotA},
+		"too little slack to spend: stay":  {state(10, 42, spotA), lasting(regions(true, false, true, move), 4), spotA},
+		"c no cheaper by the margin: stay": {state(10, 60, spotA), func() Market { m := lasting(regions(true, false, true, move), 4); m.Zones[2].SpotPrice = 0.8; return m }(), spotA},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := Decide(spec.TierDeadline, Refuel, tc.s, tc.m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Fatalf("got %s, want %s", got, tc.want)
+			}
+			if got == spotC {
+				why := Explain(spec.TierDeadline, Refuel, tc.s, tc.m, got)
+				if want := "spot in c: 22 h slack left, cheaper per hour of work than spot held in a, its lifetime predicted at 5.5 h (8 stretches seen over 45 h)"; why != want {
+					t.Errorf("explained %q; want %q", why, want)
+				}
+			}
+		})
+	}
+}

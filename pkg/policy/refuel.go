@@ -349,6 +349,13 @@ func refuelSpotZone(s State, m Market) int {
 // slack in the first 20 h and held on-demand for the last 30.
 func roamingSpotZone(s State, m Market) int {
 	if i := m.zone(s.Current.Zone); i >= 0 && s.Current.Market == capacity.Spot && m.Zones[i].SpotAvailable {
+		// Held spot is left only for spot elsewhere cheaper per hour of
+		// work than it, the start and the move counted: a move to a
+		// cheaper region's stock that lasts (SkyNomad's proactive
+		// migration). Zones alike in price never repay a start.
+		if j := m.cheaperToMove(s, i); j >= 0 {
+			return j
+		}
 		return i
 	}
 	best, bestRate := -1, 0.0
@@ -359,6 +366,62 @@ func roamingSpotZone(s State, m Market) int {
 	}
 	return best
 }
+
+// cheaperToMove is the zone in stock whose spot, started now, is expected
+// to cost less per hour of work than the spot held in zone i by a margin
+// (moveMargin): its price over its predicted lifetime (movedLifetime),
+// with the start and the move paid within it. Only a zone that has shown
+// stretches of its own qualifies (movesSeen), and only while the slack
+// left after the start's overhead stays above the work left over
+// moveSlack: on the nine zones of aws-02-15-2023 at 52 h, runs that moved
+// whenever spot elsewhere was cheaper spent their slack on moves and
+// finished on on-demand. -1 when none qualifies, or the zones are not
+// priced apart.
+func (m Market) cheaperToMove(s State, i int) int {
+	if !m.priced() {
+		return -1
+	}
+	best, bestRate := -1, m.Zones[i].SpotPrice*(1-moveMargin)
+	for j, z := range m.Zones {
+		if j == i || !z.SpotAvailable || z.History.In.Count < movesSeen {
+			continue
+		}
+		ovh, usd := s.RestartOverhead, 0.0
+		if m.moves(z) {
+			ovh, usd = ovh+m.Move.Time, m.Move.USD
+		}
+		l := movedLifetime(s, z, ovh)
+		if l <= ovh || s.slack()-ovh < s.Remaining/moveSlack {
+			continue
+		}
+		if rate := (z.SpotPrice*l.Hours() + usd) / (l - ovh).Hours(); rate < bestRate {
+			best, bestRate = j, rate
+		}
+	}
+	return best
+}
+
+// movedLifetime is the lifetime refuel predicts for spot started in z to
+// leave the spot it holds, at most the work left and the start's overhead
+// ovh: the lesser of its model's (expectedLeft, from its priors up) and
+// the stretches seen alone (the Nelson-Aalen estimate SkyNomad amortises
+// a move over), so that neither an optimistic prior nor a short history
+// alone moves a run.
+func movedLifetime(s State, z Zone, ovh time.Duration) time.Duration {
+	return min(skyNomadLifetime(z, s.TimeLeft), expectedLeft(z, true), s.Remaining+ovh)
+}
+
+// moveMargin is how much cheaper per hour of work spot elsewhere must be
+// for refuel to leave the spot it holds.
+const moveMargin = 0.2
+
+// movesSeen is how many stretches of a zone's stock refuel must have seen
+// end to leave held spot for it.
+const movesSeen = 3
+
+// moveSlack bounds the slack a move may leave: at least the work left
+// over this, since a move spends slack a preemption later may need.
+const moveSlack = 4
 
 // spotRate is what a spot start in z is expected to cost per hour of
 // work: its price for as long as its stock is expected to last (or the

@@ -42,3 +42,14 @@ func TestGangReadsPointsAsCountsOrAsEveryNodeAlike(t *testing.T) {
 		})
 	}
 }
+
+func TestCoarsenKeepsStockThatLastedThroughATick(t *testing.T) {
+	tr := &Trace{Gap: 30 * time.Second, Points: []int{1, 1, 1, 1, 0, 1, 4, 3, 4, 2}}
+	got := tr.Coarsen(time.Minute + 10*time.Second) // three points a tick
+	if got.Gap != 90*time.Second || !cmp.Equal(got.Points, []int{1, 0, 3}) {
+		t.Errorf("coarsened to %s %v; want 1m30s [1 0 3]", got.Gap, got.Points)
+	}
+	if tr.Coarsen(30*time.Second) != tr || len(tr.Points) != 10 {
+		t.Error("a trace as coarse as asked was copied or changed")
+	}
+}
