@@ -196,7 +196,7 @@ func (s *DevSpec) Validate() error {
 	}
 	switch d := s.MaxDuration.D(); {
 	case d < 0:
-		fe.add("max_duration", "is negative", "give how long the environment may run in all, such as 72h, or leave it out for no bound")
+		fe.add("max_duration", "is negative", "give how long the environment may run at a time before it suspends, such as 72h, or leave it out for no bound")
 	case d > MaxWork:
 		fe.add("max_duration", fmt.Sprintf("%s is more than a year", d), "give at most 8784h (366 days), or leave it out for no bound")
 	}

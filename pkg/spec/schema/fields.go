@@ -93,7 +93,7 @@ var devFields = merge(common, resources("GPUs the environment's instance must ha
 	"workspace":          {fmt.Sprintf("The absolute path on the instance whose files are saved to the store and restored wherever the environment runs next, in its plain form (no . or .. parts), not a directory of the system such as / or /etc. Default a directory of the environment's own; at most %d bytes.", spec.MaxWorkspaceBytes), text(spec.MaxWorkspaceBytes, "^/", 0)},
 	"workspace_interval": {fmt.Sprintf("How often the workspace is saved while the environment runs (it is also saved when it stops, is moved or gets an interruption notice); default %s, %s to %s.", spec.DefaultWorkspaceInterval, spec.MinWorkspaceInterval, spec.MaxWorkspaceInterval), nil},
 	"idle_timeout":       {fmt.Sprintf("How long the environment may go without a connection to its endpoint, GPU use or `starter dev touch` before it saves its workspace, gives its instance back and waits suspended; default %s, 0 never, otherwise %s to %s.", spec.DefaultIdleTimeout, spec.MinIdleTimeout, spec.MaxIdleTimeout), nil},
-	"max_duration":       {"How long the environment may run in all, such as 72h; 0 or absent: no bound; at most 8784h (366 days).", nil},
+	"max_duration":       {"How long the environment may run at a time, such as 72h: then it suspends, as when idle, and resume starts it again; 0 or absent: no bound; at most 8784h (366 days).", nil},
 	"budget_usd":         {"The most the environment may spend, in USD. 0 or absent: no budget; at most 10000000.", numRange(0, spec.MaxBudgetUSD)},
 })
 
