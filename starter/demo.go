@@ -85,6 +85,11 @@ func demo(ctx context.Context, c client.Client, ui string, out io.Writer) error 
 	if err := d.startEnv(ctx, stamp); err != nil {
 		return err
 	}
+	// The developer works in it (a touch is use) until the load falls,
+	// then walks away.
+	wctx, walkAway := context.WithCancel(ctx)
+	defer walkAway()
+	go d.work(wctx)
 	if err := d.until(ctx, "the environment serves", func() bool { return d.envSt.State == devenv.StateRunning && d.envSt.Serving }); err != nil {
 		return err
 	}
@@ -96,8 +101,6 @@ func demo(ctx context.Context, c client.Client, ui string, out io.Writer) error 
 		{ID: "demo-" + stamp + "-sweep-a", Team: "research", Tier: spec.TierFlexible, Priority: 40, Work: spec.Duration(2 * time.Minute),
 			Checkpoint: spec.Checkpoint{Interval: "10s"}},
 		{ID: "demo-" + stamp + "-eval", Team: "research", Tier: spec.TierFlexible, Priority: 30, Work: spec.Duration(90 * time.Second),
-			Checkpoint: spec.Checkpoint{Interval: "10s"}},
-		{ID: "demo-" + stamp + "-sweep-b", Team: "research", Tier: spec.TierFlexible, Priority: 20, Work: spec.Duration(2 * time.Minute),
 			Checkpoint: spec.Checkpoint{Interval: "10s"}},
 	}
 	fmt.Fprintln(out, "== 1. the training queue fills")
@@ -160,7 +163,8 @@ func demo(ctx context.Context, c client.Client, ui string, out io.Writer) error 
 	}
 	d.printPool(ctx)
 
-	fmt.Fprintln(out, "\n== 4. the load falls")
+	fmt.Fprintln(out, "\n== 4. the load falls; the developer walks away from the notebook")
+	walkAway()
 	load.set(4)
 	if err := d.until(ctx, "the service is back to one replica", func() bool { return d.svc.Ready+d.svc.Starting == 1 }); err != nil {
 		return err
@@ -362,10 +366,9 @@ func (d *demoRun) summary(ctx context.Context) {
 }
 
 // startEnv starts the demo's development environment: a web server on
-// its workspace, as a notebook would be, that stops after two idle
-// minutes.
+// its workspace, as a notebook would be, that stops after a minute idle.
 func (d *demoRun) startEnv(ctx context.Context, stamp string) error {
-	idle := spec.Duration(2 * time.Minute)
+	idle := spec.Duration(time.Minute)
 	ds := spec.DevSpec{
 		ID: "demo-" + stamp + "-notebook", Team: "research", Priority: 70, Tier: spec.TierCritical,
 		Command:     []string{"sh", "-c", `exec python3 -m http.server "$REFUEL_PORT" --directory "$REFUEL_WORKSPACE"`},
@@ -378,6 +381,21 @@ func (d *demoRun) startEnv(ctx context.Context, stamp string) error {
 	fmt.Fprintf(d.out, "started %s (priority %d): a developer's notebook on a base machine, stopping after %s idle\n", ds.ID, ds.Priority, idle)
 	fmt.Fprintf(d.out, "  bin/starter dev status %s --watch; bin/starter dev connect %s --local-port 8000\n", ds.ID, ds.ID)
 	return nil
+}
+
+// work touches the demo's environment every 20 seconds, as a developer
+// using it would, until ctx ends.
+func (d *demoRun) work(ctx context.Context) {
+	t := time.NewTicker(20 * time.Second)
+	defer t.Stop()
+	for {
+		_ = jobs.TouchDev(ctx, d.c, d.env)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // instanceOf is where an environment runs, in a few words.
