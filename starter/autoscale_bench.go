@@ -13,6 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"refuel/pkg/autoscale"
 	"refuel/pkg/servingsim"
 	"refuel/pkg/spec"
@@ -258,4 +260,13 @@ func rangeString(r servingsim.Range) string {
 		return r.Min.String()
 	}
 	return fmt.Sprintf("%s-%s", r.Min, r.Max)
+}
+
+func autoscaleBenchCommand() *cobra.Command {
+	return flagSetCommand(&cobra.Command{
+		Use:     "autoscale-bench [--trace FILE] [--json]",
+		Short:   "compare autoscaling policies on inference traffic (make bench-autoscale)",
+		Long:    "Compare autoscaling policies on inference traffic composed from a request trace in the Azure LLM format.",
+		Example: "  starter autoscale-bench --trace ../shared/traces/inference/azure-llm-conv-2023-11-16.csv",
+	}, runAutoscaleBench)
 }

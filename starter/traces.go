@@ -23,12 +23,3 @@ func simBenchCommand() *cobra.Command {
 		Example: "  starter sim-bench --traces ../shared/traces/availability --known-statistics",
 	}, runSimBench)
 }
-
-func autoscaleBenchCommand() *cobra.Command {
-	return flagSetCommand(&cobra.Command{
-		Use:     "autoscale-bench [--trace FILE] [--json]",
-		Short:   "compare autoscaling policies on inference traffic (make bench-autoscale)",
-		Long:    "Compare autoscaling policies on inference traffic composed from a request trace in the Azure LLM format.",
-		Example: "  starter autoscale-bench --trace ../shared/traces/inference/azure-llm-conv-2023-11-16.csv",
-	}, runAutoscaleBench)
-}
