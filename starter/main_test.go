@@ -147,7 +147,7 @@ func TestCompletionScripts(t *testing.T) {
 		t.Errorf("completing status's flags: exit %d, %q", code, out.String())
 	}
 	// The commands that parse their own flags complete them too.
-	for cmd, flags := range map[string][]string{"sim": {"--trace", "--min-nodes"}, "sim-bench": {"--traces"}, "autoscale-bench": {"--trace"}} {
+	for cmd, flags := range map[string][]string{"sim": {"--trace", "--min-nodes"}, "sim-bench": {"--traces"}} {
 		out.Reset()
 		if code := run([]string{"__complete", cmd, "--"}, &out, &bytes.Buffer{}); code != 0 {
 			t.Errorf("completing %s's flags: exit %d", cmd, code)
