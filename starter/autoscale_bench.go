@@ -18,7 +18,6 @@ import (
 
 	"refuel/pkg/autoscale"
 	"refuel/pkg/servingsim"
-	"refuel/pkg/spec"
 	"refuel/pkg/traffic"
 )
 
@@ -39,12 +38,12 @@ import (
 // trough at 02:00; "bursts" is Poisson arrivals on a daily cycle with a
 // burst every two hours on average that ramps up over 3 min to 1.3-2x,
 // holds 5-20 min and ramps down. The rest is a family of shapes drawn
-// from the seed (see autoscaleScenarios): a daily cycle with drift, the
+// from the seed (see traffic.Scenarios): a daily cycle with drift, the
 // same at a tenth of the rate, a flash crowd, heavy-tailed bursts, a slow
 // ramp, traffic that switches on and off, and the real hour at a quarter
 // and at four times its rate. Request sizes are always the real hour's.
 //
-// Service. A replica prefills 2,000 context tokens/s and decodes 200
+// Service (servingsim.BenchConfig). A replica prefills 2,000 context tokens/s and decodes 200
 // tokens/s summed over its batch (one mid-range GPU serving a 13B model
 // with continuous batching); a request's work is its context over the
 // first plus its generated tokens over the second, in replica-seconds.
@@ -59,7 +58,7 @@ import (
 // they are requested until released.
 //
 // Policies. refuel is autoscale.ForecastScaler, the policy of every
-// InferenceService started now, with the ServiceSpec below;
+// InferenceService started now, with servingsim.BenchSpec;
 // the reactive baseline is shaped like SkyServe's (QPS per replica, 300 s
 // up and 1200 s down delays) with the replica's throughput at the
 // traffic's mean request size as its target; static provisions for the
@@ -87,42 +86,6 @@ const (
 )
 
 var autoscalePolicies = []string{policyRefuel, policyReactive, policyStatic, policyOracle}
-
-// benchService is refuel's configuration in the bench. The bench's SLO
-// counts capacity equal to demand as met, so refuel targets full
-// utilisation, like every other policy here; the margin for forecast
-// error is learned, not configured.
-func benchService() spec.ServiceSpec {
-	s := spec.ServiceSpec{
-		ID: "bench-chat", MinReplicas: 1, MaxReplicas: 1000,
-		Target: spec.ScalingTarget{GPUUtilization: 1, QueueLength: 2},
-		// Two stopped instances: about what this service adds within one
-		// cold start-up at its busiest, for the price of two disks.
-		WarmPool: 2,
-	}
-	s.Normalize()
-	return s
-}
-
-// benchConfig is the simulated service (see the comment at the top).
-func benchConfig() servingsim.Config {
-	return servingsim.Config{
-		Model: servingsim.Model{PrefillTokensPerSecond: 2000, DecodeTokensPerSecond: 200},
-		Startup: servingsim.Startup{
-			Provision: servingsim.Range{Min: 60 * time.Second, Max: 180 * time.Second},
-			Init:      servingsim.Range{Min: 30 * time.Second, Max: 90 * time.Second},
-			Load:      servingsim.Range{Min: 45 * time.Second, Max: 105 * time.Second},
-		},
-		Warm: servingsim.Startup{
-			Provision: servingsim.Range{Min: 20 * time.Second, Max: 40 * time.Second},
-			Load:      servingsim.Range{Min: 30 * time.Second, Max: 60 * time.Second},
-		},
-		Every:            10 * time.Second,
-		PricePerHour:     1.006, // a g5.xlarge (1x A10G) on demand
-		WarmPricePerHour: 0.02,  // a stopped instance's 200 GB volume
-		Seed:             1,
-	}
-}
 
 type autoscaleRow struct {
 	Scenario string  `json:"scenario"`
@@ -159,14 +122,14 @@ each policy's worst row.`,
 		Args: noArgs("starter autoscale-bench takes no arguments: give the trace with --trace"),
 	}
 	var f autoscaleBenchFlags
-	f.cfg = benchConfig()
+	f.cfg = servingsim.BenchConfig()
 	fl := cmd.Flags()
 	trace := os.Getenv("REFUEL_INFERENCE_TRACE")
 	if trace == "" {
 		trace = filepath.Join("..", "shared", "traces", "inference", "azure-llm-conv-2023-11-16.csv")
 	}
 	fl.StringVar(&f.trace, "trace", trace, "request trace `FILE` in the Azure LLM format (env REFUEL_INFERENCE_TRACE)")
-	fl.StringVar(&f.scenarios, "scenarios", strings.Join(scenarioNames(), ","), "traffic patterns, `NAMES` separated by commas: "+strings.Join(scenarioNames(), ", "))
+	fl.StringVar(&f.scenarios, "scenarios", strings.Join(traffic.ScenarioNames(), ","), "traffic patterns, `NAMES` separated by commas: "+strings.Join(traffic.ScenarioNames(), ", "))
 	fl.Uint64Var(&f.cfg.Seed, "seed", f.cfg.Seed, "the first seed for composed traffic and start-up times")
 	fl.IntVar(&f.seeds, "seeds", 1, "run every scenario at `N` seeds, from --seed on")
 	fl.Float64Var(&f.cfg.Model.PrefillTokensPerSecond, "prefill-tps", f.cfg.Model.PrefillTokensPerSecond, "context tokens a replica prefills per second")
@@ -193,7 +156,7 @@ func completeScenarios(_ *cobra.Command, _ []string, toComplete string) ([]cobra
 		done, last = toComplete[:i+1], toComplete[i+1:]
 	}
 	var out []cobra.Completion
-	for _, n := range scenarioNames() {
+	for _, n := range traffic.ScenarioNames() {
 		if strings.HasPrefix(n, last) {
 			out = append(out, done+n)
 		}
@@ -203,7 +166,7 @@ func completeScenarios(_ *cobra.Command, _ []string, toComplete string) ([]cobra
 
 // check is what is wrong with the flags, as a *FlagError, and the
 // scenarios they name.
-func (f autoscaleBenchFlags) check() ([]autoscaleScenario, error) {
+func (f autoscaleBenchFlags) check() ([]traffic.Scenario, error) {
 	switch {
 	case f.cfg.Model.PrefillTokensPerSecond <= 0:
 		return nil, &FlagError{"prefill-tps", "must be positive", "give a replica's prefill rate, e.g. 2000"}
@@ -220,21 +183,22 @@ func (f autoscaleBenchFlags) check() ([]autoscaleScenario, error) {
 	case f.plot != "" && !strings.HasSuffix(f.plot, ".png") && !strings.HasSuffix(f.plot, ".svg"):
 		return nil, &FlagError{"plot", fmt.Sprintf("%q names neither a .png nor an .svg file", f.plot), "end the file name with .png or .svg"}
 	}
-	var chosen []autoscaleScenario
+	var chosen []traffic.Scenario
+	all := traffic.Scenarios()
 	for _, n := range strings.Split(f.scenarios, ",") {
 		n = strings.TrimSpace(n)
-		i := slices.IndexFunc(autoscaleScenarios, func(s autoscaleScenario) bool { return s.name == n })
+		i := slices.IndexFunc(all, func(s traffic.Scenario) bool { return s.Name == n })
 		if i < 0 {
-			return nil, &FlagError{"scenarios", fmt.Sprintf("%q is not a scenario", n), "use " + strings.Join(scenarioNames(), ", ")}
+			return nil, &FlagError{"scenarios", fmt.Sprintf("%q is not a scenario", n), "use " + strings.Join(traffic.ScenarioNames(), ", ")}
 		}
-		chosen = append(chosen, autoscaleScenarios[i])
+		chosen = append(chosen, all[i])
 	}
 	return chosen, nil
 }
 
 // benchRun is one scenario at one seed.
 type benchRun struct {
-	scenario autoscaleScenario
+	scenario traffic.Scenario
 	seed     uint64
 	timeline bool
 	rows     []autoscaleRow
@@ -267,9 +231,9 @@ func runAutoscaleBench(f autoscaleBenchFlags, stdout, stderr io.Writer) error {
 			for r := range work {
 				cfg := f.cfg
 				cfg.Seed, cfg.Timeline = r.seed, r.timeline
-				tr := r.scenario.build(hour, r.seed)
-				r.about = fmt.Sprintf("%s seed %d (%s): %d requests over %s", r.scenario.name, r.seed, r.scenario.about, len(tr.Requests), tr.Span.Round(time.Second))
-				r.rows, r.steps = benchScenario(r.scenario.name, tr, cfg, f.window)
+				tr := r.scenario.Build(hour, r.seed)
+				r.about = fmt.Sprintf("%s seed %d (%s): %d requests over %s", r.scenario.Name, r.seed, r.scenario.About, len(tr.Requests), tr.Span.Round(time.Second))
+				r.rows, r.steps = benchScenario(r.scenario.Name, tr, cfg, f.window)
 			}
 		})
 	}
@@ -289,14 +253,14 @@ func runAutoscaleBench(f autoscaleBenchFlags, stdout, stderr io.Writer) error {
 		for i, row := range r.rows {
 			plotted = append(plotted, plotRun{policy: row.Policy, row: row, steps: r.steps[i]})
 		}
-		if err := writeAutoscalePlot(f.plot, r.scenario.name, r.seed, plotted); err != nil {
+		if err := writeAutoscalePlot(f.plot, r.scenario.Name, r.seed, plotted); err != nil {
 			return err
 		}
 		where, err := filepath.Abs(f.plot)
 		if err != nil {
 			where = f.plot
 		}
-		fmt.Fprintf(stderr, "autoscale-bench: plotted %s at seed %d to %s\n", r.scenario.name, r.seed, where)
+		fmt.Fprintf(stderr, "autoscale-bench: plotted %s at seed %d to %s\n", r.scenario.Name, r.seed, where)
 	}
 	if f.asJSON {
 		enc := json.NewEncoder(stdout)
@@ -311,15 +275,6 @@ func runAutoscaleBench(f autoscaleBenchFlags, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// scenarioNames lists the scenarios in the order the bench prints them.
-func scenarioNames() []string {
-	names := make([]string, len(autoscaleScenarios))
-	for i, s := range autoscaleScenarios {
-		names[i] = s.name
-	}
-	return names
-}
-
 // benchScenario runs every policy on one traffic pattern, in the order
 // of autoscalePolicies, with each one's timeline when cfg asks for it.
 func benchScenario(name string, tr *traffic.Trace, cfg servingsim.Config, window time.Duration) ([]autoscaleRow, [][]servingsim.Sample) {
@@ -331,10 +286,10 @@ func benchScenario(name string, tr *traffic.Trace, cfg servingsim.Config, window
 	for _, r := range tr.Requests {
 		work += cfg.Model.Work(r).Seconds()
 	}
-	svc := benchService()
+	svc := servingsim.BenchSpec()
 	refuel, err := autoscale.NewForecastScaler(svc)
 	if err != nil {
-		panic(err) // benchService is a constant spec
+		panic(err) // BenchSpec is a constant spec
 	}
 	policies := []struct {
 		policy  autoscale.Policy
