@@ -258,7 +258,7 @@ func (f *ForecastScaler) Decide(now time.Time, fl Fleet) Decision {
 		if c.level > 0 {
 			f.Chosen = candidateName(fc.name, c.level)
 		}
-		forecast = &Forecast{Forecaster: fc.name, At: f.Loads.Last.Add(lead), Load: round3(c.load), Margin: c.margin, Now: current}
+		forecast = &Forecast{Forecaster: fc.name, At: f.Loads.Last.Add(lead), Load: round3(c.load), Margin: c.margin, Now: current, NowAt: f.Loads.Last}
 		if c.expected >= 0 {
 			e := c.expected
 			forecast.Expected = &e

@@ -63,10 +63,12 @@ type Forecast struct {
 	// added to it for the forecaster's recent errors.
 	Load   float64 `json:"load"`
 	Margin float64 `json:"margin"`
-	// Now is the newest load, and Expected what the forecaster expected
-	// for it one lead time before; nil when it made no forecast then.
-	Now      float64  `json:"now"`
-	Expected *float64 `json:"expected,omitempty"`
+	// Now is the newest load, at NowAt, and Expected what the forecaster
+	// expected for it one lead time before; nil when it made no forecast
+	// then.
+	Now      float64   `json:"now"`
+	NowAt    time.Time `json:"now_at"`
+	Expected *float64  `json:"expected,omitempty"`
 }
 
 // Policy decides a service's replicas. The workflow (or the benchmark)
