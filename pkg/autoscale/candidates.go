@@ -52,6 +52,10 @@ type PendingForecast struct {
 var marginLevels = []float64{0.5, 0.8, 0.9, 0.95, SLO}
 
 const (
+	// minPriced is how many intervals a candidate is priced on before it
+	// is followed: a late share within 1-SLO means something only once it
+	// counts 1/(1-SLO) intervals (50 minutes).
+	minPriced = int(1 / (1 - SLO))
 	// maxPriced bounds, in ErrorEvery intervals, the start-up and the
 	// break-even time the candidates are priced over (20 min each).
 	maxPriced = 40
@@ -219,7 +223,7 @@ func (f *ForecastScaler) choose(lead time.Duration) (choice, bool) {
 	forecasts := f.forecasts(lead)
 	best := -1
 	for i, c := range f.Candidates {
-		if c.Priced < minErrors || forecasts[i/len(marginLevels)] < 0 {
+		if c.Priced < minPriced || forecasts[i/len(marginLevels)] < 0 {
 			continue
 		}
 		if best < 0 || c.cheaper(f.Candidates[best]) {

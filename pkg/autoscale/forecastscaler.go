@@ -91,8 +91,7 @@ const (
 	// share of 1% is a count of several, not of one.
 	CostHalfLife = 3 * time.Hour
 	// minErrors is how many errors a forecaster needs before its margins
-	// mean anything, and how many intervals a candidate is priced on
-	// before it is followed: a tenth of the window.
+	// mean anything: a tenth of the window.
 	minErrors = int(ErrorWindow / ErrorEvery / 10)
 	// maxReports bounds the reports kept when they come more often than
 	// every five seconds.
