@@ -2,26 +2,31 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"refuel/pkg/autoscale"
 	"refuel/pkg/servingsim"
-	"refuel/pkg/spec"
 	"refuel/pkg/traffic"
 )
 
 // The autoscaling benchmark (`starter autoscale-bench`, make
 // bench-autoscale) replays request traffic against one inference service
-// under four policies and prints SLO attainment and cost side by side.
+// under four policies and prints SLO attainment and cost side by side,
+// for every scenario at every seed asked for (--seeds), with each
+// policy's worst row. refuel was tuned on seed 1 and the real hour only:
+// every other seed is a hold-out.
 //
 // Traffic. "hour" is the real trace as recorded. "day" lays the trace's
 // steady part (its thin first and last seconds dropped) end to end over
@@ -33,12 +38,12 @@ import (
 // trough at 02:00; "bursts" is Poisson arrivals on a daily cycle with a
 // burst every two hours on average that ramps up over 3 min to 1.3-2x,
 // holds 5-20 min and ramps down. The rest is a family of shapes drawn
-// from the seed (see autoscaleScenarios): a daily cycle with drift, the
+// from the seed (see traffic.Scenarios): a daily cycle with drift, the
 // same at a tenth of the rate, a flash crowd, heavy-tailed bursts, a slow
 // ramp, traffic that switches on and off, and the real hour at a quarter
 // and at four times its rate. Request sizes are always the real hour's.
 //
-// Service. A replica prefills 2,000 context tokens/s and decodes 200
+// Service (servingsim.BenchConfig). A replica prefills 2,000 context tokens/s and decodes 200
 // tokens/s summed over its batch (one mid-range GPU serving a 13B model
 // with continuous batching); a request's work is its context over the
 // first plus its generated tokens over the second, in replica-seconds.
@@ -52,7 +57,8 @@ import (
 // costs only its disk while it waits. Replicas are paid from the moment
 // they are requested until released.
 //
-// Policies. refuel is autoscale.Autoscaler with the ServiceSpec below;
+// Policies. refuel is autoscale.ForecastScaler, the policy of every
+// InferenceService started now, with servingsim.BenchSpec;
 // the reactive baseline is shaped like SkyServe's (QPS per replica, 300 s
 // up and 1200 s down delays) with the replica's throughput at the
 // traffic's mean request size as its target; static provisions for the
@@ -64,30 +70,26 @@ import (
 // composed days start at 00:00 and cron windows read naturally.
 var benchEpoch = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 
-// Targets for refuel on every scenario, checked and printed under the table.
+// Targets for refuel on every scenario at every seed, checked and printed
+// under the table.
 const (
 	targetAttainment   = 0.99
 	targetCostVsOracle = 1.15
 )
 
-// benchService is refuel's configuration in the bench. The bench's SLO
-// counts capacity equal to demand as met, so refuel targets full
-// utilisation, like every other policy here; the margin for forecast
-// error is learned, not configured.
-func benchService() spec.ServiceSpec {
-	s := spec.ServiceSpec{
-		ID: "bench-chat", MinReplicas: 1, MaxReplicas: 1000,
-		Target: spec.ScalingTarget{GPUUtilization: 1, QueueLength: 2},
-		// Two stopped instances: about what this service adds within one
-		// cold start-up at its busiest, for the price of two disks.
-		WarmPool: 2,
-	}
-	s.Normalize()
-	return s
-}
+// The policies, in the order of the table.
+const (
+	policyRefuel   = "refuel"
+	policyReactive = "reactive (SkyServe-like)"
+	policyStatic   = "static peak"
+	policyOracle   = "oracle"
+)
+
+var autoscalePolicies = []string{policyRefuel, policyReactive, policyStatic, policyOracle}
 
 type autoscaleRow struct {
 	Scenario string  `json:"scenario"`
+	Seed     uint64  `json:"seed"`
 	Policy   string  `json:"policy"`
 	Requests int     `json:"requests"`
 	Hours    float64 `json:"hours"`
@@ -96,69 +98,171 @@ type autoscaleRow struct {
 	CostVsStatic float64 `json:"cost_vs_static"`
 }
 
-// runAutoscaleBench is `starter autoscale-bench` (make bench-autoscale).
-func runAutoscaleBench(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("autoscale-bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dflt := os.Getenv("REFUEL_INFERENCE_TRACE")
-	if dflt == "" {
-		dflt = filepath.Join("..", "shared", "traces", "inference", "azure-llm-conv-2023-11-16.csv")
+// autoscaleBenchFlags are autoscale-bench's flags.
+type autoscaleBenchFlags struct {
+	trace, scenarios, plot string
+	seeds                  int
+	window                 time.Duration
+	asJSON                 bool
+	cfg                    servingsim.Config
+}
+
+func autoscaleBenchCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "autoscale-bench [--trace FILE] [--seeds N] [--json] [--plot FILE]",
+		Short: "compare autoscaling policies on inference traffic (make bench-autoscale)",
+		Long: `Compare autoscaling policies on inference traffic composed from a request
+trace in the Azure LLM format: refuel's forecasting autoscaler, a reactive
+SkyServe-like baseline, static provisioning for the peak and an oracle
+that knows demand ahead. Every scenario runs at each of --seeds seeds from
+--seed on; the table gives SLO attainment and cost against the oracle, and
+each policy's worst row.`,
+		Example: "  starter autoscale-bench --trace ../shared/traces/inference/azure-llm-conv-2023-11-16.csv --seeds 5\n" +
+			"  starter autoscale-bench --scenarios bursts --seed 3 --plot bursts.png",
+		Args: noArgs("starter autoscale-bench takes no arguments: give the trace with --trace"),
 	}
-	path := fs.String("trace", dflt, "request trace in the Azure LLM format (env REFUEL_INFERENCE_TRACE)")
-	scenarios := fs.String("scenarios", strings.Join(scenarioNames(), ","), "comma-separated traffic patterns: "+strings.Join(scenarioNames(), ", "))
-	cfg := servingsim.Config{
-		Model: servingsim.Model{PrefillTokensPerSecond: 2000, DecodeTokensPerSecond: 200},
-		Startup: servingsim.Startup{
-			Provision: servingsim.Range{Min: 60 * time.Second, Max: 180 * time.Second},
-			Init:      servingsim.Range{Min: 30 * time.Second, Max: 90 * time.Second},
-			Load:      servingsim.Range{Min: 45 * time.Second, Max: 105 * time.Second},
-		},
-		Warm: servingsim.Startup{
-			Provision: servingsim.Range{Min: 20 * time.Second, Max: 40 * time.Second},
-			Load:      servingsim.Range{Min: 30 * time.Second, Max: 60 * time.Second},
-		},
-		Every:            10 * time.Second,
-		PricePerHour:     1.006, // a g5.xlarge (1x A10G) on demand
-		WarmPricePerHour: 0.02,  // a stopped instance's 200 GB volume
+	var f autoscaleBenchFlags
+	f.cfg = servingsim.BenchConfig()
+	fl := cmd.Flags()
+	trace := os.Getenv("REFUEL_INFERENCE_TRACE")
+	if trace == "" {
+		trace = filepath.Join("..", "shared", "traces", "inference", "azure-llm-conv-2023-11-16.csv")
 	}
-	fs.Float64Var(&cfg.Model.PrefillTokensPerSecond, "prefill-tps", cfg.Model.PrefillTokensPerSecond, "context tokens a replica prefills per second")
-	fs.Float64Var(&cfg.Model.DecodeTokensPerSecond, "decode-tps", cfg.Model.DecodeTokensPerSecond, "tokens a replica generates per second, summed over its batch")
-	fs.Float64Var(&cfg.PricePerHour, "price", cfg.PricePerHour, "USD per replica-hour")
-	fs.Float64Var(&cfg.WarmPricePerHour, "warm-price", cfg.WarmPricePerHour, "USD per hour for a stopped warm-pool instance")
-	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed for composed traffic and start-up times")
-	window := fs.Duration("demand-window", time.Minute, "demand is the work arriving over this trailing window")
-	asJSON := fs.Bool("json", false, "print one JSON object per scenario and policy")
-	if err := parseFlagSet(fs, args); err != nil {
-		return err
+	fl.StringVar(&f.trace, "trace", trace, "request trace `FILE` in the Azure LLM format (env REFUEL_INFERENCE_TRACE)")
+	fl.StringVar(&f.scenarios, "scenarios", strings.Join(traffic.ScenarioNames(), ","), "traffic patterns, `NAMES` separated by commas: "+strings.Join(traffic.ScenarioNames(), ", "))
+	fl.Uint64Var(&f.cfg.Seed, "seed", f.cfg.Seed, "the first seed for composed traffic and start-up times")
+	fl.IntVar(&f.seeds, "seeds", 1, "run every scenario at `N` seeds, from --seed on")
+	fl.Float64Var(&f.cfg.Model.PrefillTokensPerSecond, "prefill-tps", f.cfg.Model.PrefillTokensPerSecond, "context tokens a replica prefills per second")
+	fl.Float64Var(&f.cfg.Model.DecodeTokensPerSecond, "decode-tps", f.cfg.Model.DecodeTokensPerSecond, "tokens a replica generates per second, summed over its batch")
+	fl.Float64Var(&f.cfg.PricePerHour, "price", f.cfg.PricePerHour, "USD per replica-hour")
+	fl.Float64Var(&f.cfg.WarmPricePerHour, "warm-price", f.cfg.WarmPricePerHour, "USD per hour for a stopped warm-pool instance")
+	fl.DurationVar(&f.window, "demand-window", time.Minute, "demand is the work arriving over this trailing window")
+	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object per scenario, seed and policy")
+	fl.StringVar(&f.plot, "plot", "", "draw load, forecast, replicas and misses over time to `FILE` (.png or .svg), for the first scenario at the first seed")
+	_ = cmd.MarkFlagFilename("trace", "csv")
+	_ = cmd.MarkFlagFilename("plot", "png", "svg")
+	_ = cmd.RegisterFlagCompletionFunc("scenarios", completeScenarios)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return runAutoscaleBench(f, cmd.OutOrStdout(), cmd.ErrOrStderr())
 	}
-	switch {
-	case cfg.Model.PrefillTokensPerSecond <= 0:
-		return &FlagError{"prefill-tps", "must be positive", "give a replica's prefill rate, e.g. 2000"}
-	case cfg.Model.DecodeTokensPerSecond <= 0:
-		return &FlagError{"decode-tps", "must be positive", "give a replica's decode rate, e.g. 200"}
-	case *window < time.Second:
-		return &FlagError{"demand-window", "is under a second", "give a window such as 1m"}
+	return cmd
+}
+
+// completeScenarios completes the last of a comma-separated list of
+// scenarios.
+func completeScenarios(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	done, last := "", toComplete
+	if i := strings.LastIndex(toComplete, ","); i >= 0 {
+		done, last = toComplete[:i+1], toComplete[i+1:]
 	}
-	var chosen []autoscaleScenario
-	for _, n := range strings.Split(*scenarios, ",") {
-		n = strings.TrimSpace(n)
-		i := slices.IndexFunc(autoscaleScenarios, func(s autoscaleScenario) bool { return s.name == n })
-		if i < 0 {
-			return &FlagError{"scenarios", fmt.Sprintf("%q is not a scenario", n), "use " + strings.Join(scenarioNames(), ", ")}
+	var out []cobra.Completion
+	for _, n := range traffic.ScenarioNames() {
+		if strings.HasPrefix(n, last) {
+			out = append(out, done+n)
 		}
-		chosen = append(chosen, autoscaleScenarios[i])
 	}
-	hour, err := traffic.ReadAzureCSV(*path)
+	return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+}
+
+// check is what is wrong with the flags, as a *FlagError, and the
+// scenarios they name.
+func (f autoscaleBenchFlags) check() ([]traffic.Scenario, error) {
+	switch {
+	case f.cfg.Model.PrefillTokensPerSecond <= 0:
+		return nil, &FlagError{"prefill-tps", "must be positive", "give a replica's prefill rate, e.g. 2000"}
+	case f.cfg.Model.DecodeTokensPerSecond <= 0:
+		return nil, &FlagError{"decode-tps", "must be positive", "give a replica's decode rate, e.g. 200"}
+	case f.cfg.PricePerHour <= 0:
+		return nil, &FlagError{"price", "must be positive", "give a replica's price per hour, e.g. 1.006"}
+	case f.cfg.WarmPricePerHour < 0:
+		return nil, &FlagError{"warm-price", "is negative", "give 0 or more USD per hour"}
+	case f.window < time.Second:
+		return nil, &FlagError{"demand-window", "is under a second", "give a window such as 1m"}
+	case f.seeds < 1:
+		return nil, &FlagError{"seeds", fmt.Sprintf("%d is fewer than one", f.seeds), "give how many seeds to run, e.g. --seeds 5"}
+	case f.plot != "" && !strings.HasSuffix(f.plot, ".png") && !strings.HasSuffix(f.plot, ".svg"):
+		return nil, &FlagError{"plot", fmt.Sprintf("%q names neither a .png nor an .svg file", f.plot), "end the file name with .png or .svg"}
+	}
+	var chosen []traffic.Scenario
+	all := traffic.Scenarios()
+	for _, n := range strings.Split(f.scenarios, ",") {
+		n = strings.TrimSpace(n)
+		i := slices.IndexFunc(all, func(s traffic.Scenario) bool { return s.Name == n })
+		if i < 0 {
+			return nil, &FlagError{"scenarios", fmt.Sprintf("%q is not a scenario", n), "use " + strings.Join(traffic.ScenarioNames(), ", ")}
+		}
+		chosen = append(chosen, all[i])
+	}
+	return chosen, nil
+}
+
+// benchRun is one scenario at one seed.
+type benchRun struct {
+	scenario traffic.Scenario
+	seed     uint64
+	timeline bool
+	rows     []autoscaleRow
+	steps    [][]servingsim.Sample // per policy, with timeline
+	about    string
+}
+
+// runAutoscaleBench is `starter autoscale-bench` (make bench-autoscale).
+func runAutoscaleBench(f autoscaleBenchFlags, stdout, stderr io.Writer) error {
+	chosen, err := f.check()
 	if err != nil {
 		return err
 	}
-	var rows []autoscaleRow
-	for _, sc := range chosen {
-		tr := sc.build(hour, cfg.Seed)
-		fmt.Fprintf(stderr, "autoscale-bench: %s (%s): %d requests over %s\n", sc.name, sc.about, len(tr.Requests), tr.Span.Round(time.Second))
-		rows = append(rows, benchScenario(sc.name, tr, cfg, *window)...)
+	hour, err := traffic.ReadAzureCSV(f.trace)
+	if err != nil {
+		return err
 	}
-	if *asJSON {
+	var runs []*benchRun
+	for _, sc := range chosen {
+		for i := range f.seeds {
+			runs = append(runs, &benchRun{scenario: sc, seed: f.cfg.Seed + uint64(i)})
+		}
+	}
+	runs[0].timeline = f.plot != ""
+	// Runs are independent and each is single-threaded: one per core.
+	work := make(chan *benchRun)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(runs)) {
+		wg.Go(func() {
+			for r := range work {
+				cfg := f.cfg
+				cfg.Seed, cfg.Timeline = r.seed, r.timeline
+				tr := r.scenario.Build(hour, r.seed)
+				r.about = fmt.Sprintf("%s seed %d (%s): %d requests over %s", r.scenario.Name, r.seed, r.scenario.About, len(tr.Requests), tr.Span.Round(time.Second))
+				r.rows, r.steps = benchScenario(r.scenario.Name, tr, cfg, f.window)
+			}
+		})
+	}
+	for _, r := range runs {
+		work <- r
+	}
+	close(work)
+	wg.Wait()
+	var rows []autoscaleRow
+	for _, r := range runs {
+		fmt.Fprintf(stderr, "autoscale-bench: %s\n", r.about)
+		rows = append(rows, r.rows...)
+	}
+	if f.plot != "" {
+		r := runs[0]
+		var plotted []plotRun
+		for i, row := range r.rows {
+			plotted = append(plotted, plotRun{policy: row.Policy, row: row, steps: r.steps[i]})
+		}
+		if err := writeAutoscalePlot(f.plot, r.scenario.Name, r.seed, plotted); err != nil {
+			return err
+		}
+		where, err := filepath.Abs(f.plot)
+		if err != nil {
+			where = f.plot
+		}
+		fmt.Fprintf(stderr, "autoscale-bench: plotted %s at seed %d to %s\n", r.scenario.Name, r.seed, where)
+	}
+	if f.asJSON {
 		enc := json.NewEncoder(stdout)
 		for _, r := range rows {
 			if err := enc.Encode(r); err != nil {
@@ -167,21 +271,13 @@ func runAutoscaleBench(args []string, stdout, stderr io.Writer) error {
 		}
 		return nil
 	}
-	printAutoscaleBench(stdout, cfg, *window, rows)
+	printAutoscaleBench(stdout, f.cfg, f.window, rows)
 	return nil
 }
 
-// scenarioNames lists the scenarios in the order the bench prints them.
-func scenarioNames() []string {
-	names := make([]string, len(autoscaleScenarios))
-	for i, s := range autoscaleScenarios {
-		names[i] = s.name
-	}
-	return names
-}
-
-// benchScenario runs every policy on one traffic pattern.
-func benchScenario(name string, tr *traffic.Trace, cfg servingsim.Config, window time.Duration) []autoscaleRow {
+// benchScenario runs every policy on one traffic pattern, in the order
+// of autoscalePolicies, with each one's timeline when cfg asks for it.
+func benchScenario(name string, tr *traffic.Trace, cfg servingsim.Config, window time.Duration) ([]autoscaleRow, [][]servingsim.Sample) {
 	demand := servingsim.NewDemand(tr, cfg.Model, window, benchEpoch)
 	lead := cfg.Startup.Max()
 	peak := ceilReplicas(demand.Max())
@@ -190,67 +286,112 @@ func benchScenario(name string, tr *traffic.Trace, cfg servingsim.Config, window
 	for _, r := range tr.Requests {
 		work += cfg.Model.Work(r).Seconds()
 	}
-	svc := benchService()
-	refuel, err := autoscale.NewAutoscaler(svc)
+	svc := servingsim.BenchSpec()
+	refuel, err := autoscale.NewForecastScaler(svc)
 	if err != nil {
-		panic(err) // benchService is a constant spec
+		panic(err) // BenchSpec is a constant spec
 	}
 	policies := []struct {
-		name    string
 		policy  autoscale.Policy
 		initial int
 	}{
-		{"refuel", refuel, initial},
-		{"reactive (SkyServe-like)", autoscale.NewReactive(float64(len(tr.Requests))/work, svc.MinReplicas, svc.MaxReplicas), initial},
-		{"static peak", autoscale.Static{Replicas: peak}, peak},
-		{"oracle", autoscale.Oracle{Lead: lead, Peak: demand.Peak}, initial},
+		{refuel, initial},
+		{autoscale.NewReactive(float64(len(tr.Requests))/work, svc.MinReplicas, svc.MaxReplicas), initial},
+		{autoscale.Static{Replicas: peak}, peak},
+		{autoscale.Oracle{Lead: lead, Peak: demand.Peak}, initial},
 	}
 	rows := make([]autoscaleRow, len(policies))
+	steps := make([][]servingsim.Sample, len(policies))
 	for i, p := range policies {
 		res := servingsim.Run(tr, demand, p.policy, p.initial, cfg)
-		rows[i] = autoscaleRow{Scenario: name, Policy: p.name, Requests: len(tr.Requests), Hours: tr.Span.Hours(), Result: res}
+		steps[i], res.Timeline = res.Timeline, nil
+		rows[i] = autoscaleRow{Scenario: name, Seed: cfg.Seed, Policy: autoscalePolicies[i], Requests: len(tr.Requests), Hours: tr.Span.Hours(), Result: res}
 	}
 	static, oracle := rows[2].CostUSD, rows[3].CostUSD
 	for i := range rows {
 		rows[i].CostVsOracle = rows[i].CostUSD / oracle
 		rows[i].CostVsStatic = rows[i].CostUSD / static
 	}
-	return rows
+	return rows, steps
 }
 
 // ceilReplicas rounds a demand up to whole replicas, forgiving float noise.
 func ceilReplicas(load float64) int { return int(math.Ceil(load - 1e-9)) }
 
+// printAutoscaleBench prints one line per scenario and seed, each
+// policy's SLO attainment and cost against the oracle side by side, then
+// each policy's worst rows and refuel's targets.
 func printAutoscaleBench(w io.Writer, cfg servingsim.Config, window time.Duration, rows []autoscaleRow) {
 	fmt.Fprintf(w, "replica: prefill %.0f tok/s, decode %.0f tok/s; start-up: provision %s, init %s, model load %s; warm pool: resume %s, load %s\n",
 		cfg.Model.PrefillTokensPerSecond, cfg.Model.DecodeTokensPerSecond, rangeString(cfg.Startup.Provision), rangeString(cfg.Startup.Init), rangeString(cfg.Startup.Load),
 		rangeString(cfg.Warm.Provision), rangeString(cfg.Warm.Load))
-	fmt.Fprintf(w, "demand: work arriving over the trailing %s; SLO met while ready replicas >= demand; cost: $%.3f per replica-hour from request to release, $%.3f per warm-pool hour\n\n",
+	fmt.Fprintf(w, "demand: work arriving over the trailing %s; SLO met while ready replicas >= demand; cost: $%.3f per replica-hour from request to release, $%.3f per warm-pool hour\n",
 		window, cfg.PricePerHour, cfg.WarmPricePerHour)
+	fmt.Fprintf(w, "each policy (%s): SLO attained, and cost against the oracle's; refuel's targets: ok where it serves >= %.0f%% at <= %.2fx the oracle's cost and is not worse than reactive on both, else what it missed\n\n",
+		strings.Join(autoscalePolicies, ", "), 100*targetAttainment, targetCostVsOracle)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tpolicy\tSLO attained\treplica-h\twarm-h\tcost USD\tvs oracle\tvs static\tmean ready\tpeak\trequested\tp99 wait s\t")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%.2f%%\t%.1f\t%.1f\t%.2f\t%.3f\t%.3f\t%.1f\t%d\t%d\t%.1f\t\n",
-			r.Scenario, r.Policy, 100*r.Attainment, r.ReplicaHours, r.WarmHours, r.CostUSD, r.CostVsOracle, r.CostVsStatic, r.MeanReady, r.PeakReplicas, r.Requested, r.P99Wait)
+	head := "scenario\tseed\t"
+	for _, p := range autoscalePolicies {
+		short, _, _ := strings.Cut(p, " ")
+		head += short + " SLO\tcost\t"
+	}
+	fmt.Fprintln(tw, head+"oracle USD\trefuel's targets\t")
+	n := len(autoscalePolicies)
+	met, worseOnBoth := 0, 0
+	for i := 0; i+n <= len(rows); i += n {
+		set := rows[i : i+n]
+		line := fmt.Sprintf("%s\t%d\t", set[0].Scenario, set[0].Seed)
+		for _, r := range set {
+			line += fmt.Sprintf("%.2f%%\t%.3fx\t", 100*r.Attainment, r.CostVsOracle)
+		}
+		v := refuelVerdict(set[0], set[1])
+		if v == "ok" {
+			met++
+		}
+		if strings.Contains(v, "reactive") {
+			worseOnBoth++
+		}
+		fmt.Fprintln(tw, line+fmt.Sprintf("%.2f\t%s\t", set[n-1].CostUSD, v))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\ntargets for refuel: SLO attained >= %.0f%%, cost <= %.2fx the oracle's and well below static peak's\n", 100*targetAttainment, targetCostVsOracle)
-	for _, r := range rows {
-		if r.Policy != "refuel" {
-			continue
+	fmt.Fprintln(w, "\nworst rows: lowest SLO attained, highest cost against the oracle's")
+	for _, p := range autoscalePolicies {
+		var low, high autoscaleRow
+		first := true
+		for _, r := range rows {
+			if r.Policy != p {
+				continue
+			}
+			if first || r.Attainment < low.Attainment {
+				low = r
+			}
+			if first || r.CostVsOracle > high.CostVsOracle {
+				high = r
+			}
+			first = false
 		}
-		fmt.Fprintf(w, "  %-14s attainment %s, cost %s, %.0f%% of static peak\n", r.Scenario+":",
-			verdict(r.Attainment >= targetAttainment, fmt.Sprintf("%.2f%%", 100*r.Attainment)),
-			verdict(r.CostVsOracle <= targetCostVsOracle, fmt.Sprintf("%.3fx oracle", r.CostVsOracle)),
-			100*r.CostVsStatic)
+		fmt.Fprintf(w, "  %-26s %7.2f%% (%s, seed %d)  %.3fx (%s, seed %d)\n", p+":", 100*low.Attainment, low.Scenario, low.Seed, high.CostVsOracle, high.Scenario, high.Seed)
 	}
+	fmt.Fprintf(w, "refuel met its targets on %d of %d rows; worse than the reactive baseline on both figures at once on %d\n", met, len(rows)/n, worseOnBoth)
 }
 
-func verdict(ok bool, s string) string {
-	if ok {
-		return s + " (met)"
+// refuelVerdict says whether refuel's row meets its targets: "ok", or
+// what it missed.
+func refuelVerdict(refuel, reactive autoscaleRow) string {
+	var missed []string
+	if refuel.Attainment < targetAttainment {
+		missed = append(missed, "SLO")
 	}
-	return s + " (NOT met)"
+	if refuel.CostVsOracle > targetCostVsOracle {
+		missed = append(missed, "cost")
+	}
+	if refuel.Attainment < reactive.Attainment && refuel.CostVsOracle > reactive.CostVsOracle {
+		missed = append(missed, "worse than reactive on both")
+	}
+	if len(missed) == 0 {
+		return "ok"
+	}
+	return strings.Join(missed, ", ")
 }
 
 func rangeString(r servingsim.Range) string {

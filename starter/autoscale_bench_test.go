@@ -3,9 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
+	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,61 +35,127 @@ func shortTrace(t *testing.T) string {
 	return path
 }
 
-func TestAutoscaleBenchJSON(t *testing.T) {
-	var out bytes.Buffer
-	if err := runAutoscaleBench([]string{"--trace", shortTrace(t), "--scenarios", "hour", "--json"}, &out, io.Discard); err != nil {
-		t.Fatal(err)
+// autoscaleBench runs the command as the CLI does, and wants it to
+// succeed.
+func autoscaleBench(t *testing.T, args ...string) string {
+	t.Helper()
+	var out, errs bytes.Buffer
+	if code := run(append([]string{"autoscale-bench"}, args...), &out, &errs); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs.String())
 	}
-	var policies []string
-	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+	return out.String()
+}
+
+func TestAutoscaleBenchJSON(t *testing.T) {
+	out := autoscaleBench(t, "--trace", shortTrace(t), "--scenarios", "hour,hour-x0.25", "--seeds", "2", "--json")
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var r autoscaleRow
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatalf("%q: %v", line, err)
 		}
-		policies = append(policies, r.Policy)
-		if r.Scenario != "hour" || r.Requests != 3000 || r.Attainment < 0 || r.Attainment > 1 || r.CostUSD <= 0 || r.PeakReplicas < 1 {
+		got = append(got, fmt.Sprintf("%s/%d/%s", r.Scenario, r.Seed, r.Policy))
+		if r.Attainment < 0 || r.Attainment > 1 || r.CostUSD <= 0 || r.PeakReplicas < 1 {
 			t.Errorf("implausible row %+v", r)
 		}
-		if r.Policy == "oracle" && (r.CostVsOracle != 1 || r.Attainment != 1) {
+		if r.Policy == policyOracle && (r.CostVsOracle != 1 || r.Attainment != 1) {
 			t.Errorf("oracle row %+v; want all demand served at cost ratio 1", r)
 		}
-		if r.Policy == "static peak" && r.Attainment != 1 {
+		if r.Policy == policyStatic && r.Attainment != 1 {
 			t.Errorf("static row %+v; want all demand served", r)
 		}
 	}
-	if diff := cmp.Diff(policies, []string{"refuel", "reactive (SkyServe-like)", "static peak", "oracle"}); diff != "" {
-		t.Errorf("policies got(-), want(+):\n%s", diff)
+	var want []string
+	for _, sc := range []string{"hour", "hour-x0.25"} {
+		for _, seed := range []int{1, 2} {
+			for _, p := range autoscalePolicies {
+				want = append(want, fmt.Sprintf("%s/%d/%s", sc, seed, p))
+			}
+		}
+	}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("rows got(-), want(+):\n%s", diff)
 	}
 }
 
 func TestAutoscaleBenchTable(t *testing.T) {
-	var out bytes.Buffer
-	if err := runAutoscaleBench([]string{"--trace", shortTrace(t), "--scenarios", "hour"}, &out, io.Discard); err != nil {
-		t.Fatal(err)
+	out := autoscaleBench(t, "--trace", shortTrace(t), "--scenarios", "hour", "--seed", "3", "--seeds", "2")
+	lines := strings.Split(out, "\n")
+	var rows []string
+	for _, l := range lines {
+		if f := strings.Fields(l); len(f) > 2 && f[0] == "hour" {
+			rows = append(rows, f[0]+" "+f[1])
+		}
 	}
-	for _, want := range []string{"SLO attained", "reactive (SkyServe-like)", "targets for refuel", "hour:"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("table lacks %q:\n%s", want, out.String())
+	if diff := cmp.Diff(rows, []string{"hour 3", "hour 4"}); diff != "" {
+		t.Errorf("a row per scenario and seed, got(-), want(+):\n%s\n%s", diff, out)
+	}
+	for _, want := range []string{"reactive (SkyServe-like)", "oracle USD", "worst rows", "  refuel:", "  static peak:", "refuel met its targets on"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
 		}
 	}
 }
 
-func TestAutoscaleBenchRejectsBadFlags(t *testing.T) {
+func TestAutoscaleBenchPlot(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hour.png")
+	autoscaleBench(t, "--trace", shortTrace(t), "--scenarios", "hour", "--plot", path)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := img.Bounds(); b.Dx() != int(plotW) || b.Dy() < int(plotChartH) {
+		t.Errorf("plot is %v; want %.0f wide with room for the chart", b, plotW)
+	}
+}
+
+func TestAutoscaleBenchUsageErrors(t *testing.T) {
 	cases := map[string]struct {
 		args []string
-		flag string
+		msg  string
 	}{
-		"unknown scenario": {[]string{"--scenarios", "hour,week"}, "scenarios"},
-		"no decode rate":   {[]string{"--decode-tps", "0"}, "decode-tps"},
-		"tiny window":      {[]string{"--demand-window", "10ms"}, "demand-window"},
+		"unknown flag":     {[]string{"--bogus"}, "unknown flag: --bogus"},
+		"unknown scenario": {[]string{"--scenarios", "hour,week"}, `--scenarios "week" is not a scenario`},
+		"no decode rate":   {[]string{"--decode-tps", "0"}, "--decode-tps must be positive"},
+		"tiny window":      {[]string{"--demand-window", "10ms"}, "--demand-window is under a second"},
+		"no seeds":         {[]string{"--seeds", "0"}, "--seeds 0 is fewer than one"},
+		"not a number":     {[]string{"--seeds", "five"}, `invalid argument "five" for "--seeds"`},
+		"plot format":      {[]string{"--plot", "out.gif"}, "--plot \"out.gif\" names neither"},
+		"an argument":      {[]string{"trace.csv"}, "takes no arguments"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			err := runAutoscaleBench(append([]string{"--trace", "unused.csv"}, tc.args...), &bytes.Buffer{}, io.Discard)
-			var fe *FlagError
-			if !errors.As(err, &fe) || fe.Flag != tc.flag {
-				t.Errorf("error %v; want a *FlagError for --%s", err, tc.flag)
+			var out, errs bytes.Buffer
+			code := run(append([]string{"autoscale-bench", "--trace", "unused.csv"}, tc.args...), &out, &errs)
+			lines := strings.Split(strings.TrimSpace(errs.String()), "\n")
+			if code != exitUsage || len(lines) != 2 || !strings.HasPrefix(lines[0], "starter autoscale-bench: ") ||
+				!strings.Contains(lines[0], tc.msg) || lines[1] != "run `starter autoscale-bench -h` for its flags and an example" {
+				t.Errorf("exit %d, stderr:\n%s\nwant exit 2, the error naming %q and one hint line", code, errs.String(), tc.msg)
+			}
+			if out.Len() != 0 {
+				t.Errorf("stdout %q; want nothing", out.String())
 			}
 		})
+	}
+}
+
+func TestAutoscaleBenchCompletes(t *testing.T) {
+	var out bytes.Buffer
+	if code := run([]string{"__complete", "autoscale-bench", "--s"}, &out, &bytes.Buffer{}); code != exitOK ||
+		!strings.Contains(out.String(), "--scenarios\t") || !strings.Contains(out.String(), "--seeds\t") {
+		t.Errorf("completing the flags: exit %d, %q", code, out.String())
+	}
+	out.Reset()
+	if code := run([]string{"__complete", "autoscale-bench", "--scenarios", "hour,di"}, &out, &bytes.Buffer{}); code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	got := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if diff := cmp.Diff(got[:len(got)-1], []string{"hour,diurnal", "hour,diurnal-small"}); diff != "" {
+		t.Errorf("completions got(-), want(+):\n%s", diff)
 	}
 }

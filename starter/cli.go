@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"strings"
 	"time"
@@ -156,76 +155,6 @@ func exactArgs(n int, msg string) cobra.PositionalArgs {
 
 // noArgs wants none; otherwise it is the usage error msg.
 func noArgs(msg string) cobra.PositionalArgs { return exactArgs(0, msg) }
-
-// flagSetCommand wraps a command that parses its own flags with the
-// standard flag package (sim and the market benchmarks): cobra passes its
-// arguments through; help is the flag set's own, printed once.
-func flagSetCommand(c *cobra.Command, run func(args []string, stdout, stderr io.Writer) error) *cobra.Command {
-	c.DisableFlagParsing = true
-	// `starter help sim` as `starter sim -h`.
-	c.SetHelpFunc(func(cmd *cobra.Command, _ []string) {
-		if err := flagSetHelp(cmd, run); err != nil {
-			cmd.PrintErrln(err)
-		}
-	})
-	c.RunE = func(cmd *cobra.Command, args []string) error {
-		if wantsHelp(args) {
-			return flagSetHelp(cmd, run)
-		}
-		return run(args, cmd.OutOrStdout(), cmd.ErrOrStderr())
-	}
-	// Cobra leaves a command that parses its own flags to complete them.
-	c.ValidArgsFunction = func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		if !strings.HasPrefix(toComplete, "-") {
-			return nil, cobra.ShellCompDirectiveDefault // trace files and the like
-		}
-		var out []cobra.Completion
-		for _, name := range flagSetFlags(run) {
-			if strings.HasPrefix(name, toComplete) {
-				out = append(out, name)
-			}
-		}
-		return out, cobra.ShellCompDirectiveNoFileComp
-	}
-	return c
-}
-
-// flagSetFlags are a flag-set command's flags as --name, read from the
-// defaults its help prints (a line "  -name type" each).
-func flagSetFlags(run func(args []string, stdout, stderr io.Writer) error) []string {
-	var help strings.Builder
-	_ = run([]string{"-h"}, io.Discard, &help)
-	var names []string
-	for _, line := range strings.Split(help.String(), "\n") {
-		if rest, ok := strings.CutPrefix(line, "  -"); ok {
-			if name, _, _ := strings.Cut(rest, " "); name != "" {
-				names = append(names, "--"+name)
-			}
-		}
-	}
-	return names
-}
-
-// flagSetHelp prints a flag-set command's help to stdout: its own usage
-// text when it has one, else the synopsis, then the examples.
-func flagSetHelp(cmd *cobra.Command, run func(args []string, stdout, stderr io.Writer) error) error {
-	var flags strings.Builder
-	if err := run([]string{"-h"}, io.Discard, &flags); err != nil && !errors.Is(err, flag.ErrHelp) {
-		return err
-	}
-	w := cmd.OutOrStdout()
-	text := flags.String()
-	if usage, defaults, ok := strings.Cut(text, "\n"); ok && strings.HasPrefix(usage, "Usage of ") {
-		// The flag package's own header: replace it with the synopsis.
-		fmt.Fprintf(w, "usage: %s\n\n%s\n\nFlags:\n%s", cmd.UseLine(), cmd.Long, defaults)
-	} else {
-		fmt.Fprint(w, text)
-	}
-	if cmd.Example != "" {
-		fmt.Fprintf(w, "\nExamples:\n%s\n", cmd.Example)
-	}
-	return nil
-}
 
 // parseFlagSet parses a standard flag set, typing its complaints as usage
 // errors (the flag package has no error types of its own).

@@ -298,6 +298,12 @@ func printServiceStatus(w io.Writer, st workflows.ServiceStatus) {
 	} else {
 		fmt.Fprintf(w, "load       none reported yet (starter load %s --qps N)\n", st.ID)
 	}
+	if f := st.Desired.Forecast; f != nil {
+		fmt.Fprintf(w, "forecast   %s expects %.1f replicas' load at %s (margin %.1f)\n", f.Forecaster, f.Load, f.At.Format(time.TimeOnly), f.Margin)
+		if f.Expected != nil {
+			fmt.Fprintf(w, "           for %s it expected %.1f, and %.1f came\n", f.NowAt.Format(time.TimeOnly), *f.Expected, f.Now)
+		}
+	}
 	fmt.Fprintf(w, "lead time  %s\n", time.Duration(st.LeadTimeSeconds*float64(time.Second)).Round(time.Second))
 	fmt.Fprintf(w, "cost       $%.4f\n", st.CostUSD)
 	if until := st.AcquiringHeldUntil; until != nil {

@@ -340,6 +340,9 @@ func TestPrintServiceStatus(t *testing.T) {
 		{ID: "chat/r3", State: workflows.ReplicaWarm, Layer: admission.BurstLayer, Instance: &workflows.InstanceRef{
 			ID: "i-77", Market: "spot", Zone: "us-west-2a", PricePerHour: 0.9701}},
 	}
+	expected := 6.94
+	placed.Desired.Forecast = &autoscale.Forecast{Forecaster: "peak-1L", At: *at(10 * time.Minute), Load: 7.44, Margin: 0.51,
+		Now: 7.2, NowAt: *at(5 * time.Minute), Expected: &expected}
 	placed.Failures = []workflows.Failure{{Class: "capacity", Offering: "sim/p3.2xlarge/us-west-2b/spot", Message: "no spot stock", Time: *at(3 * time.Minute)}}
 	for i := range 7 {
 		placed.Decisions = append(placed.Decisions, workflows.DecisionRecord{Time: *at(time.Duration(i) * time.Minute), Replicas: i + 1, Reason: "step"})
@@ -361,6 +364,8 @@ func TestPrintServiceStatus(t *testing.T) {
 				"desired":   strings.Fields("desired 3 replicas, 1 warm (qps 28 over 10 per replica); bounds 1..3"),
 				"fleet":     strings.Fields("fleet 1 ready, 1 starting, 0 warm"),
 				"load":      strings.Fields("load 28 qps, queue 4, gpu 85% over 1 replicas at 09:05:00"),
+				"forecast":  strings.Fields("forecast peak-1L expects 7.4 replicas' load at 09:10:00 (margin 0.5)"),
+				"for 09:05": strings.Fields("for 09:05:00 it expected 6.9, and 7.2 came"),
 				"lead time": strings.Fields("lead time 2m30s"),
 				"cost":      strings.Fields("cost $1.2346"),
 				"ID":        strings.Fields("ID STATE LAYER MARKET ZONE INSTANCE $/H"),
@@ -380,7 +385,7 @@ func TestPrintServiceStatus(t *testing.T) {
 				"load":     strings.Fields("load none reported yet (starter load chat --qps N)"),
 				"replicas": strings.Fields("replicas none"),
 			},
-			absent: []string{"decisions", "failure", "acquiring", "lost"},
+			absent: []string{"decisions", "failure", "acquiring", "lost", "forecast"},
 		},
 		"acquisitions held, replicas lost": {
 			st: held,

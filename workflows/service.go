@@ -86,6 +86,11 @@ func (w *Workflows) startService(ctx workflow.Context, input json.RawMessage, ca
 			return nil, invalidServiceSpecError(spec.CheckWorkflowID("ServiceSpec", ss.ID, id))
 		}
 		carried = &ServiceState{Autoscaler: *scaler, StartedAt: workflow.Now(ctx), Options: recordOptions(ctx, w.Service)}
+		if workflow.GetVersion(ctx, forecastScalerVersion, workflow.DefaultVersion, 1) >= 1 {
+			if carried.ForecastScaler, err = newForecastScaler(ss); err != nil {
+				return nil, invalidServiceSpecError(err)
+			}
+		}
 	}
 	s := &service{
 		ServiceState: *carried, spec: ss, id: id,
@@ -101,6 +106,15 @@ func (w *Workflows) startService(ctx workflow.Context, input json.RawMessage, ca
 		AttrTeam.ValueSet(ss.Team), AttrTier.ValueSet(string(ss.Placement.Tier())),
 		AttrPriority.ValueSet(int64(ss.Priority)), AttrState.ValueSet(string(StateRunning)))
 	return s, err
+}
+
+// newForecastScaler is the policy for a spec. Validation formats its
+// messages with fmt, which workflowcheck cannot prove deterministic; it
+// only formats the spec's own values.
+//
+//workflowcheck:ignore
+func newForecastScaler(ss spec.ServiceSpec) (*autoscale.ForecastScaler, error) {
+	return autoscale.NewForecastScaler(ss)
 }
 
 // invalidServiceSpecError fails the workflow as the spec's fault. Its message is the
@@ -300,7 +314,7 @@ func (s *service) snapshot(ctx workflow.Context) ServiceStatus {
 		ID: s.spec.ID, Team: s.spec.Team, Tier: string(s.spec.Placement.Tier()), Priority: s.spec.Priority, State: s.state,
 		MinReplicas: s.spec.MinReplicas, MaxReplicas: s.spec.MaxReplicas, Desired: s.Desired,
 		Ready: f.Ready, Starting: f.Starting, Warm: f.Warm, Replicas: []ReplicaStatus{}, LastMetrics: s.LastMetrics,
-		LeadTimeSeconds: s.Autoscaler.Lead.Estimate().Seconds(),
+		LeadTimeSeconds: s.leadTime().Seconds(),
 		CostUSD:         s.EarlierCostUSD + s.Ledger.CostUSD(now),
 		Ledger:          s.Ledger,
 		Failures:        append([]Failure{}, s.Failures...), // [] rather than null for clients

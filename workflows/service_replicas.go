@@ -245,7 +245,7 @@ func (s *service) loadModel(ctx workflow.Context, r *ServiceReplica) {
 	if !r.FromWarm {
 		startup.Provision = r.Since.Sub(r.RequestedAt)
 	}
-	s.Autoscaler.Started(startup)
+	s.policy().Started(startup)
 }
 
 // release starts giving a replica back. While the service is continuing

@@ -3,6 +3,7 @@ package workflows
 import (
 	"cmp"
 	"slices"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -21,7 +22,24 @@ func (s *service) observe(ctx workflow.Context, m autoscale.Metrics) {
 		m.Replicas = s.fleet().Ready
 	}
 	s.LastMetrics = &m
-	s.Autoscaler.Observe(m)
+	s.policy().Observe(m)
+}
+
+// policy is what the service scales by: the ForecastScaler, or for a
+// service started before it, the Autoscaler.
+func (s *service) policy() autoscale.Policy {
+	if s.ForecastScaler != nil {
+		return s.ForecastScaler
+	}
+	return &s.Autoscaler
+}
+
+// leadTime is how far ahead the policy plans.
+func (s *service) leadTime() time.Duration {
+	if s.ForecastScaler != nil {
+		return s.ForecastScaler.Lead.Estimate()
+	}
+	return s.Autoscaler.Lead.Estimate()
 }
 
 // decide asks the autoscaler what the fleet should be and converges on
@@ -33,7 +51,10 @@ func (s *service) decide(ctx workflow.Context) {
 	if s.Options != nil {
 		s.Autoscaler.StaleAfter = s.opts.MetricsStaleAfter
 	}
-	d := s.Autoscaler.Decide(now, s.fleet())
+	if s.ForecastScaler != nil {
+		s.ForecastScaler.StaleAfter = s.opts.MetricsStaleAfter
+	}
+	d := s.policy().Decide(now, s.fleet())
 	if len(s.Decisions) == 0 || d.Replicas != s.Desired.Replicas || d.Warm != s.Desired.Warm {
 		s.Decisions = append(s.Decisions, DecisionRecord{Time: now, Replicas: d.Replicas, Warm: d.Warm, Reason: d.Reason, Explanation: d.Explanation})
 		if n := len(s.Decisions); n > maxDecisions {

@@ -17,8 +17,11 @@ import (
 type ServiceState struct {
 	// Options are what the service started under, recorded in its
 	// history; nil for a service recorded before they were.
-	Options    *ServiceOptions      `json:"options,omitempty"`
-	Autoscaler autoscale.Autoscaler `json:"autoscaler"`
+	Options *ServiceOptions `json:"options,omitempty"`
+	// Autoscaler is the policy of services started before the
+	// ForecastScaler; ForecastScaler, when set, is the policy followed.
+	Autoscaler     autoscale.Autoscaler      `json:"autoscaler"`
+	ForecastScaler *autoscale.ForecastScaler `json:"forecast_scaler,omitempty"`
 	// Replicas are the replicas and warm-pool instances, in request order.
 	Replicas []*ServiceReplica `json:"replicas"`
 	// Leases number the service's acquisitions and book its replicas'

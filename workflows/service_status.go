@@ -132,6 +132,9 @@ func (s *service) showDetails(ctx workflow.Context) {
 	if why := s.Desired.Explanation; why != "" {
 		lines = append(lines, "market: "+why)
 	}
+	if f := s.Desired.Forecast; f != nil {
+		lines = append(lines, forecastLine(f))
+	}
 	for _, r := range s.Replicas {
 		line := r.ID + ": " + string(r.State)
 		if r.Lease != nil {
@@ -149,3 +152,17 @@ func (s *service) showDetails(ctx workflow.Context) {
 	}
 	workflow.SetCurrentDetails(ctx, strings.Join(lines, "  \n"))
 }
+
+// forecastLine is the forecast against the load it expected and got:
+// "forecast: peak-1L expects 7.4 replicas at 12:05:10 UTC (margin 0.5);
+// for 12:00:10 it expected 6.9, and 7.2 came".
+func forecastLine(f *autoscale.Forecast) string {
+	line := "forecast: " + f.Forecaster + " expects " + replicaCount(f.Load) + " replicas at " + f.At.UTC().Format(time.TimeOnly) +
+		" UTC (margin " + replicaCount(f.Margin) + ")"
+	if f.Expected != nil {
+		line += "; for " + f.NowAt.UTC().Format(time.TimeOnly) + " it expected " + replicaCount(*f.Expected) + ", and " + replicaCount(f.Now) + " came"
+	}
+	return line
+}
+
+func replicaCount(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }

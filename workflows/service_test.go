@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/mock"
+	sdk "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -343,6 +345,7 @@ func TestServiceContinuesAsNewWithItsState(t *testing.T) {
 	c := &serviceCloud{fakeCloud: &fakeCloud{offerings: []capacity.Offering{spotA}}}
 	env := newServiceEnv(t, c, &fakePool{absent: true})
 	env.RegisterDelayedCallback(func() { env.SetContinueAsNewSuggested(true) }, time.Minute)
+	reportQPS(env, 10*time.Second, 50*time.Second, 3)
 	s := serviceSpec(func(s *spec.ServiceSpec) { s.MinReplicas = 2 })
 	env.ExecuteWorkflow(InferenceServiceName, s)
 	var next *workflow.ContinueAsNewError
@@ -354,8 +357,8 @@ func TestServiceContinuesAsNewWithItsState(t *testing.T) {
 	if err := converter.GetDefaultDataConverter().FromPayloads(next.Input, &carried, &carry); err != nil {
 		t.Fatal(err)
 	}
-	if carry == nil || len(carry.Replicas) != 2 || carry.NextReplica != 2 || carry.Autoscaler.Since.IsZero() || len(c.released()) != 0 {
-		t.Fatalf("carry %+v after %d releases; want 2 replicas held, numbering and autoscaler carried", carry, len(c.released()))
+	if carry == nil || len(carry.Replicas) != 2 || carry.NextReplica != 2 || carry.ForecastScaler == nil || len(carry.ForecastScaler.Loads.Values) == 0 || len(c.released()) != 0 {
+		t.Fatalf("carry %+v after %d releases; want 2 replicas held, numbering and the policy's loads carried", carry, len(c.released()))
 	}
 
 	// The next run holds the same instances: it acquires nothing and,
@@ -367,6 +370,11 @@ func TestServiceContinuesAsNewWithItsState(t *testing.T) {
 	if len(c2.acquisitions()) != 0 || st.Ready != 2 {
 		t.Errorf("next run: %d acquisitions, %d ready; want the 2 carried replicas and no new ones", len(c2.acquisitions()), st.Ready)
 	}
+	// It has had no report of its own: its forecast is from the loads
+	// the previous run learned.
+	if f := st.Desired.Forecast; f == nil || f.Now != 1.5 {
+		t.Errorf("next run's forecast %+v (%s); want one from the carried loads (1.5 replicas)", f, st.Desired.Explanation)
+	}
 	var released []string
 	for _, in := range c2.released() {
 		released = append(released, in.Instance.ID)
@@ -374,5 +382,60 @@ func TestServiceContinuesAsNewWithItsState(t *testing.T) {
 	want := []string{carry.Replicas[0].Instance.ID, carry.Replicas[1].Instance.ID}
 	if !cmp.Equal(sorted(released), sorted(want)) {
 		t.Errorf("next run released %v; want the carried %v", released, want)
+	}
+}
+
+// A service started before the ForecastScaler (its carried state has
+// none) keeps deciding by the Autoscaler; a new one follows the
+// ForecastScaler.
+func TestServicePolicyByWhenItStarted(t *testing.T) {
+	t.Parallel()
+	s := serviceSpec(nil)
+	s.Normalize()
+	old, err := autoscale.NewAutoscaler(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := DefaultServiceOptions()
+	cases := map[string]struct {
+		carry  *ServiceState
+		reason string
+	}{
+		"started before": {&ServiceState{Autoscaler: *old, Options: &opts}, `^load 1\.50 expected within 1m0s$`},
+		"started now":    {nil, `^\S+ expects 1\.50 within 1m0s, margin -?0\.00$`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			env := newServiceEnv(t, &serviceCloud{fakeCloud: &fakeCloud{offerings: []capacity.Offering{spotA}}}, &fakePool{absent: true})
+			reportQPS(env, 10*time.Second, 20*time.Minute, 3)
+			st := statusAt(t, env, 20*time.Minute+time.Second)
+			var details string
+			env.RegisterDelayedCallback(func() {
+				v, err := env.QueryWorkflow("__temporal_workflow_metadata")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				var meta sdk.WorkflowMetadata
+				if err := v.Get(&meta); err != nil {
+					t.Error(err)
+				}
+				details = meta.GetCurrentDetails()
+			}, 20*time.Minute+time.Second)
+			runUntilCancelled(t, env, 21*time.Minute, s, tc.carry)
+			if !regexp.MustCompile(tc.reason).MatchString(st.Desired.Reason) || (st.Desired.Forecast != nil) != (tc.carry == nil) {
+				t.Errorf("decided %+v; want the reason %q, a forecast only from the ForecastScaler", st.Desired, tc.reason)
+			}
+			if f := st.Desired.Forecast; f != nil {
+				want := "forecast: " + f.Forecaster + " expects 1.5 replicas at " + f.At.UTC().Format(time.TimeOnly) + " UTC (margin 0.0); for " +
+					f.NowAt.UTC().Format(time.TimeOnly) + " it expected 1.5, and 1.5 came"
+				if !strings.Contains(details, want) {
+					t.Errorf("details:\n%s\nwant the line %q", details, want)
+				}
+			} else if strings.Contains(details, "forecast:") {
+				t.Errorf("details:\n%s\nwant no forecast line", details)
+			}
+		})
 	}
 }

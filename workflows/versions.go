@@ -150,4 +150,10 @@ const (
 	// to acquiring in wall time. Recorded in
 	// training-run-market-time-gang.json.
 	gangClockVersion = "gang-market-clock"
+
+	// forecastScalerVersion: services follow autoscale.ForecastScaler (a
+	// family of forecasters chosen by what each would have cost, margins
+	// from their own errors, ski-rental scale-in); those recorded before
+	// it follow autoscale.Autoscaler. Recorded in inference-service.json.
+	forecastScalerVersion = "forecast-scaler"
 )

@@ -118,62 +118,9 @@ func (a *Autoscaler) Observe(m Metrics) {
 	a.Forecasts = dropBefore(a.Forecasts, m.At.Add(-lead-time.Minute))
 }
 
-// load is the replicas the reports up to now ask for: the largest over
-// the targets set, as a Kubernetes HPA does with several metrics.
-//
-// A utilisation target is applied to the work arriving over the last
-// Smoothing rather than to the utilisation measured: measured utilisation
-// stops at 100% when the fleet falls behind, and so cannot say by how
-// much. The work arriving is the busy replica-seconds plus the growth of
-// the queue times the work per request, learned over the last WorkWindow
-// as busy replica-seconds per request taken up. A queue longer than its
-// target per ready replica adds the replicas that would drain the excess
-// within one lead time.
+// load is the replicas the reports up to now ask for (loadFrom).
 func (a *Autoscaler) load(now time.Time) (replicas float64, known bool) {
-	t := a.Spec.Target
-	var busy, taken, recentBusy, span, arrived float64
-	first := -1
-	for i := 1; i < len(a.Reports); i++ {
-		r, prev := a.Reports[i], a.Reports[i-1]
-		dt := r.At.Sub(prev.At).Seconds()
-		b := r.GPUUtilization * float64(r.Replicas) * dt
-		busy += b
-		taken += r.QPS*dt - (r.QueueLength - prev.QueueLength)
-		if prev.At.Before(now.Add(-Smoothing)) {
-			continue
-		}
-		if first < 0 {
-			first = i - 1
-		}
-		recentBusy += b
-		span += dt
-		arrived += r.QPS * dt
-	}
-	if span == 0 {
-		return 0, false
-	}
-	var l float64
-	if t.QPS > 0 {
-		l = arrived / span / t.QPS
-	}
-	last := a.Reports[len(a.Reports)-1]
-	if busy == 0 || taken <= 0 {
-		// Nothing served: with nothing arriving or waiting either, there
-		// is no load; otherwise the work per request is not known yet,
-		// and only a QPS target can say anything.
-		idle := arrived == 0 && last.QueueLength == 0
-		return l, idle || t.QPS > 0
-	}
-	perRequest := busy / taken // replica-seconds
-	if t.GPUUtilization > 0 {
-		work := recentBusy + (last.QueueLength-a.Reports[first].QueueLength)*perRequest
-		l = max(l, work/span/t.GPUUtilization)
-	}
-	if t.QueueLength > 0 {
-		excess := last.QueueLength - t.QueueLength*float64(last.Replicas)
-		l += max(0, excess) * perRequest / a.Lead.Estimate().Seconds()
-	}
-	return l, true
+	return loadFrom(a.Reports, a.Spec.Target, a.Lead.Estimate(), now)
 }
 
 // Decide returns the replicas wanted at now.
@@ -274,11 +221,7 @@ func (a *Autoscaler) Decide(now time.Time, f Fleet) Decision {
 // now, and how old it is. A service that never had a report is not
 // stale: its load is simply not known yet.
 func (a *Autoscaler) stale(now time.Time) (bool, time.Duration) {
-	if a.StaleAfter <= 0 || len(a.Reports) == 0 {
-		return false, 0
-	}
-	age := now.Sub(a.Reports[len(a.Reports)-1].At)
-	return age >= a.StaleAfter, age
+	return staleness(a.Reports, a.StaleAfter, now)
 }
 
 // replicas writes a count of replicas: "1 replica", "3 replicas".

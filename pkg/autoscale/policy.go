@@ -48,6 +48,27 @@ type Decision struct {
 	// 5.5 min (recent peak 3.0, margin 0.4)". Empty from a policy that
 	// does not explain itself.
 	Explanation string `json:"explanation,omitempty"`
+	// Forecast is what a forecasting policy expected; nil from others.
+	Forecast *Forecast `json:"forecast,omitempty"`
+}
+
+// Forecast is the load a policy expects one lead time ahead, beside
+// what it expected, one lead time ago, for now and what came.
+type Forecast struct {
+	// Forecaster is the member of the family followed.
+	Forecaster string `json:"forecaster"`
+	// At is the moment forecast: the newest load's time plus the lead.
+	At time.Time `json:"at"`
+	// Load is the load expected at At, in replicas, and Margin what was
+	// added to it for the forecaster's recent errors.
+	Load   float64 `json:"load"`
+	Margin float64 `json:"margin"`
+	// Now is the newest load, at NowAt, and Expected what the forecaster
+	// expected for it one lead time before; nil when it made no forecast
+	// then.
+	Now      float64   `json:"now"`
+	NowAt    time.Time `json:"now_at"`
+	Expected *float64  `json:"expected,omitempty"`
 }
 
 // Policy decides a service's replicas. The workflow (or the benchmark)

@@ -2,6 +2,7 @@ package servingsim
 
 import (
 	"cmp"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -28,6 +29,8 @@ type Config struct {
 	// Seed draws the start-up times; the n-th replica requested takes the
 	// same time under every policy, so policies meet the same clouds.
 	Seed uint64
+	// Timeline keeps a Sample per decision in the Result.
+	Timeline bool
 }
 
 // Result is what one policy achieved on one trace.
@@ -45,6 +48,24 @@ type Result struct {
 	// P99Wait is the 99th percentile of the time requests waited in the
 	// queue before a replica took them up, in seconds.
 	P99Wait float64 `json:"p99_wait_seconds"`
+	// Timeline is the run decision by decision, when Config.Timeline.
+	Timeline []Sample `json:"-"`
+}
+
+// Sample is one interval between decisions, and the decision ending it.
+type Sample struct {
+	// At is the decision's time, from the start of the trace.
+	At time.Duration
+	// Demand is the highest demand of the interval; Ready the fewest
+	// replicas serving in it, and Missed its seconds with fewer serving
+	// than demand.
+	Demand float64
+	Ready  int
+	Missed int
+	// Metrics is what the fleet reported, and Decision what the policy
+	// made of it.
+	Metrics  autoscale.Metrics
+	Decision autoscale.Decision
 }
 
 // tick is the virtual clock's step.
@@ -53,7 +74,7 @@ const tick = time.Second
 // Run replays tr against policy p. The service starts with initial
 // replicas serving, as if it had been running before the trace began.
 func Run(tr *traffic.Trace, demand *Demand, p autoscale.Policy, initial int, c Config) Result {
-	f := &fleet{c: c, policy: p, demand: demand,
+	f := &fleet{c: c, policy: p, demand: demand, sample: Sample{Ready: math.MaxInt},
 		cold: rand.New(rand.NewPCG(c.Seed, 0x636f6c64)), warm: rand.New(rand.NewPCG(c.Seed, 0x7761726d))}
 	for range initial {
 		f.ready = append(f.ready, &replica{})
@@ -108,6 +129,8 @@ type fleet struct {
 	// Since the last report.
 	arrivals     int
 	busy, offers float64
+	sample       Sample
+	timeline     []Sample
 }
 
 // progress moves instances whose start-up or preparation is over.
@@ -148,9 +171,14 @@ func (f *fleet) serve(now time.Duration) {
 	}
 	f.queue = slices.DeleteFunc(f.queue, func(j *job) bool { return j.left <= 1e-12 })
 	f.readySecs += len(f.ready)
-	if float64(len(f.ready)) >= f.demand.At(f.demand.Start.Add(now))-1e-9 {
+	d := f.demand.At(f.demand.Start.Add(now))
+	if float64(len(f.ready)) >= d-1e-9 {
 		f.served++
+	} else {
+		f.sample.Missed++
 	}
+	f.sample.Demand = max(f.sample.Demand, d)
+	f.sample.Ready = min(f.sample.Ready, len(f.ready))
 	f.peak = max(f.peak, len(f.ready)+len(f.starting))
 }
 
@@ -170,6 +198,11 @@ func (f *fleet) decide(at time.Duration) {
 	f.arrivals, f.busy, f.offers = 0, 0, 0
 	f.policy.Observe(m)
 	d := f.policy.Decide(clock, autoscale.Fleet{Ready: len(f.ready), Starting: len(f.starting), Warm: len(f.pool)})
+	if f.c.Timeline {
+		f.sample.At, f.sample.Metrics, f.sample.Decision = at, m, d
+		f.timeline = append(f.timeline, f.sample)
+	}
+	f.sample = Sample{Ready: math.MaxInt}
 	f.scale(d.Replicas, d.Warm, at)
 	f.keepWarm(d.Warm, at)
 }
@@ -239,6 +272,7 @@ func (f *fleet) result(end time.Duration) Result {
 		PeakReplicas: f.peak,
 		Requested:    f.requested,
 		P99Wait:      percentile(f.waits, 0.99),
+		Timeline:     f.timeline,
 	}
 	r.CostUSD = r.ReplicaHours*f.c.PricePerHour + r.WarmHours*f.c.WarmPricePerHour
 	return r

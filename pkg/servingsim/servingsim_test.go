@@ -143,3 +143,29 @@ func TestRunIsDeterministic(t *testing.T) {
 		t.Errorf("got(-), want(+):\n%s", diff)
 	}
 }
+
+func TestTimeline(t *testing.T) {
+	tr := steady(time.Minute)
+	d := NewDemand(tr, model, 10*time.Second, epoch)
+	c := config()
+	c.Timeline = true
+	res := Run(tr, d, autoscale.Static{Replicas: 0}, 1, c)
+	if len(res.Timeline) != 6 {
+		t.Fatalf("%d samples over a minute deciding every 10 s; want 6", len(res.Timeline))
+	}
+	first, last := res.Timeline[0], res.Timeline[5]
+	// One replica serves until the first decision releases it; demand is
+	// one replica, so from then on every second is missed.
+	if first.At != 10*time.Second || first.Ready != 1 || first.Missed != 0 || first.Decision.Replicas != 0 || first.Metrics.Replicas != 1 {
+		t.Errorf("first sample %+v; want one replica serving, none missed, the decision to keep none", first)
+	}
+	if last.Ready != 0 || last.Missed != 10 || last.Demand != 1 {
+		t.Errorf("last sample %+v; want none serving and all 10 s missed against a demand of 1", last)
+	}
+	if res.Attainment != 1.0/6 {
+		t.Errorf("attainment %g; want the first 10 s of 60", res.Attainment)
+	}
+	if c.Timeline = false; Run(tr, d, autoscale.Static{Replicas: 0}, 1, c).Timeline != nil {
+		t.Error("a timeline kept without Config.Timeline")
+	}
+}
