@@ -255,12 +255,8 @@ func (e *env) stopped(ctx workflow.Context) {
 	case stopYield:
 		e.Moves++
 		why := "the capacity pool took its capacity back"
-		if y := e.Pool.Yield; y != nil {
-			why += " (" + y.Reason
-			if y.For != "" {
-				why += " for " + y.For
-			}
-			why += ")"
+		if y := e.Pool.Yield; y != nil && y.Reason != "" {
+			why += " (" + y.Reason + ")"
 		}
 		e.setState(ctx, devenv.StateMoving, why+": resuming on other capacity with its workspace")
 		e.release(ctx, activities.ReleaseYielded)
