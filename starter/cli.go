@@ -88,7 +88,7 @@ was cancelled or terminated, or the check it runs failed; 2 a usage mistake.`,
 // top-level commands (as the Makefile and README call them) and the
 // members of `starter bench`.
 func benchCommands() []*cobra.Command {
-	return []*cobra.Command{scaleBenchCommand(), simBenchCommand(), autoscaleBenchCommand()}
+	return []*cobra.Command{scaleBenchCommand(), simBenchCommand(), autoscaleBenchCommand(), estimateBenchCommand()}
 }
 
 // benchGroup is `starter bench`: the benchmarks apart from the commands
@@ -96,15 +96,15 @@ func benchCommands() []*cobra.Command {
 func benchGroup() *cobra.Command {
 	b := &cobra.Command{
 		Use:   "bench",
-		Short: "the benchmarks: scale, sim (market policies) and autoscale",
+		Short: "the benchmarks: scale, sim (market policies), autoscale and estimate",
 		Long: `The benchmarks, apart from everyday commands. Each is also a top-level
 command of the same name with -bench: starter bench scale is starter
 scale-bench.`,
 		Example: "  starter bench scale --runs 1000 --storm 0.3 --json\n  starter bench sim --known-statistics",
 		GroupID: groupBench,
-		Args:    noArgs("starter bench takes a benchmark: scale, sim or autoscale"),
+		Args:    noArgs("starter bench takes a benchmark: scale, sim, autoscale or estimate"),
 		RunE: func(*cobra.Command, []string) error {
-			return usagef("give a benchmark: starter bench scale, sim or autoscale")
+			return usagef("give a benchmark: starter bench scale, sim, autoscale or estimate")
 		},
 	}
 	for _, c := range benchCommands() {
