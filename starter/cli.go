@@ -73,7 +73,7 @@ was cancelled or terminated, or the check it runs failed; 2 a usage mistake.`,
 			root.AddCommand(c)
 		}
 	}
-	add(groupRuns, submitCommand(), listCommand(), statusCommand(), waitCommand(), cancelCommand(), logsCommand(),
+	add(groupRuns, submitCommand(), estimateCommand(), listCommand(), statusCommand(), waitCommand(), cancelCommand(), logsCommand(),
 		pauseCommand(), resumeCommand(), priorityCommand(), budgetCommand(), interruptCommand())
 	add(groupServices, serveCommand(), loadCommand(), serviceStatusCommand(), stopServiceCommand(), poolCommand(),
 		nodesCommand(), drainCommand(), undrainCommand())

@@ -23,7 +23,7 @@ var documented = map[string]bool{
 	"setup": true, "drill": true, "demo": true, "cost": true,
 	"sim": false, "completion": false, "ui": true, "scale-bench": false, "sim-bench": false, "autoscale-bench": false,
 	"bench scale": false, "bench sim": false, "bench autoscale": false,
-	"estimate-bench": false, "bench estimate": false,
+	"estimate": false, "estimate-bench": false, "bench estimate": false,
 }
 
 func TestEveryDocumentedCommandExistsWithTheClientFlags(t *testing.T) {
