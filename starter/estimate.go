@@ -140,6 +140,7 @@ func (f *deploymentFlags) open(ctx context.Context) (jobs.Deployment, error) {
 		}
 		d.Providers = append(d.Providers, cloud)
 	case "local":
+		return d, &FlagError{"provider", "local runs on this machine, which has no market to estimate", "give the worker's cloud: --provider sim or aws"}
 	default:
 		return d, &FlagError{"provider", fmt.Sprintf("%q is not a provider", f.provider), "use sim, aws or local, as the worker's --provider"}
 	}
