@@ -266,8 +266,8 @@ func (p *planned) Decide(t int, s policy.State, m policy.Market, g policy.Gang) 
 func (c caseSpec) summarise(a Ask, m *markets, outs []outcome) Case {
 	job := a.job(c)
 	r := Case{
-		Name: c.name, Tier: c.tier, DeadlineHours: c.deadline.Hours(), OnDemandCostUSD: round2(job.OnDemandCost()),
-		HorizonHours: c.horizon.Hours(), Windows: len(outs), Basis: m.basis,
+		Name: c.name, Tier: c.tier, DeadlineHours: round2(c.deadline.Hours()), OnDemandCostUSD: round2(job.OnDemandCost()),
+		HorizonHours: round2(c.horizon.Hours()), Windows: len(outs), Basis: m.basis,
 	}
 	costs := make([]float64, len(outs))
 	finish := make([]float64, len(outs))
