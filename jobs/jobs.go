@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"refuel/activities"
+	"refuel/pkg/estimate"
 	"refuel/pkg/spec"
 	"refuel/workflows"
 )
@@ -39,11 +40,31 @@ func (e *DuplicateError) Error() string {
 	return fmt.Sprintf("a job with id %q already exists: ids are unique, so choose another id", e.ID)
 }
 
+// SubmitOption adds to how Submit starts a run.
+type SubmitOption func(*client.StartWorkflowOptions)
+
+// WithEstimate keeps what was estimated for the run (see Estimate and
+// Submitted) with it, in its memo: the run's status and its details in
+// the Web UI show it beside what the run cost and when it finished. A nil
+// estimate keeps none.
+func WithEstimate(e *estimate.Submitted) SubmitOption {
+	return func(o *client.StartWorkflowOptions) {
+		if e == nil {
+			return
+		}
+		if o.Memo == nil {
+			o.Memo = map[string]any{}
+		}
+		o.Memo[workflows.MemoEstimate] = e
+		o.StaticDetails += "\n" + estimateDetails(*e)
+	}
+}
+
 // Submit starts a TrainingRun whose workflow ID is the job's id. A second
 // start with the same id is refused with *DuplicateError, never
 // duplicated, even after the first run closed.
-func Submit(ctx context.Context, c client.Client, js spec.JobSpec) (client.WorkflowRun, error) {
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+func Submit(ctx context.Context, c client.Client, js spec.JobSpec, opts ...SubmitOption) (client.WorkflowRun, error) {
+	start := client.StartWorkflowOptions{
 		ID:                       js.ID,
 		TaskQueue:                workflows.TaskQueue,
 		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
@@ -55,7 +76,11 @@ func Submit(ctx context.Context, c client.Client, js spec.JobSpec) (client.Workf
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.AttrTeam.ValueSet(js.Team), workflows.AttrTier.ValueSet(string(js.Tier)),
 			workflows.AttrPriority.ValueSet(int64(js.Priority)), workflows.AttrState.ValueSet(string(workflows.StatePending))),
-	}, workflows.TrainingRunName, js)
+	}
+	for _, o := range opts {
+		o(&start)
+	}
+	run, err := c.ExecuteWorkflow(ctx, start, workflows.TrainingRunName, js)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
 		return nil, &DuplicateError{ID: js.ID}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"refuel/pkg/estimate"
 	"refuel/pkg/spec"
 )
 
@@ -42,6 +43,12 @@ func jobDetails(js spec.JobSpec) string {
 		cmd = "`" + strings.Join(js.Command, " ") + "`"
 	}
 	return strings.Join(append(lines, "- **command** "+cmd), "\n")
+}
+
+// estimateDetails is what was estimated for a run at submit, as a line
+// of its static details.
+func estimateDetails(e estimate.Submitted) string {
+	return "- **estimated at submit** " + e.Line() + "; " + e.Basis
 }
 
 // serviceSummary is a service's one line.

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"io"
 	"strings"
 	"time"
@@ -72,7 +70,7 @@ was cancelled or terminated, or the check it runs failed; 2 a usage mistake.`,
 			root.AddCommand(c)
 		}
 	}
-	add(groupRuns, submitCommand(), listCommand(), statusCommand(), waitCommand(), cancelCommand(), logsCommand(),
+	add(groupRuns, submitCommand(), estimateCommand(), listCommand(), statusCommand(), waitCommand(), cancelCommand(), logsCommand(),
 		pauseCommand(), resumeCommand(), priorityCommand(), budgetCommand(), interruptCommand())
 	add(groupServices, serveCommand(), loadCommand(), serviceStatusCommand(), stopServiceCommand(), poolCommand(),
 		nodesCommand(), drainCommand(), undrainCommand())
@@ -87,7 +85,7 @@ was cancelled or terminated, or the check it runs failed; 2 a usage mistake.`,
 // top-level commands (as the Makefile and README call them) and the
 // members of `starter bench`.
 func benchCommands() []*cobra.Command {
-	return []*cobra.Command{scaleBenchCommand(), simBenchCommand(), autoscaleBenchCommand()}
+	return []*cobra.Command{scaleBenchCommand(), simBenchCommand(), autoscaleBenchCommand(), estimateBenchCommand()}
 }
 
 // benchGroup is `starter bench`: the benchmarks apart from the commands
@@ -95,15 +93,15 @@ func benchCommands() []*cobra.Command {
 func benchGroup() *cobra.Command {
 	b := &cobra.Command{
 		Use:   "bench",
-		Short: "the benchmarks: scale, sim (market policies) and autoscale",
+		Short: "the benchmarks: scale, sim (market policies), autoscale and estimate",
 		Long: `The benchmarks, apart from everyday commands. Each is also a top-level
 command of the same name with -bench: starter bench scale is starter
 scale-bench.`,
 		Example: "  starter bench scale --runs 1000 --storm 0.3 --json\n  starter bench sim --known-statistics",
 		GroupID: groupBench,
-		Args:    noArgs("starter bench takes a benchmark: scale, sim or autoscale"),
+		Args:    noArgs("starter bench takes a benchmark: scale, sim, autoscale or estimate"),
 		RunE: func(*cobra.Command, []string) error {
-			return usagef("give a benchmark: starter bench scale, sim or autoscale")
+			return usagef("give a benchmark: starter bench scale, sim, autoscale or estimate")
 		},
 	}
 	for _, c := range benchCommands() {
@@ -155,16 +153,6 @@ func exactArgs(n int, msg string) cobra.PositionalArgs {
 
 // noArgs wants none; otherwise it is the usage error msg.
 func noArgs(msg string) cobra.PositionalArgs { return exactArgs(0, msg) }
-
-// parseFlagSet parses a standard flag set, typing its complaints as usage
-// errors (the flag package has no error types of its own).
-func parseFlagSet(fs *flag.FlagSet, args []string) error {
-	err := fs.Parse(args)
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		return usageError{err.Error()}
-	}
-	return err
-}
 
 // wantsHelp reports whether the arguments ask for help (before any "--").
 func wantsHelp(args []string) bool {

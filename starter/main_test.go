@@ -23,6 +23,7 @@ var documented = map[string]bool{
 	"setup": true, "drill": true, "demo": true, "cost": true,
 	"sim": false, "completion": false, "ui": true, "scale-bench": false, "sim-bench": false, "autoscale-bench": false,
 	"bench scale": false, "bench sim": false, "bench autoscale": false,
+	"estimate": false, "estimate-bench": false, "bench estimate": false,
 }
 
 func TestEveryDocumentedCommandExistsWithTheClientFlags(t *testing.T) {
@@ -110,7 +111,7 @@ func TestUsageMistakesExitTwoNamingTheFix(t *testing.T) {
 		"sim, bad duration":       {[]string{"sim", "--trace", "t.json", "--work", "two days"}, "write it like 48h"},
 		"sim-bench, bad starts":   {[]string{"sim-bench", "--starts", "0"}, "--starts 0 is below 1"},
 		"bench sim, bad starts":   {[]string{"bench", "sim", "--starts", "0"}, "--starts 0 is below 1"},
-		"bench without a bench":   {[]string{"bench", "nope"}, "scale, sim or autoscale"},
+		"bench without a bench":   {[]string{"bench", "nope"}, "scale, sim, autoscale or estimate"},
 		"drill, gang too large":   {[]string{"drill", "--nodes", "1000"}, "--nodes 1000"},
 		"setup, negative wait":    {[]string{"setup", "--wait=-1s"}, "--wait -1s"},
 		"api key file missing":    {[]string{"list", "--api-key-file", "/nonexistent/key"}, "--api-key-file"},

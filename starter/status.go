@@ -196,6 +196,16 @@ func printStatus(w io.Writer, st workflows.Status) {
 		fmt.Fprintf(w, "cost       $%.4f\n", st.CostUSD)
 	}
 	printBudget(w, st)
+	if e := st.Estimate; e != nil {
+		fmt.Fprintf(w, "estimated  at submit: %s\n", e.Line())
+		if o := e.Outcome; o != nil {
+			within := "outside"
+			if o.CostWithin {
+				within = "within"
+			}
+			fmt.Fprintf(w, "           it cost $%.2f (%s p10..p90) and ended %.1fh after submit\n", o.CostUSD, within, o.FinishHours)
+		}
+	}
 	if st.StoreURL != "" {
 		fmt.Fprintf(w, "store      %s (starter logs %s)\n", st.StoreURL, st.ID)
 	}

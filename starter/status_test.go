@@ -8,6 +8,7 @@ import (
 
 	"refuel/activities"
 	"refuel/pkg/capacity"
+	"refuel/pkg/estimate"
 	"refuel/pkg/replay"
 	"refuel/workflows"
 )
@@ -185,5 +186,21 @@ func TestStatusViews(t *testing.T) {
 			out.WriteString(statusLine(st, viewTime) + "\n")
 			golden(t, name+".golden", out.String())
 		})
+	}
+}
+
+func TestPrintStatusShowsTheEstimateBesideTheOutcome(t *testing.T) {
+	p50 := 50.0
+	e := &estimate.Submitted{Case: estimate.Case{CostUSD: estimate.Spread{P10: 40, P50: 45, P90: 60}, OnDemandCostUSD: 147.49, FinishHours: estimate.Finish{P50: &p50, P90: &p50}}}
+	var out bytes.Buffer
+	printStatus(&out, workflows.Status{RunRecord: workflows.RunRecord{ID: "job-1", State: workflows.StateRunning}, Estimate: e})
+	if want := "estimated  at submit: $45.00 (p10 $40.00, p90 $60.00; on-demand $147.49), finish p50 50.0h, p90 50.0h"; !strings.Contains(out.String(), want) || strings.Contains(out.String(), "it cost") {
+		t.Errorf("a running run's status:\n%s\nwant %q and no outcome yet", out.String(), want)
+	}
+	e.Outcome = &estimate.Outcome{CostUSD: 52.5, FinishHours: 49.2, CostWithin: true}
+	out.Reset()
+	printStatus(&out, workflows.Status{RunRecord: workflows.RunRecord{ID: "job-1", State: workflows.StateCompleted}, Estimate: e})
+	if want := "it cost $52.50 (within p10..p90) and ended 49.2h after submit"; !strings.Contains(out.String(), want) {
+		t.Errorf("a finished run's status:\n%s\nwant %q", out.String(), want)
 	}
 }

@@ -11,7 +11,7 @@ import (
 // showDetails keeps what the Web UI shows as the run's current details
 // up to date: its phase, progress, instance, cost, and what it met.
 func (r *run) showDetails(ctx workflow.Context) {
-	workflow.SetCurrentDetails(ctx, r.details(workflow.Now(ctx)))
+	workflow.SetCurrentDetails(ctx, r.details(workflow.Now(ctx))+r.estimateDetails(ctx))
 }
 
 // details is the run now, as markdown a person reads at a glance.

@@ -117,6 +117,7 @@ func (r *run) snapshot(ctx workflow.Context) Status {
 	s.Restarts = maps.Clone(r.Restarts)
 	s.Market, _ = r.market.status()
 	s.Admission = r.seat().admission()
+	s.Estimate = r.submittedEstimate(ctx, s.CostUSD)
 	return s
 }
 

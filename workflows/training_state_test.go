@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"refuel/pkg/capacity"
+	"refuel/pkg/estimate"
 	"refuel/pkg/spec"
 )
 
@@ -232,7 +233,7 @@ func TestStatusKeepsItsNames(t *testing.T) {
 	st := Status{
 		RunRecord: RunRecord{BudgetUSD: 1, ModelDigest: "d", StoreURL: "mem://", Record: Record{LastPreemption: &PreemptionInfo{}, LastRecovery: &RecoveryInfo{}, PoolYields: &PoolYields{Yields: 2}, StockOuts: &StockOuts{}, WaitingUntil: &now, WaitingOn: "no-capacity"}},
 		Nodes:     []NodeStatus{{}}, NodesAsked: 2, NodesTraining: 2, Market: &MarketStatus{},
-		Admission: &AdmissionStatus{Queued: true, Yields: 2},
+		Admission: &AdmissionStatus{Queued: true, Yields: 2}, Estimate: &estimate.Submitted{},
 	}
 	b, err := json.Marshal(st)
 	if err != nil {
@@ -246,7 +247,7 @@ func TestStatusKeepsItsNames(t *testing.T) {
 		"preemptions", "recoveries", "cost_usd", "lost_work_seconds", "failures", "attempt", "restarts", "nodes",
 		"node_replacements", "nodes_asked", "nodes_training", "budget_usd", "changeovers", "checkpoint_interval_seconds",
 		"started_at", "last_preemption", "last_recovery", "model_digest", "cost", "ledger", "market", "admission",
-		"store_url", "stock_outs", "waiting_until", "waiting_on"}
+		"store_url", "stock_outs", "waiting_until", "waiting_on", "estimate"}
 	if keys := slices.Sorted(maps.Keys(got)); !slices.Equal(keys, slices.Sorted(slices.Values(want))) {
 		t.Errorf("status keys %v; want %v", keys, slices.Sorted(slices.Values(want)))
 	}

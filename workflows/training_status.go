@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"refuel/pkg/cost"
+	"refuel/pkg/estimate"
 	"refuel/pkg/replay"
 )
 
@@ -61,6 +62,9 @@ type Status struct {
 	// the yields the record counts, and what it holds from its grant. It
 	// stands in for the record's PoolYields under the same name.
 	Admission *AdmissionStatus `json:"admission,omitempty"`
+	// Estimate is what was estimated for the run when it was submitted
+	// (`starter estimate`), and once it has ended how it turned out.
+	Estimate *estimate.Submitted `json:"estimate,omitempty"`
 }
 
 // InstanceRef is the instance a run holds now.
