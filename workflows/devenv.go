@@ -30,7 +30,7 @@ import (
 //
 // carried is nil on a first start; continue-as-new hands the whole state
 // on in it.
-func (w *Workflows) DevEnvironment(ctx workflow.Context, input json.RawMessage, carried *EnvState) (devenv.Status, error) {
+func (w *Environments) DevEnvironment(ctx workflow.Context, input json.RawMessage, carried *EnvState) (devenv.Status, error) {
 	e, err := w.startEnv(ctx, input, carried)
 	if err != nil {
 		return devenv.Status{State: devenv.StateFailed}, err
@@ -84,6 +84,10 @@ func (w *Workflows) DevEnvironment(ctx workflow.Context, input json.RawMessage, 
 	return e.end(ctx, nil)
 }
 
+// Environments are development environments with the options they run
+// under, a training run's (see Workflows).
+type Environments struct{ Options RunOptions }
+
 // env is one DevEnvironment: its state, its spec, and the workload it
 // shares with training runs.
 type env struct {
@@ -106,7 +110,7 @@ const noticeGrace = 30 * time.Second
 
 // startEnv takes up a carried state, or validates the spec and records
 // the options of a new environment.
-func (w *Workflows) startEnv(ctx workflow.Context, input json.RawMessage, carried *EnvState) (*env, error) {
+func (w *Environments) startEnv(ctx workflow.Context, input json.RawMessage, carried *EnvState) (*env, error) {
 	info := workflow.GetInfo(ctx)
 	// Decoding formats its messages with fmt and walks the input by
 	// reflection, which workflowcheck cannot prove deterministic; it reads
@@ -117,7 +121,7 @@ func (w *Workflows) startEnv(ctx workflow.Context, input json.RawMessage, carrie
 		return nil, invalidDevSpecError(err)
 	}
 	ds.Normalize()
-	e := &env{ds: ds, job: ds.Job(), opts: w.Run}
+	e := &env{ds: ds, job: ds.Job(), opts: w.Options}
 	if ds.Tier == spec.TierFlexible {
 		// Spot allowed, and on-demand after it (capacity.Order's order
 		// for the deadline tier): a developer is not left waiting for
@@ -149,7 +153,7 @@ func (w *Workflows) startEnv(ctx workflow.Context, input json.RawMessage, carrie
 	if ds.ID != e.id {
 		return nil, invalidDevSpecError(spec.CheckWorkflowID("DevSpec", ds.ID, e.id))
 	}
-	if o := recordOptions(ctx, w.Run); o != nil {
+	if o := recordOptions(ctx, w.Options); o != nil {
 		e.Options, e.opts = o, o.filled()
 	}
 	now := workflow.Now(ctx)

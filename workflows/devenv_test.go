@@ -70,7 +70,7 @@ func newDevEnv(t *testing.T, f *devFake) *testsuite.TestWorkflowEnvironment {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "ana"})
-	env.RegisterWorkflowWithOptions(New().DevEnvironment, workflow.RegisterOptions{Name: DevEnvironmentName})
+	env.RegisterWorkflowWithOptions((&Environments{Options: DefaultRunOptions()}).DevEnvironment, workflow.RegisterOptions{Name: DevEnvironmentName})
 	for name, fn := range map[string]any{
 		activities.ListOfferingsName: f.ListOfferings, activities.AcquireName: f.Acquire, activities.ReleaseName: f.Release,
 		activities.ReplaceName: f.Replace, activities.RunTrainingName: f.RunTraining, activities.StopTrainingName: f.StopTraining,

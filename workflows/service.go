@@ -30,7 +30,7 @@ import (
 // value. Continue-as-new hands the service's state on in it. A Go client
 // starting the workflow by function rather than by its name must pass
 // nil explicitly, as the SDK checks the argument count of a function.
-func (w *Workflows) InferenceService(ctx workflow.Context, input json.RawMessage, carried *ServiceState) (ServiceStatus, error) {
+func (w *Services) InferenceService(ctx workflow.Context, input json.RawMessage, carried *ServiceState) (ServiceStatus, error) {
 	s, err := w.startService(ctx, input, carried)
 	if err != nil {
 		return ServiceStatus{}, err
@@ -38,6 +38,10 @@ func (w *Workflows) InferenceService(ctx workflow.Context, input json.RawMessage
 	s.resume(ctx)
 	return s.end(ctx, s.serve(ctx))
 }
+
+// Services are inference services with the options they run under (see
+// Workflows).
+type Services struct{ Options ServiceOptions }
 
 // service is one InferenceService: its state, and what it keeps while
 // it runs.
@@ -63,7 +67,7 @@ type service struct {
 	stoppedAt time.Time
 }
 
-func (w *Workflows) startService(ctx workflow.Context, input json.RawMessage, carried *ServiceState) (*service, error) {
+func (w *Services) startService(ctx workflow.Context, input json.RawMessage, carried *ServiceState) (*service, error) {
 	id := workflow.GetInfo(ctx).WorkflowExecution.ID
 	// Decoding formats its messages with fmt and walks the input by
 	// reflection, which workflowcheck cannot prove deterministic; it reads
@@ -85,7 +89,7 @@ func (w *Workflows) startService(ctx workflow.Context, input json.RawMessage, ca
 		if ss.ID != id && workflow.GetVersion(ctx, specIDVersion, workflow.DefaultVersion, 1) >= 1 {
 			return nil, invalidServiceSpecError(spec.CheckWorkflowID("ServiceSpec", ss.ID, id))
 		}
-		carried = &ServiceState{Autoscaler: *scaler, StartedAt: workflow.Now(ctx), Options: recordOptions(ctx, w.Service)}
+		carried = &ServiceState{Autoscaler: *scaler, StartedAt: workflow.Now(ctx), Options: recordOptions(ctx, w.Options)}
 		if workflow.GetVersion(ctx, forecastScalerVersion, workflow.DefaultVersion, 1) >= 1 {
 			if carried.ForecastScaler, err = newForecastScaler(ss); err != nil {
 				return nil, invalidServiceSpecError(err)
@@ -94,7 +98,7 @@ func (w *Workflows) startService(ctx workflow.Context, input json.RawMessage, ca
 	}
 	s := &service{
 		ServiceState: *carried, spec: ss, id: id,
-		opts: w.Service, state: StateRunning,
+		opts: w.Options, state: StateRunning,
 	}
 	if s.Options != nil {
 		s.opts = *s.Options

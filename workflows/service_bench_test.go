@@ -64,7 +64,7 @@ func TestServiceDecidesAsTheBench(t *testing.T) {
 	env := s.NewTestWorkflowEnvironment()
 	env.SetStartTime(epoch)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "svc"})
-	env.RegisterWorkflowWithOptions((&Workflows{Service: opts}).InferenceService, workflow.RegisterOptions{Name: InferenceServiceName})
+	env.RegisterWorkflowWithOptions((&Services{Options: opts}).InferenceService, workflow.RegisterOptions{Name: InferenceServiceName})
 	for name, fn := range map[string]any{
 		activities.ListOfferingsName: c.ListOfferings, activities.AcquireName: c.Acquire, activities.ReleaseName: c.Release,
 		activities.LostInstancesName: c.LostInstances,

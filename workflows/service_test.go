@@ -202,7 +202,7 @@ func newServiceEnv(t *testing.T, c *serviceCloud, p *fakePool) *testsuite.TestWo
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "svc"})
-	env.RegisterWorkflowWithOptions(New().InferenceService, workflow.RegisterOptions{Name: InferenceServiceName})
+	env.RegisterWorkflowWithOptions((&Services{Options: DefaultServiceOptions()}).InferenceService, workflow.RegisterOptions{Name: InferenceServiceName})
 	for name, fn := range map[string]any{
 		activities.ListOfferingsName: c.ListOfferings, activities.AcquireName: c.Acquire, activities.ReleaseName: c.Release,
 		activities.LostInstancesName: c.LostInstances,

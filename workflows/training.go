@@ -22,7 +22,7 @@ import (
 // carried is nil on a first start: a client that passes only the spec,
 // from any SDK, leaves it out. A run that has waited long for capacity
 // continues as new, handing its whole state on in it.
-func (w *Workflows) TrainingRun(ctx workflow.Context, input json.RawMessage, carried *RunState) (Status, error) {
+func (w *Runs) TrainingRun(ctx workflow.Context, input json.RawMessage, carried *RunState) (Status, error) {
 	r, err := w.startRun(ctx, input, carried)
 	if err != nil {
 		return Status{}, err
@@ -73,6 +73,10 @@ func (w *Workflows) TrainingRun(ctx workflow.Context, input json.RawMessage, car
 	return r.end(ctx, nil)
 }
 
+// Runs are training runs with the options they run under (see
+// Workflows).
+type Runs struct{ Options RunOptions }
+
 // run is one TrainingRun: its state, and what it keeps while it runs.
 // Its workload is what it shares with every workload that holds
 // instances: acquiring through its market, the attempts it makes and the
@@ -114,9 +118,9 @@ func (r *run) bind() {
 
 // startRun takes up a carried state, or validates the spec, records the
 // options and publishes the search attributes of a new run.
-func (w *Workflows) startRun(ctx workflow.Context, input json.RawMessage, carried *RunState) (*run, error) {
+func (w *Runs) startRun(ctx workflow.Context, input json.RawMessage, carried *RunState) (*run, error) {
 	r := newRun(ctx)
-	r.opts = w.Run
+	r.opts = w.Options
 	// Decoding formats its messages with fmt and walks the input by
 	// reflection, which workflowcheck cannot prove deterministic; it reads
 	// only the input.
@@ -147,7 +151,7 @@ func (w *Workflows) startRun(ctx workflow.Context, input json.RawMessage, carrie
 		return nil, invalidSpecError(spec.CheckWorkflowID("JobSpec", js.ID, r.id))
 	}
 	r.spec = js
-	if o := recordOptions(ctx, w.Run); o != nil {
+	if o := recordOptions(ctx, w.Options); o != nil {
 		r.Options, r.opts = o, o.filled()
 	}
 	r.RunRecord = RunRecord{ID: js.ID, Team: js.Team, Tier: string(js.Tier), State: StatePending, Priority: js.Priority, StartedAt: workflow.Now(ctx), BudgetUSD: js.BudgetUSD, StoreURL: activities.StoreURL(js.Checkpoint.URL, r.opts.StoreURL), Record: Record{Failures: []Failure{}}}

@@ -19,7 +19,7 @@ func TestBudgetStopsTheRunUntilRaised(t *testing.T) {
 	// At $1 an hour a budget of $0.0001 lasts 0.36 s.
 	f := &fakeCloud{offerings: []capacity.Offering{spotA}, trainings: []activities.TrainingOutcome{"block"}}
 	// Heartbeats, throttled to most of their timeout, carry the stop.
-	env := newEnv(t, f, func(w *Workflows) { w.Run.HeartbeatTimeout = 2 * time.Second })
+	env := newEnv(t, f, func(o *RunOptions) { o.HeartbeatTimeout = 2 * time.Second })
 	js := job(spec.TierFlexible)
 	js.BudgetUSD = 0.0001
 	var over Status

@@ -133,7 +133,7 @@ func TestClockedRunDecidesAsTheSimulator(t *testing.T) {
 				js.Deadline = &d
 			}
 
-			st := runClocked(t, cloud, New(), js, startedAt)
+			st := runClocked(t, cloud, DefaultRunOptions(), js, startedAt)
 			deadline := tc.deadline
 			if deadline == 0 {
 				deadline = 100 * work
@@ -200,9 +200,9 @@ func TestClockedRunDecidesAsTheSimulatorAcrossPricedRegions(t *testing.T) {
 			deadline := startedAt.Add(9 * time.Hour)
 			js := spec.JobSpec{ID: "clocked", Team: "t", Priority: 50, Tier: spec.TierDeadline, Work: spec.Duration(work), Policy: string(policy.Refuel),
 				Deadline: &deadline, Resources: spec.Resources{GPUs: 1, InstanceTypes: []string{"p3.2xlarge"}}}
-			w := New()
-			w.Run.EgressUSDPerGB, w.Run.CheckpointGB, w.Run.TransferGbps = tc.egress, 50, 1
-			st := runClocked(t, cloud, w, js, startedAt)
+			o := DefaultRunOptions()
+			o.EgressUSDPerGB, o.CheckpointGB, o.TransferGbps = tc.egress, 50, 1
+			st := runClocked(t, cloud, o, js, startedAt)
 			job := replay.Job{Tier: spec.TierDeadline, Work: work, Deadline: 9 * time.Hour, RestartOverhead: sim.DefaultRestartOverhead,
 				SpotPrice: 0.4, OnDemandPrice: 3.3, Zones: prices,
 				CheckpointGB: 50, EgressUSDPerGB: tc.egress, TransferTime: 400 * time.Second}
@@ -218,13 +218,13 @@ func TestClockedRunDecidesAsTheSimulatorAcrossPricedRegions(t *testing.T) {
 
 // runClocked runs js on cloud's clock under w's options to its end, the
 // workflow's clock starting at startedAt.
-func runClocked(t *testing.T, cloud *sim.Cloud, w *Workflows, js spec.JobSpec, startedAt time.Time) Status {
+func runClocked(t *testing.T, cloud *sim.Cloud, o RunOptions, js spec.JobSpec, startedAt time.Time) Status {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	env.SetStartTime(startedAt)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: js.ID})
-	env.RegisterWorkflowWithOptions(w.TrainingRun, workflow.RegisterOptions{Name: TrainingRunName})
+	env.RegisterWorkflowWithOptions((&Runs{Options: o}).TrainingRun, workflow.RegisterOptions{Name: TrainingRunName})
 	tr := &trainer{}
 	caps := &activities.Capacity{Providers: []capacity.Provider{cloud}, Clocks: map[string]capacity.MarketClock{cloud.Name(): cloud}}
 	for name, fn := range map[string]any{

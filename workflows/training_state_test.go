@@ -24,7 +24,7 @@ import (
 func TestLongWaitContinuesAsNew(t *testing.T) {
 	t.Parallel()
 	f := &fakeCloud{offerings: []capacity.Offering{spotA}, noStock: map[capacity.Market]bool{capacity.Spot: true}}
-	env := newEnv(t, f, func(w *Workflows) { w.Run.MaxWaits = 3 })
+	env := newEnv(t, f, func(o *RunOptions) { o.MaxWaits = 3 })
 	js := job(spec.TierFlexible)
 	env.ExecuteWorkflow(TrainingRunName, js)
 	_, err := result(t, env)
@@ -68,7 +68,7 @@ func TestContinuedRunKeepsItsOptionsAndWhatItLearnt(t *testing.T) {
 	t.Parallel()
 	// Spot is over quota for good; on-demand is out of stock for now.
 	f := &fakeCloud{offerings: []capacity.Offering{spotA, odA}, fail: map[capacity.Market]capacity.Class{capacity.Spot: capacity.Quota, capacity.OnDemand: capacity.NoCapacity}}
-	env := newEnv(t, f, func(w *Workflows) { w.Run.MaxWaits = 3 })
+	env := newEnv(t, f, func(o *RunOptions) { o.MaxWaits = 3 })
 	js := job(spec.TierDeadline)
 	env.ExecuteWorkflow(TrainingRunName, js)
 	carry := continuedState(t, env)

@@ -271,7 +271,7 @@ func (f *fakeCloud) releasedReasons() []activities.ReleaseReason {
 }
 
 // option changes the options the workflows of a test run under.
-type option func(*Workflows)
+type option func(*RunOptions)
 
 // newEnv is a test environment where no capacity pool runs: runs
 // acquire on their own.
@@ -289,11 +289,11 @@ func newEnvWithoutPool(t *testing.T, f *fakeCloud, opts ...option) *testsuite.Te
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: job("").ID}) // the contract: workflow ID = job id
-	w := New()
-	for _, o := range opts {
-		o(w)
+	o := DefaultRunOptions()
+	for _, edit := range opts {
+		edit(&o)
 	}
-	env.RegisterWorkflowWithOptions(w.TrainingRun, workflow.RegisterOptions{Name: TrainingRunName})
+	env.RegisterWorkflowWithOptions((&Runs{Options: o}).TrainingRun, workflow.RegisterOptions{Name: TrainingRunName})
 	for name, fn := range map[string]any{
 		activities.ListOfferingsName: f.ListOfferings, activities.AcquireName: f.Acquire,
 		activities.OpenMarketName: f.OpenMarket, activities.PoolCheckpointLogName: f.PoolCheckpointLog,

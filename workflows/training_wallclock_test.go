@@ -21,9 +21,9 @@ import (
 // stock-out (not wait for spot), and ask about spot every d of wall time
 // (see slowTraining) once on it.
 func spotRetriesEvery(d time.Duration) option {
-	return func(w *Workflows) {
-		w.Run.SpotRetryInterval, w.Run.MaxSpotRetryInterval = d, 4*d
-		w.Run.WaitForSpot = false
+	return func(o *RunOptions) {
+		o.SpotRetryInterval, o.MaxSpotRetryInterval = d, 4*d
+		o.WaitForSpot = false
 	}
 }
 
@@ -299,7 +299,7 @@ func TestImpossibleOfferingsFailFast(t *testing.T) {
 func TestUnclassifiedFailuresAreRetriedWithACap(t *testing.T) {
 	t.Parallel()
 	f := &fakeCloud{offerings: []capacity.Offering{spotA}, failAll: capacity.Unknown}
-	env := newEnv(t, f, func(w *Workflows) { w.Run.MaxUnknownWaits = 3 })
+	env := newEnv(t, f, func(o *RunOptions) { o.MaxUnknownWaits = 3 })
 	env.ExecuteWorkflow(TrainingRunName, job(spec.TierFlexible))
 	_, err := result(t, env)
 	var app *temporal.ApplicationError
@@ -337,8 +337,8 @@ func TestBackToSpotWeighsTheMoveToAnotherRegion(t *testing.T) {
 			// cheapest in us-east-1; then every zone has stock.
 			f := &fakeCloud{offerings: []capacity.Offering{spotEast, odEast, spotWest, odWest}, noStock: map[capacity.Market]bool{capacity.Spot: true}, stockAfter: 1,
 				trainings: []activities.TrainingOutcome{"block"}}
-			st, _ := runDeadlineJob(t, f, 100*24*time.Hour, spotRetriesEvery(50*time.Millisecond), func(w *Workflows) {
-				w.Run.EgressUSDPerGB, w.Run.CheckpointGB, w.Run.TransferGbps = tc.egressUSDPerGB, 10, 1
+			st, _ := runDeadlineJob(t, f, 100*24*time.Hour, spotRetriesEvery(50*time.Millisecond), func(o *RunOptions) {
+				o.EgressUSDPerGB, o.CheckpointGB, o.TransferGbps = tc.egressUSDPerGB, 10, 1
 			})
 			if len(f.acquired) != 2 || f.acquired[0].Offering != odEast {
 				t.Fatalf("acquired %v; want on-demand in us-east-1a, then spot", f.acquired)
@@ -404,8 +404,8 @@ func TestWaitingRunTriesFirstWhereTheMovePays(t *testing.T) {
 			// stock.
 			f := &fakeCloud{offerings: offerings, outOfStock: map[string]bool{west.Key(): true}, stockAfter: 1,
 				trainings: []activities.TrainingOutcome{activities.OutcomePreempted}}
-			st, _ := runDeadlineJob(t, f, 100*24*time.Hour, func(w *Workflows) {
-				w.Run.EgressUSDPerGB, w.Run.CheckpointGB, w.Run.TransferGbps = tc.egressUSDPerGB, 10, 1
+			st, _ := runDeadlineJob(t, f, 100*24*time.Hour, func(o *RunOptions) {
+				o.EgressUSDPerGB, o.CheckpointGB, o.TransferGbps = tc.egressUSDPerGB, 10, 1
 			})
 			if len(f.acquired) != 2 || f.acquired[0].Offering != east1a || st.Preemptions != 1 {
 				t.Fatalf("acquired %v with %d preemptions; want spot in us-east-1a, preempted, then spot again", f.acquired, st.Preemptions)

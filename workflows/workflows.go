@@ -25,13 +25,13 @@ type Registry interface {
 
 // Register puts every workflow on r under its contract name.
 func (w *Workflows) Register(r Registry) {
-	r.RegisterWorkflowWithOptions(w.TrainingRun, workflow.RegisterOptions{Name: TrainingRunName})
-	r.RegisterWorkflowWithOptions(w.InferenceService, workflow.RegisterOptions{Name: InferenceServiceName})
+	r.RegisterWorkflowWithOptions((&Runs{Options: w.Run}).TrainingRun, workflow.RegisterOptions{Name: TrainingRunName})
+	r.RegisterWorkflowWithOptions((&Services{Options: w.Service}).InferenceService, workflow.RegisterOptions{Name: InferenceServiceName})
 	r.RegisterWorkflowWithOptions(CapacityPool, workflow.RegisterOptions{Name: CapacityPoolName})
 	r.RegisterWorkflowWithOptions(InjectInterruption, workflow.RegisterOptions{Name: InjectInterruptionName})
 	r.RegisterWorkflowWithOptions(Janitor, workflow.RegisterOptions{Name: JanitorName})
 	r.RegisterWorkflowWithOptions(BaseNode, workflow.RegisterOptions{Name: BaseNodeName})
-	r.RegisterWorkflowWithOptions(w.DevEnvironment, workflow.RegisterOptions{Name: DevEnvironmentName})
+	r.RegisterWorkflowWithOptions((&Environments{Options: w.Run}).DevEnvironment, workflow.RegisterOptions{Name: DevEnvironmentName})
 }
 
 // recordOptions returns the options a workflow starts under, recorded in
