@@ -14,6 +14,12 @@ import (
 	"refuel/pkg/capacity"
 )
 
+// placement finds a replica its capacity, acquires its instance and
+// loads the model on it.
+type placement struct{ s *service }
+
+func (s *service) placement() placement { return placement{s} }
+
 func (s *service) request(ctx workflow.Context, st ReplicaState) {
 	s.NextReplica++
 	r := &ServiceReplica{ID: s.spec.ID + "/r" + strconv.Itoa(s.NextReplica), State: st, RequestedAt: workflow.Now(ctx)}
@@ -38,7 +44,7 @@ func (s *service) bringUp(ctx workflow.Context, r *ServiceReplica) {
 		}
 		switch {
 		case r.Placer == "":
-			s.askPool(ctx, r)
+			s.placement().askPool(ctx, r)
 		case r.Placer == PlacedByPool && r.Grant == nil:
 			if workflow.Await(ctx, func() bool { return r.Grant != nil || !s.live(ctx, r) }) != nil {
 				return
@@ -48,13 +54,13 @@ func (s *service) bringUp(ctx workflow.Context, r *ServiceReplica) {
 				return
 			}
 		default:
-			s.acquire(ctx, r)
+			s.placement().acquire(ctx, r)
 		}
 	}
 	// A warm instance taken while its bring-up was finishing loads in
 	// the coroutine scaleOut started for it.
 	if r.State == ReplicaStarting && !r.FromWarm {
-		s.loadModel(ctx, r)
+		s.placement().loadModel(ctx, r)
 	}
 }
 
@@ -66,7 +72,8 @@ func (s *service) live(ctx workflow.Context, r *ServiceReplica) bool {
 // askPool queues the replica with the capacity pool. When no pool runs
 // (the signal finds no such workflow), the service places the replica
 // itself, on the public offerings.
-func (s *service) askPool(ctx workflow.Context, r *ServiceReplica) {
+func (p placement) askPool(ctx workflow.Context, r *ServiceReplica) {
+	s := p.s
 	req := admission.Request{
 		ID: r.ID, Kind: admission.Service, Owner: s.id, Team: s.spec.Team, Priority: s.spec.Priority,
 		Tier: s.spec.Placement.Tier(), Resources: s.spec.Resources,
@@ -112,8 +119,9 @@ func (s *service) onYield(ctx workflow.Context, y YieldRequest) {
 // acquire tries once to get the replica an instance: on what its grant
 // allows, or, placing itself, on the public offerings in the placement's
 // order (spot first with on-demand fallback for spot-first).
-func (s *service) acquire(ctx workflow.Context, r *ServiceReplica) {
-	ask, err := s.acquisition(ctx, r)
+func (p placement) acquire(ctx workflow.Context, r *ServiceReplica) {
+	s := p.s
+	ask, err := s.placement().acquisition(ctx, r)
 	var lease *Lease
 	if err == nil {
 		err = s.call(ctx, r, func(ctx workflow.Context) (err error) {
@@ -123,19 +131,20 @@ func (s *service) acquire(ctx workflow.Context, r *ServiceReplica) {
 	}
 	if err != nil {
 		if ctx.Err() == nil { // a cancelled service has no use for the failure
-			s.acquireFailed(ctx, err)
+			s.placement().acquireFailed(ctx, err)
 		}
 		return
 	}
-	s.acquired(ctx, r, lease)
+	s.placement().acquired(ctx, r, lease)
 }
 
 // acquisition is what the replica asks for.
-func (s *service) acquisition(ctx workflow.Context, r *ServiceReplica) (leaseAsk, error) {
+func (p placement) acquisition(ctx workflow.Context, r *ServiceReplica) (leaseAsk, error) {
+	s := p.s
 	a := leaseAsk{team: s.spec.Team, maxPrice: s.spec.Resources.MaxPricePerHour}
 	switch {
 	case r.Grant == nil:
-		if err := s.listOfferings(ctx, r); err != nil {
+		if err := s.placement().listOfferings(ctx, r); err != nil {
 			return a, err
 		}
 		a.offerings = capacity.Order(s.Offerings, s.spec.Placement.Tier(), "")
@@ -153,7 +162,8 @@ func (s *service) acquisition(ctx workflow.Context, r *ServiceReplica) (leaseAsk
 }
 
 // listOfferings lists the public offerings, once for the service.
-func (s *service) listOfferings(ctx workflow.Context, r *ServiceReplica) error {
+func (p placement) listOfferings(ctx workflow.Context, r *ServiceReplica) error {
+	s := p.s
 	if err := workflow.Await(ctx, func() bool { return !s.listing }); err != nil {
 		return err
 	}
@@ -181,7 +191,8 @@ func (s *service) listOfferings(ctx workflow.Context, r *ServiceReplica) error {
 
 // acquired records a replica's instance, and tells the pool which burst
 // offering it took.
-func (s *service) acquired(ctx workflow.Context, r *ServiceReplica, lease *Lease) {
+func (p placement) acquired(ctx workflow.Context, r *ServiceReplica, lease *Lease) {
+	s := p.s
 	r.Lease = lease
 	r.Layer = admission.BurstLayer
 	if r.Grant != nil {
@@ -201,7 +212,8 @@ func (s *service) acquired(ctx workflow.Context, r *ServiceReplica, lease *Lease
 // throttling), with a growing backoff when it may not (quota, spec
 // mismatch, price), so a service that cannot be placed does not spin.
 // Prices move over hours, so price counts as lasting.
-func (s *service) acquireFailed(ctx workflow.Context, err error) {
+func (p placement) acquireFailed(ctx workflow.Context, err error) {
+	s := p.s
 	details := failureDetails(err)
 	for _, d := range details {
 		s.addFailure(ctx, string(d.Class), d.Offering, d.Message)
@@ -226,7 +238,8 @@ func (s *service) acquireFailed(ctx workflow.Context, err error) {
 // spec's model_load. A real replica would say when it serves (its node
 // agent signalling once the server passes its health check), and that
 // would end this wait.
-func (s *service) loadModel(ctx workflow.Context, r *ServiceReplica) {
+func (p placement) loadModel(ctx workflow.Context, r *ServiceReplica) {
+	s := p.s
 	if r.LoadingSince.IsZero() {
 		r.LoadingSince = workflow.Now(ctx)
 	}

@@ -103,7 +103,7 @@ func (s *service) scaleOut(ctx workflow.Context) {
 	w.State = ReplicaStarting
 	if w.Lease != nil {
 		w.FromWarm = true
-		workflow.Go(ctx, func(ctx workflow.Context) { s.loadModel(ctx, w) })
+		workflow.Go(ctx, func(ctx workflow.Context) { s.placement().loadModel(ctx, w) })
 	} // else its bring-up goes on, and now ends serving
 }
 
