@@ -22,20 +22,6 @@ import (
 // heartbeat timeout), and tells the capacity pool each change: ready,
 // draining, lost, left.
 
-// Names of the BaseNode workflow and what it hears.
-const (
-	BaseNodeName = "BaseNode"
-	// UpdateJoin carries JoinRequest: a `worker join` process admitting
-	// its machine. It fails, naming why, for a machine that is refused.
-	UpdateJoin = "join"
-	// SignalDrain moves the machine's runs off it and places nothing new
-	// there; SignalUndrain makes it ready again. No payload.
-	SignalDrain   = "drain"
-	SignalUndrain = "undrain"
-	// SignalPoolNode carries NodeChange to the capacity pool.
-	SignalPoolNode = "base-node"
-)
-
 // BaseNodeID is the workflow ID of the machine named name: the same for
 // every process that joins under the name, so a rejoin is one machine.
 func BaseNodeID(name string) string { return "refuel-node-" + name }

@@ -99,3 +99,17 @@ var SearchAttributeTypes = map[string]enums.IndexedValueType{
 	AttrMarket.GetName():   enums.INDEXED_VALUE_TYPE_KEYWORD,
 	AttrCostUSD.GetName():  enums.INDEXED_VALUE_TYPE_DOUBLE,
 }
+
+// Names of the BaseNode workflow and what it hears.
+const (
+	BaseNodeName = "BaseNode"
+	// UpdateJoin carries JoinRequest: a `worker join` process admitting
+	// its machine. It fails, naming why, for a machine that is refused.
+	UpdateJoin = "join"
+	// SignalDrain moves the machine's runs off it and places nothing new
+	// there; SignalUndrain makes it ready again. No payload.
+	SignalDrain   = "drain"
+	SignalUndrain = "undrain"
+	// SignalPoolNode carries NodeChange to the capacity pool.
+	SignalPoolNode = "base-node"
+)

@@ -114,44 +114,6 @@ func (o RunOptions) filled() RunOptions {
 	return o
 }
 
-// ServiceOptions are the knobs of an InferenceService that are not in its
-// ServiceSpec, recorded and kept like RunOptions.
-type ServiceOptions struct {
-	// DecisionInterval is how often the service decides when no metrics
-	// arrive: schedules open and delays run out on the clock alone.
-	DecisionInterval time.Duration
-	// FailureBackoff is the first hold after an acquisition failure that
-	// waiting does not cure (quota, spec mismatch, price); each further
-	// one doubles it, up to MaxFailureBackoff.
-	FailureBackoff    time.Duration
-	MaxFailureBackoff time.Duration
-	// MaxHistory continues as new past this many events, even before
-	// the server suggests it.
-	MaxHistory int
-	// LossCheckInterval is how often the service asks the clouds whether
-	// they took back a replica's instance (see goCheckForLoss); 0 never.
-	LossCheckInterval time.Duration
-	// MetricsStaleAfter is how long a service's latest metrics report
-	// counts: past it with none newer, it scales to what its schedules
-	// and min_replicas say (autoscale.Autoscaler.StaleAfter); 0 never.
-	MetricsStaleAfter time.Duration
-}
-
-// DefaultServiceOptions are the options an InferenceService uses unless
-// the worker is told otherwise.
-func DefaultServiceOptions() ServiceOptions {
-	return ServiceOptions{
-		DecisionInterval:  10 * time.Second,
-		FailureBackoff:    time.Minute,
-		MaxFailureBackoff: 15 * time.Minute,
-		MaxHistory:        5000,
-		LossCheckInterval: 30 * time.Second,
-		// Load generators and metrics pipelines report every few seconds:
-		// five minutes of silence means they stopped.
-		MetricsStaleAfter: 5 * time.Minute,
-	}
-}
-
 // controlOptions are for quick control-plane activities.
 func controlOptions(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
@@ -215,4 +177,17 @@ func trainingOptions(ctx workflow.Context, taskQueue string, work time.Duration,
 		WaitForCancellation:    true,
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 	})
+}
+
+// recordOptions returns the options a workflow starts under, recorded in
+// its history, or nil for a run recorded before options were.
+func recordOptions[T any](ctx workflow.Context, worker T) *T {
+	if workflow.GetVersion(ctx, optionsVersion, workflow.DefaultVersion, 1) < 1 {
+		return nil
+	}
+	var o T
+	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return worker }).Get(&o); err != nil {
+		return nil
+	}
+	return &o
 }

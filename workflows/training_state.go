@@ -70,30 +70,6 @@ type RunRecord struct {
 	StoreURL string `json:"store_url,omitempty"`
 }
 
-// PoolYields are the times a run gave its capacity back to the pool.
-// (Runs recorded before carried the whole AdmissionStatus here; its
-// other fields are derived.)
-type PoolYields struct {
-	Yields    int        `json:"yields"`
-	LastYield *YieldInfo `json:"last_yield,omitempty"`
-}
-
-// CarriedAttempt is a training attempt a run handed on to its next run.
-type CarriedAttempt struct {
-	Started  time.Time     `json:"started"`
-	Interval time.Duration `json:"interval"` // how often it checkpoints
-	// Attempt is a gang's attempt number, which its ranks' trainers run
-	// under; a run of one node trains under its lease's.
-	Attempt int `json:"attempt,omitempty"`
-}
-
-// Recovery is a run getting back to training after losing its
-// instance; status.last_recovery says how far it got.
-type Recovery struct {
-	// Since is when the run lost its instance.
-	Since time.Time `json:"since,omitzero"`
-}
-
 // SpotChoice is what a deadline run on a cloud without a market clock
 // learnt about spot.
 type SpotChoice struct {
@@ -107,34 +83,6 @@ type SpotChoice struct {
 	// person reads, and DecidedAt when it was made (status.market).
 	Why       string    `json:"why,omitempty"`
 	DecidedAt time.Time `json:"decided_at,omitzero"`
-}
-
-// Place is where a run's request stands with the capacity pool.
-type Place string
-
-const (
-	// PlaceLeft: the run holds no request (it paused, or ended).
-	PlaceLeft Place = "left"
-	// PlaceQueued: the pool has the request and has not granted it.
-	PlaceQueued Place = "queued"
-	// PlaceHeld: queued, but held by the run's pause.
-	PlaceHeld Place = "held"
-	// PlaceGranted: the pool granted capacity; the run acquires on it.
-	PlaceGranted Place = "granted"
-	// PlaceYielding: the pool asked for the grant back; the trainer is
-	// stopping at a checkpoint.
-	PlaceYielding Place = "yielding"
-)
-
-// PoolPlace is a run's place with the capacity pool.
-type PoolPlace struct {
-	Place Place `json:"place"`
-	// Grant is what the pool granted, while granted or yielding.
-	Grant *admission.Allocation `json:"grant,omitempty"`
-	// Yield is the pool's request to give the grant back, while yielding.
-	Yield *YieldRequest `json:"yield,omitempty"`
-	// Why says why a gang waits on a burst grant it could not fill yet.
-	Why string `json:"why,omitempty"`
 }
 
 // transitions are the phases a run may move to from each phase. A run

@@ -33,16 +33,3 @@ func (w *Workflows) Register(r Registry) {
 	r.RegisterWorkflowWithOptions(BaseNode, workflow.RegisterOptions{Name: BaseNodeName})
 	r.RegisterWorkflowWithOptions((&Environments{Options: w.Run}).DevEnvironment, workflow.RegisterOptions{Name: DevEnvironmentName})
 }
-
-// recordOptions returns the options a workflow starts under, recorded in
-// its history, or nil for a run recorded before options were.
-func recordOptions[T any](ctx workflow.Context, worker T) *T {
-	if workflow.GetVersion(ctx, optionsVersion, workflow.DefaultVersion, 1) < 1 {
-		return nil
-	}
-	var o T
-	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return worker }).Get(&o); err != nil {
-		return nil
-	}
-	return &o
-}
