@@ -29,13 +29,17 @@ type Candidate struct {
 	// last cold start-up and break-even time, oldest first; none where
 	// it could not say.
 	Wants []float64 `json:"wants,omitempty"`
-	// Cost is the replica-seconds following it would have held; Late the
-	// requests it would have served late, and Served all the requests,
-	// both in units of the load (requests times their work). Each
-	// interval's share decays with a half-life of CostHalfLife.
-	Cost   float64 `json:"cost"`
-	Late   float64 `json:"late"`
-	Served float64 `json:"served"`
+	// Cost is the replica-seconds following it would have held, each
+	// interval's share fading with a half-life of one lead time: what a
+	// candidate holds is known exactly in every interval, so a short
+	// memory compares candidates as their margins stand now.
+	Cost float64 `json:"cost"`
+	// Late counts the intervals in which the replicas it would have had
+	// serving fell short of the load, and Intervals all it was priced
+	// on, each fading with a half-life of LateHalfLife: a late share of
+	// 1-SLO needs hundreds of intervals to mean anything.
+	Late      float64 `json:"late"`
+	Intervals float64 `json:"intervals"`
 	// Priced counts the intervals it was priced on.
 	Priced int `json:"priced"`
 }
@@ -107,12 +111,18 @@ func (f *ForecastScaler) keepPending(now time.Time, lead time.Duration, forecast
 // price adds what each candidate wants now to its wants, and what
 // following it would have cost over the last ErrorEvery to its price:
 // the replicas it holds now, and whether the replicas it would have
-// serving fall short of the load now. A replica it holds is one it
-// wanted within the last break-even time (the ski-rental rule); one it
-// asked for serves one start-up later: a warm one, from the warm pool,
-// after a warm start-up, as many as the pool holds; the rest after a
-// cold one.
-func (f *ForecastScaler) price(now time.Time, load float64, forecasts []float64) {
+// serving fell short of load, the highest load of the interval. A
+// replica it holds is one it wanted within the last break-even time (the
+// ski-rental rule); one it asked for serves one start-up later: a warm
+// one, from the warm pool, after a warm start-up, as many as the pool
+// holds; the rest after a cold one.
+//
+// An interval in which every candidate priced fell short (a rise none of
+// them foresaw) counts late for none: it is no candidate's fault, and
+// tells none of them apart. Counted, it would put every lean candidate
+// beyond the SLO for hours after a single surge, and leave the policy
+// following the one whose margin the surge itself had swollen.
+func (f *ForecastScaler) price(now time.Time, load float64, lead time.Duration, forecasts []float64) {
 	cold, warm := f.meanStarts()
 	coldN, warmN, holdN := min(stepsOf(cold), maxPriced), min(stepsOf(warm), maxPriced), min(stepsOf(f.hold()), maxPriced)
 	if !f.PricedAt.IsZero() && now.Sub(f.PricedAt) > 2*ErrorEvery {
@@ -123,41 +133,53 @@ func (f *ForecastScaler) price(now time.Time, load float64, forecasts []float64)
 		}
 	}
 	f.PricedAt = now
-	decay := math.Exp2(-ErrorEvery.Seconds() / CostHalfLife.Seconds())
+	held := make([]float64, len(f.Candidates))
+	short := make([]bool, len(f.Candidates))
+	anyOnTime := false
 	for i, fc := range forecasts {
 		margins := f.Forecasters[i].margins()
 		for j := range marginLevels {
-			c := &f.Candidates[i*len(marginLevels)+j]
+			k := i*len(marginLevels) + j
+			c := &f.Candidates[k]
 			want := none
 			if fc >= 0 && margins != nil {
-				want = float64(replicasFor(max(fc+margins[j]*scale(fc), load)))
+				want = float64(replicasFor(max(fc+margins[j]*scale(fc), f.Loads.Newest())))
 			}
 			c.Wants = append(c.Wants, want)
 			if n := len(c.Wants); n > coldN+holdN {
 				c.Wants = slices.Delete(c.Wants, 0, n-coldN-holdN)
 			}
+			held[k] = none
 			if len(c.Wants) < coldN+holdN || slices.Contains(c.Wants, none) {
 				continue
 			}
-			// held[k] is what it held k intervals after the start of
-			// the last cold start-up.
-			held := make([]float64, coldN+1)
-			for k := range held {
-				end := len(c.Wants) - coldN + k
-				held[k] = slices.Max(c.Wants[max(0, end-holdN):end])
+			// h[n] is what it held n intervals after the start of the
+			// last cold start-up.
+			h := make([]float64, coldN+1)
+			for n := range h {
+				end := len(c.Wants) - coldN + n
+				h[n] = slices.Max(c.Wants[max(0, end-holdN):end])
 			}
-			serving := min(slices.Min(held[coldN-warmN:]), slices.Min(held)+float64(f.Spec.WarmPool))
-			late := 0.0
-			if load > serving+1e-9 {
-				// Too few serving: a queue grows, and every request
-				// arriving meanwhile is served late.
-				late = load
-			}
-			c.Cost = round3(c.Cost*decay + held[coldN]*ErrorEvery.Seconds())
-			c.Late = round3(c.Late*decay + late)
-			c.Served = round3(c.Served*decay + load)
-			c.Priced = min(c.Priced+1, math.MaxInt32)
+			serving := min(slices.Min(h[coldN-warmN:]), slices.Min(h)+float64(f.Spec.WarmPool))
+			held[k], short[k] = h[coldN], load > serving+1e-9
+			anyOnTime = anyOnTime || !short[k]
 		}
+	}
+	costDecay := math.Exp2(-ErrorEvery.Seconds() / lead.Seconds())
+	lateDecay := math.Exp2(-ErrorEvery.Seconds() / LateHalfLife.Seconds())
+	for k := range f.Candidates {
+		if held[k] == none {
+			continue
+		}
+		c := &f.Candidates[k]
+		late := 0.0
+		if short[k] && anyOnTime {
+			late = 1
+		}
+		c.Cost = round3(c.Cost*costDecay + held[k]*ErrorEvery.Seconds())
+		c.Late = round3(c.Late*lateDecay + late)
+		c.Intervals = round3(c.Intervals*lateDecay + 1)
+		c.Priced = min(c.Priced+1, math.MaxInt32)
 	}
 }
 
@@ -165,12 +187,12 @@ func (f *ForecastScaler) price(now time.Time, load float64, forecasts []float64)
 func stepsOf(d time.Duration) int { return max(1, int((d+ErrorEvery/2)/ErrorEvery)) }
 
 // cheaper reports whether following c costs less than following d. The
-// SLO allows 1-SLO of the requests to be served late; a candidate that
-// served more late is priced above every one that did not, and above
-// one that served fewer late. Within the SLO, the one that held fewer
-// replica-hours is cheaper.
+// SLO allows the replicas serving to fall short of the load 1-SLO of the
+// time; a candidate that fell short more often is priced above every one
+// that did not, and above one that fell short less often. Within the
+// SLO, the one that held fewer replica-hours lately is cheaper.
 func (c Candidate) cheaper(d Candidate) bool {
-	cOK, dOK := c.Late <= (1-SLO)*c.Served, d.Late <= (1-SLO)*d.Served
+	cOK, dOK := c.Late <= (1-SLO)*c.Intervals, d.Late <= (1-SLO)*d.Intervals
 	switch {
 	case cOK != dOK:
 		return cOK

@@ -19,11 +19,11 @@ import (
 // A candidate is a forecaster and a margin level. Its margin is the
 // conformal quantile, at that level, of the forecaster's own errors at
 // the lead time over the last ErrorWindow. It is priced on what following
-// it would have cost: the replica-hours it would have held, and the
-// requests it would have served late while the replicas it would have
-// had serving fell short of the load. The cheapest is the one with the
-// fewest replica-hours among those that served no more than 1-SLO of the
-// requests late.
+// it would have cost: the replica-hours it would have held lately, and
+// how often the replicas it would have had serving fell short of the
+// load over the last hours. The cheapest is the one with the fewest
+// replica-hours among those that fell short no more than 1-SLO of the
+// time; a shortfall every candidate shared counts against none.
 //
 // Scale-in follows the ski-rental rule: a replica no longer wanted is
 // held until holding it idle has cost what starting one again would (the
@@ -74,9 +74,10 @@ type ForecastScaler struct {
 }
 
 const (
-	// SLO is the share of requests the policy means to serve on time: a
-	// candidate that served more than 1-SLO late is priced above any that
-	// did not.
+	// SLO is the share of the time the policy means the replicas serving
+	// to keep up with the load, as the autoscale bench measures it: a
+	// candidate that fell short more than 1-SLO of the time is priced
+	// above any that did not.
 	SLO = 0.99
 	// ErrorWindow is how far back a forecaster's errors calibrate its
 	// margin: an hour, long enough for a hundred errors, short enough to
@@ -86,10 +87,10 @@ const (
 	// and candidates are priced: errors closer together say nearly the
 	// same, as the load is a minute's average.
 	ErrorEvery = 30 * time.Second
-	// CostHalfLife is how fast past costs fade when candidates are
+	// LateHalfLife is how fast past lateness fades when candidates are
 	// compared: three hours weigh a few hundred intervals, so that a late
 	// share of 1% is a count of several, not of one.
-	CostHalfLife = 3 * time.Hour
+	LateHalfLife = 3 * time.Hour
 	// minErrors is how many errors a forecaster needs before its margins
 	// mean anything: a tenth of the window.
 	minErrors = int(ErrorWindow / ErrorEvery / 10)
@@ -182,7 +183,9 @@ func (f *ForecastScaler) Observe(m Metrics) {
 		return
 	}
 	forecasts := f.forecasts(lead)
-	f.price(now, load, forecasts)
+	// The SLO is kept in every moment, so an interval is late if the
+	// load rose above the replicas serving at any step of it.
+	f.price(now, slices.Max(f.Loads.Tail(stepsIn(ErrorEvery))), lead, forecasts)
 	f.keepPending(now, lead, forecasts)
 }
 

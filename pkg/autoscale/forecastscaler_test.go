@@ -73,16 +73,16 @@ func TestMarginsAreConformalQuantiles(t *testing.T) {
 }
 
 func TestCandidatesPricedAgainstTheSLO(t *testing.T) {
-	within := Candidate{Name: "within", Cost: 100, Late: 0.5, Served: 100}
+	within := Candidate{Name: "within", Cost: 100, Late: 0.5, Intervals: 100}
 	cases := map[string]struct {
 		c, d Candidate
 		want bool
 	}{
-		"fewer replica-hours within the SLO": {Candidate{Cost: 90, Late: 0.9, Served: 100}, within, true},
+		"fewer replica-hours within the SLO": {Candidate{Cost: 90, Late: 0.9, Intervals: 100}, within, true},
 		"more replica-hours within the SLO":  {Candidate{Cost: 110}, within, false},
-		"beyond the SLO, however cheap":      {Candidate{Cost: 1, Late: 2, Served: 100}, within, false},
-		"within the SLO, however dear":       {within, Candidate{Cost: 1, Late: 2, Served: 100}, true},
-		"both beyond: fewer late":            {Candidate{Cost: 200, Late: 3, Served: 100}, Candidate{Cost: 100, Late: 4, Served: 100}, true},
+		"beyond the SLO, however cheap":      {Candidate{Cost: 1, Late: 2, Intervals: 100}, within, false},
+		"within the SLO, however dear":       {within, Candidate{Cost: 1, Late: 2, Intervals: 100}, true},
+		"both beyond: fewer late":            {Candidate{Cost: 200, Late: 3, Intervals: 100}, Candidate{Cost: 100, Late: 4, Intervals: 100}, true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -90,6 +90,62 @@ func TestCandidatesPricedAgainstTheSLO(t *testing.T) {
 				t.Errorf("cheaper %v; want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// What a candidate is priced on: an interval counts late for the
+// candidates whose replicas serving fell short of the load, as one
+// interval whatever the load, but for none when every candidate fell
+// short (a rise none foresaw); replica-hours fade within a few lead
+// times.
+func TestCandidatePricing(t *testing.T) {
+	f := forecastScaler(t, nil) // a fixed lead of 5 min, no warm pool
+	lead := f.Lead.Estimate()
+	for i := range f.Forecasters {
+		f.Forecasters[i].Errors = make([]float64, minErrors) // no margins
+	}
+	f.Loads.Put(monday, 1, maxLoads)
+	at := monday
+	price := func(n int, load, first, rest float64) {
+		for range n {
+			at = at.Add(ErrorEvery)
+			forecasts := make([]float64, len(family))
+			for i := range forecasts {
+				forecasts[i] = rest
+			}
+			forecasts[0] = first
+			f.price(at, load, lead, forecasts)
+		}
+	}
+	late := func(forecaster int) float64 { return f.Candidates[forecaster*len(marginLevels)].Late }
+	settle := 2 * stepsOf(lead) // a start-up and a break-even time of wants
+
+	price(settle, 4, 5, 5)
+	price(1, 6, 5, 5)
+	if late(0) != 0 || late(1) != 0 {
+		t.Fatalf("a rise every candidate missed counted late: %g, %g", late(0), late(1))
+	}
+	price(settle, 4, 8, 5)
+	price(1, 60, 8, 5) // every one short: shared
+	price(1, 6, 8, 5)  // the first forecaster's 8 serving: the rest short
+	if late(0) != 0 || late(1) < 0.99 || late(1) > 1 {
+		t.Errorf("after a rise only the first forecaster's candidates met: late %g and %g; want 0 and one interval", late(0), late(1))
+	}
+	// Priced once it has a start-up and a break-even time of wants:
+	// from the settle-th interval on, each fading by LateHalfLife.
+	var want float64
+	for k := range settle + 4 {
+		want += math.Exp2(-float64(k) * ErrorEvery.Seconds() / LateHalfLife.Seconds())
+	}
+	if c := f.Candidates[len(marginLevels)]; math.Abs(c.Intervals-want) > 0.01 {
+		t.Errorf("priced on %g intervals; want %.3f", c.Intervals, want)
+	}
+	if f.Candidates[0].Cost <= f.Candidates[len(marginLevels)].Cost {
+		t.Fatalf("holding 8 priced at %g, no dearer than holding 5 at %g", f.Candidates[0].Cost, f.Candidates[len(marginLevels)].Cost)
+	}
+	price(5*stepsOf(lead)+settle, 4, 5, 5)
+	if a, b := f.Candidates[0].Cost, f.Candidates[len(marginLevels)].Cost; a > 1.05*b {
+		t.Errorf("five lead times after it wanted 8 no more, its price %g is still over the 5's %g", a, b)
 	}
 }
 
