@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"refuel/activities"
 	"refuel/internal/cluster"
@@ -78,6 +79,10 @@ type Config struct {
 	// OnFrontendRequest, when set, is told the gRPC method of every request
 	// the embedded frontend serves (benchmarks count them).
 	OnFrontendRequest func(method string)
+	// ClientInterceptor, when set, sees every request this stack's client
+	// sends and its answer: its worker's, and its virtual instances'
+	// agents', which share the client (benchmarks trace them).
+	ClientInterceptor grpc.UnaryClientInterceptor
 	// Workflows are the workflows with the options they run under; nil
 	// means workflows.New(), the defaults.
 	Workflows *workflows.Workflows
@@ -300,6 +305,9 @@ func (s *Stack) connectOptions(ctx context.Context) (client.Options, error) {
 	s.serveCodec(guard)
 	opts.Logger = telemetry.SDKLogger(cfg.Logger.Named("sdk"))
 	opts.MetricsHandler = s.Metrics.Handler
+	if cfg.ClientInterceptor != nil {
+		opts.ConnectionOptions.DialOptions = append(opts.ConnectionOptions.DialOptions, grpc.WithChainUnaryInterceptor(cfg.ClientInterceptor))
+	}
 	if opts.Identity == "" {
 		host, _ := os.Hostname()
 		opts.Identity = fmt.Sprintf("%d@%s@refuel", os.Getpid(), host)
