@@ -44,6 +44,7 @@ var handlerDescriptions = map[string]string{
 
 	SignalCapacityGranted: "the capacity pool granted a base machine or a burst pool",
 	SignalYield:           "the capacity pool asks for its capacity back: checkpoint, release, requeue",
+	SignalInstanceTaken:   "the cloud took one of the run's instances at the end of its notice: the run recovers from its latest checkpoint at once",
 	SignalPoolConfigure:   "the pools file in force",
 	SignalPoolRequest:     "queue a request for one instance",
 	SignalPoolBind:        "which offering an allocation's instance was acquired on",

@@ -118,6 +118,8 @@ type run struct {
 	// oneTrip is set once the run recovers the one-trip way
 	// (recoversInOneTrip).
 	oneTrip bool
+	// taken are the instances their cloud said it took (instance-taken).
+	taken map[string]bool
 }
 
 // startRun takes up a carried state, or validates the spec, records the

@@ -50,6 +50,9 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 		onSignalOf(ctx, SignalYield, func(ctx workflow.Context, y YieldRequest) {
 			r.onYield(y)
 		}),
+		onSignalOf(ctx, SignalInstanceTaken, func(_ workflow.Context, t InstanceTaken) {
+			r.onTaken(t)
+		}),
 	}
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {

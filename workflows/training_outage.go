@@ -35,7 +35,12 @@ func (r *run) followAttempt(ctx workflow.Context, a *attempt) workflow.Future {
 		for {
 			scheduled := workflow.Now(ctx)
 			var res activities.TrainingResult
-			err := workflow.ExecuteActivity(actx, activities.RunTrainingName, a.in).Get(ctx, &res)
+			f := workflow.ExecuteActivity(actx, activities.RunTrainingName, a.in)
+			if r.awaitTakenOrEnded(ctx, f, a) {
+				settle.Set(takenResult(a))
+				return
+			}
+			err := f.Get(ctx, &res)
 			if err == nil {
 				r.countTrainerRestarts(ctx, res.Outage)
 			}

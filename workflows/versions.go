@@ -150,4 +150,11 @@ const (
 	// to acquiring in wall time. Recorded in
 	// training-run-market-time-gang.json.
 	gangClockVersion = "gang-market-clock"
+
+	// instanceTakenVersion: a run told by its control plane that the
+	// cloud took an attempt's instance (instance-taken) settles the
+	// attempt at once, as the market's; runs recorded before it waited
+	// for the attempt's heartbeat timeout. Only that signal reaches it;
+	// guarded by TestTakenInstanceEndsTheAttemptAtOnce.
+	instanceTakenVersion = "instance-taken"
 )
