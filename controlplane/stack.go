@@ -154,6 +154,9 @@ type Stack struct {
 	log         *zap.Logger
 	// identity is the worker's, as pollers show it to /readyz.
 	identity string
+	// clouds are the providers whose instances this stack's launcher
+	// hosts, asked whose run an instance it took is (tellTaken).
+	clouds   []capacity.Provider
 	stopping atomic.Bool
 	// ec2Credentials are the AWS provider's, which the in-process EC2
 	// endpoint checks signatures against.
@@ -189,6 +192,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if launcher.Env, err = cluster.ConnectEnv(cfg.Target); err != nil {
 		return nil, err
 	}
+	launcher.OnTaken = s.tellTaken
 	if cfg.Instances == InstancesVirtual {
 		s.Virtual = &nodeagent.Virtual{Client: s.Client, DefaultStoreURL: cfg.CheckpointURL, DemoStepTime: cfg.DemoStepTime, Logger: cfg.Logger.Named("agent")}
 		launcher.StartVirtual = s.Virtual.Start
@@ -214,6 +218,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 			set.interrupters = append(set.interrupters, s.Base)
 		}
 	}
+	s.clouds = providers
 	joins, err := joinChecker(cfg.Pools)
 	if err != nil {
 		return nil, err
