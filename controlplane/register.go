@@ -18,7 +18,7 @@ import (
 // under, and every activity on a worker under its contract name. Replay
 // tests register the same workflows, so the names a history was
 // recorded with are the names registered.
-func Register(w worker.Registry, wf *workflows.Workflows, caps *activities.Capacity, jan *activities.Janitor) {
+func Register(w worker.Registry, wf *workflows.Workflows, caps *activities.Capacity, jan *activities.Janitor, disp *activities.Dispatch) {
 	wf.Register(w)
 	acts := map[string]any{
 		activities.ListOfferingsName:     caps.ListOfferings,
@@ -35,6 +35,7 @@ func Register(w worker.Registry, wf *workflows.Workflows, caps *activities.Capac
 		activities.ListManagedName:       jan.ListManagedInstances,
 		activities.RunOwnsInstanceName:   jan.RunOwnsInstance,
 		activities.EndedWorkflowsName:    jan.EndedWorkflows,
+		activities.TrainingReachName:     disp.TrainingReach,
 	}
 	for name, fn := range acts {
 		w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})

@@ -239,7 +239,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		WorkerStopTimeout: cfg.StopTimeout,
 		Interceptors:      []interceptor.WorkerInterceptor{s.inFlight},
 	})
-	Register(s.worker, cfg.Workflows, caps, jan)
+	Register(s.worker, cfg.Workflows, caps, jan, &activities.Dispatch{Client: s.Client})
 	s.worker.RegisterActivityWithOptions(joins.Verify, activity.RegisterOptions{Name: activities.VerifyJoinName})
 	if err := s.worker.Start(); err != nil {
 		return nil, fmt.Errorf("control-plane worker: %w", err)
