@@ -33,6 +33,8 @@ type attempt struct {
 	mayContinue bool
 	// cause is why the run stopped the attempt, when the market did.
 	cause stopCause
+	// heard is set once the attempt's agent reported progress.
+	heard bool
 }
 
 // stop asks the trainer to stop at a checkpoint; the attempt then ends.

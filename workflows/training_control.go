@@ -64,6 +64,9 @@ func (r *run) resumeTraining(ctx workflow.Context) (attemptEnd, error) {
 		r.startGang(ctx, in, t.Started)
 	} else {
 		r.launchAttempt(ctx, in, t.Started)
+		// Its agent trains already: the RunTraining attaches, and there
+		// is no restore to report.
+		r.attempt.heard = true
 	}
 	if r.mustStop(ctx) != goOn {
 		r.attempt.stop()

@@ -110,6 +110,7 @@ func (r *run) onProgress(ctx workflow.Context, p activities.Progress) {
 	if a == nil || p.Attempt != a.in.Attempt || p.InstanceID != "" && p.InstanceID != a.lease.Instance.ID {
 		return
 	}
+	a.heard = true
 	var c *activities.CheckpointRef
 	if p.Kind == activities.ProgressCheckpoint {
 		c = p.Checkpoint

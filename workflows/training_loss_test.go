@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 
 	"refuel/activities"
 	"refuel/pkg/capacity"
@@ -31,6 +32,7 @@ func TestSilentLossCountsFromTheLastHeartbeat(t *testing.T) {
 			return activities.TrainingResult{}, temporal.NewTimeoutError(enums.TIMEOUT_TYPE_HEARTBEAT, nil, last)
 		}).After(5 * time.Minute).Once()
 	env.OnActivity(activities.RunTrainingName, mock.Anything, mock.Anything).Return(f.RunTraining)
+	reportsRestored(env, f)
 	env.ExecuteWorkflow(TrainingRunName, job(spec.TierFlexible))
 	st, err := result(t, env)
 	if err != nil {
@@ -126,6 +128,7 @@ func TestUnheardPastTheToleranceIsLost(t *testing.T) {
 					return activities.TrainingResult{}, temporal.NewTimeoutError(enums.TIMEOUT_TYPE_HEARTBEAT, nil)
 				}).After(time.Minute).Times(tc.unheard)
 			env.OnActivity(activities.RunTrainingName, mock.Anything, mock.Anything).Return(f.RunTraining)
+			reportsRestored(env, f)
 			env.ExecuteWorkflow(TrainingRunName, job(spec.TierFlexible))
 			st, err := result(t, env)
 			if err != nil {
@@ -188,4 +191,16 @@ func TestRestartsCountWhatTheFaultTableSays(t *testing.T) {
 			t.Errorf("%s: %v; want no error, it counts against nothing", f, err)
 		}
 	}
+}
+
+// reportsRestored has the agent of the run's first instance report its
+// restored checkpoint a second into the run, as an agent that got its
+// RunTraining does, before the test makes it go silent.
+func reportsRestored(env *testsuite.TestWorkflowEnvironment, f *fakeCloud) {
+	env.RegisterDelayedCallback(func() {
+		f.mu.Lock()
+		id := f.acquired[0].ID
+		f.mu.Unlock()
+		env.SignalWorkflow(SignalProgress, activities.Progress{Kind: activities.ProgressRestored, Attempt: 1, InstanceID: id})
+	}, time.Second)
 }

@@ -35,7 +35,7 @@ func (r *run) followAttempt(ctx workflow.Context, a *attempt) workflow.Future {
 		for {
 			scheduled := workflow.Now(ctx)
 			var res activities.TrainingResult
-			f := workflow.ExecuteActivity(actx, activities.RunTrainingName, a.in)
+			f := r.sendTraining(ctx, actx, a)
 			if r.awaitTakenOrEnded(ctx, f, a) {
 				settle.Set(takenResult(a))
 				return

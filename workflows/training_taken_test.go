@@ -41,6 +41,7 @@ func TestTakenInstanceEndsTheAttemptAtOnce(t *testing.T) {
 					return activities.TrainingResult{}, temporal.NewTimeoutError(enums.TIMEOUT_TYPE_HEARTBEAT, nil)
 				}).After(silence).Once()
 			env.OnActivity(activities.RunTrainingName, mock.Anything, mock.Anything).Return(f.RunTraining)
+			reportsRestored(env, f)
 			env.RegisterDelayedCallback(func() {
 				f.mu.Lock()
 				id := f.acquired[0].ID

@@ -76,6 +76,10 @@ type fakeCloud struct {
 	// about as gone.
 	healthy map[string]bool
 
+	// reach answers TrainingReach; nil says every RunTraining reached
+	// its agent.
+	reach func() activities.Reach
+
 	stops     map[int]bool // attempts StopTraining asked to stop
 	byRank    map[int]int  // RunTraining calls by rank
 	decisions []activities.DecisionInput
@@ -241,6 +245,15 @@ func (f *fakeCloud) RunTraining(ctx context.Context, in activities.TrainingInput
 		LastCheckpoint: &activities.CheckpointRef{Step: 200}, ModelDigest: "abc"}, nil
 }
 
+// TrainingReach: every RunTraining reached its agent, unless the test
+// says otherwise.
+func (f *fakeCloud) TrainingReach(context.Context, activities.ReachInput) (activities.Reach, error) {
+	if f.reach == nil {
+		return activities.ReachHeard, nil
+	}
+	return f.reach(), nil
+}
+
 // LostInstances reports the instances asked about as gone, but for the
 // healthy ones.
 func (f *fakeCloud) LostInstances(_ context.Context, insts []capacity.Instance) ([]activities.LostInstance, error) {
@@ -299,7 +312,7 @@ func newEnvWithoutPool(t *testing.T, f *fakeCloud, opts ...option) *testsuite.Te
 		activities.ReleaseName: f.Release, activities.ReplaceName: f.Replace,
 		activities.RunTrainingName: f.RunTraining, activities.StockHistoryName: f.StockHistory,
 		activities.StopTrainingName: f.StopTraining, activities.DecideMarketName: f.DecideMarket,
-		activities.LostInstancesName: f.LostInstances,
+		activities.LostInstancesName: f.LostInstances, activities.TrainingReachName: f.TrainingReach,
 	} {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

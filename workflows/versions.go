@@ -157,4 +157,11 @@ const (
 	// for the attempt's heartbeat timeout. Only that signal reaches it;
 	// guarded by TestTakenInstanceEndsTheAttemptAtOnce.
 	instanceTakenVersion = "instance-taken"
+
+	// resendVersion: a run of one node that hears nothing from the agent
+	// of an attempt within ResendAfter sends the attempt's RunTraining
+	// again (sendTraining); runs recorded before it sent it once and
+	// waited for the heartbeat timeout. Guarded by
+	// TestUnheardAttemptIsSentAgain.
+	resendVersion = "resend-unheard-attempt"
 )
