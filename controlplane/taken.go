@@ -34,6 +34,12 @@ func (s *Stack) tellTaken(id string) {
 			if run == "" {
 				return
 			}
+			// Training runs take the signal; a service finds its lost
+			// replicas on its own (service_loss.go).
+			desc, err := s.Client.DescribeWorkflowExecution(ctx, run, "")
+			if err != nil || desc.GetWorkflowExecutionInfo().GetType().GetName() != workflows.TrainingRunName {
+				return
+			}
 			err = s.Client.SignalWorkflow(ctx, run, "", workflows.SignalInstanceTaken, workflows.InstanceTaken{InstanceID: id})
 			var gone *serviceerror.NotFound
 			if err != nil && !errors.As(err, &gone) && !s.stopping.Load() {
