@@ -18,17 +18,24 @@ build:
 # metrics) in the background, logging to $(DATA)/worker.log, then two
 # machines that join its base group (`worker join`, each with a directory
 # of its own, as on two servers), then drives the demo in the foreground.
-# Ctrl-C stops everything (the machines drain and leave first).
+# Ctrl-C stops everything in order: the machines drain and leave while
+# the stack they report to still serves, then the stack stops. They run
+# in sessions of their own (setsid), so the terminal's Ctrl-C reaches
+# only this recipe, whose trap stops them one after the other (a second
+# Ctrl-C does not cut that short and leave them running).
 run: build
 	@mkdir -p $(DATA)/machines
 	@mkdir -p $(dir $(JOIN_TOKEN)); [ -s $(JOIN_TOKEN) ] || { umask 077; od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > $(JOIN_TOKEN); }
 	@rm -f $(DATA)/machines/*.ready
 	@echo "starting refuel (logs: $(DATA)/worker.log; the base machines': $(DATA)/machines/*.log)"
-	@$(BIN)/worker --data-dir $(DATA) --pools examples/pools-joined.yaml > $(DATA)/worker.log 2>&1 & wpid=$$!; \
-	trap 'kill $$jpids 2>/dev/null; wait $$jpids 2>/dev/null; kill $$wpid 2>/dev/null; wait $$wpid 2>/dev/null' EXIT INT TERM; \
+	@alone=$$(command -v setsid); \
+	$$alone $(BIN)/worker --data-dir $(DATA) --pools examples/pools-joined.yaml > $(DATA)/worker.log 2>&1 & wpid=$$!; \
+	stop() { trap - EXIT; trap '' INT TERM HUP; echo "stopping: the base machines leave, then the stack"; \
+		[ -z "$$jpids" ] || { kill $$jpids 2>/dev/null; wait $$jpids 2>/dev/null; }; kill $$wpid 2>/dev/null; wait $$wpid 2>/dev/null; }; \
+	trap stop EXIT; trap 'stop; exit 130' INT TERM HUP; \
 	for i in $$(seq 120); do $(BIN)/starter pool > /dev/null 2>&1 && break; sleep 1; done; \
 	for m in dc-1 dc-2; do \
-		$(BIN)/worker join --name $$m --gpus 1 --instance-type p3.2xlarge --zone dc-1 --price-per-hour 1.20 \
+		$$alone $(BIN)/worker join --name $$m --gpus 1 --instance-type p3.2xlarge --zone dc-1 --price-per-hour 1.20 \
 			--token-file $(JOIN_TOKEN) --dir $(DATA)/machines/$$m --ready-file $(DATA)/machines/$$m.ready \
 			--checkpoint-url file://$(abspath $(DATA))/checkpoints > $(DATA)/machines/$$m.log 2>&1 & jpids="$$jpids $$!"; \
 	done; \

@@ -94,6 +94,8 @@ func (n *Node) RunTraining(ctx context.Context, in TrainingInput) (TrainingResul
 	if err != nil {
 		return TrainingResult{}, err
 	}
+	lettingGo := false
+	defer func() { n.detach(t, in, lettingGo) }()
 	// Heartbeats go on after a stop request, while the trainer saves its
 	// final checkpoint: the run waits for it and must not time it out.
 	hbCtx, stopHeartbeats := context.WithCancel(context.WithoutCancel(ctx))
@@ -114,8 +116,9 @@ func (n *Node) RunTraining(ctx context.Context, in TrainingInput) (TrainingResul
 			}
 			// The cluster no longer waits on this activity: the run
 			// continued as new, or timed it out while the cluster was
-			// away, and attaches again with a RunTraining of its own.
-			n.letGo(t, in)
+			// away, or sent the attempt again, and attaches again with a
+			// RunTraining of its own.
+			lettingGo = true
 			return TrainingResult{}, errLetGo
 		case <-ctx.Done():
 			if in.Control != ControlPush {
@@ -123,7 +126,7 @@ func (n *Node) RunTraining(ctx context.Context, in TrainingInput) (TrainingResul
 				<-t.done
 				return t.result, t.err
 			}
-			n.letGo(t, in)
+			lettingGo = true
 			return TrainingResult{}, ctx.Err()
 		}
 	}
@@ -160,7 +163,11 @@ type trainerRun struct {
 	result TrainingResult
 	err    error
 
-	mu     sync.Mutex
+	mu sync.Mutex
+	// held counts the RunTrainings attached to the trainer: a second may
+	// attach before the first lets go (a run that continued as new, or
+	// sent the attempt again).
+	held   int
 	orphan *time.Timer // stops a trainer no run attaches to again
 	// orphaned is set when the agent stopped the trainer because no run
 	// attached within the tolerance: the next RunTraining of the attempt
@@ -203,6 +210,9 @@ func (n *Node) attach(ctx context.Context, in TrainingInput, workflowID string) 
 			t.orphan = nil
 		}
 		orphaned := t.orphaned
+		if !orphaned {
+			t.held++
+		}
 		t.mu.Unlock()
 		if !orphaned {
 			return t, nil
@@ -242,6 +252,7 @@ func (n *Node) attach(ctx context.Context, in TrainingInput, workflowID string) 
 		},
 		stop: stop,
 		done: make(chan struct{}),
+		held: 1,
 	}
 	if n.attempts == nil {
 		n.attempts = map[attemptKey]*trainerRun{}
@@ -267,12 +278,20 @@ func (n *Node) attach(ctx context.Context, in TrainingInput, workflowID string) 
 	return t, nil
 }
 
-// letGo leaves a trainer training for its run's next RunTraining, and
-// stops it at a checkpoint if none comes within the tolerance.
-func (n *Node) letGo(t *trainerRun, in TrainingInput) {
+// detach ends a RunTraining's hold on its trainer. One that lets go
+// leaves the trainer training for the run's next RunTraining; once no
+// RunTraining holds it, the agent stops it at a checkpoint if none
+// attaches within the tolerance.
+func (n *Node) detach(t *trainerRun, in TrainingInput, lettingGo bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.orphan == nil {
+	t.held--
+	select {
+	case <-t.done:
+		return // nothing trains to be let go of
+	default:
+	}
+	if lettingGo && t.held == 0 && t.orphan == nil {
 		wait := tolerance(in)
 		t.orphan = time.AfterFunc(wait, func() {
 			t.mu.Lock()

@@ -133,3 +133,48 @@ func TestTrainerRidesOutTheControlPlane(t *testing.T) {
 		})
 	}
 }
+
+// A RunTraining of an attempt may attach before another of the same
+// attempt lets go: the run continued as new, or sent the attempt again
+// because it did not hear the first. The trainer is held while any
+// RunTraining is attached: only once the last lets go does the agent
+// stop it at a checkpoint for want of a run.
+func TestTrainerHeldByAnyRunTrainingIsNotStopped(t *testing.T) {
+	t.Parallel()
+	const steps = 100000 // trains for the whole test
+	store := (&url.URL{Scheme: "file", Path: filepath.ToSlash(t.TempDir())}).String()
+	n := &Node{
+		InstanceID: "i-1", Dir: t.TempDir(), Signaler: &cluster{}, Logger: zap.NewNop(),
+		DemoStepTime: time.Millisecond, DemoTrainer: trainer.Embedded, ProgressSignal: "progress",
+	}
+	const tolerance = 50 * time.Millisecond
+	in := TrainingInput{
+		Spec: spec.JobSpec{ID: "job-1", Work: spec.Duration(steps * time.Millisecond), Checkpoint: spec.Checkpoint{Keep: 2}}, Attempt: 1,
+		InstanceID: "i-1", CheckpointURL: store, CheckpointInterval: time.Second, Control: ControlPush, ControlPlaneTolerance: tolerance,
+	}
+	ctx := context.Background()
+	first, err := n.attach(ctx, in, "job-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := n.attach(ctx, in, "job-1")
+	if err != nil || second != first {
+		t.Fatalf("second RunTraining attached to %p (%v); want the first's trainer %p", second, err, first)
+	}
+	n.detach(first, in, true) // the first lets go after the second attached
+	time.Sleep(4 * tolerance)
+	select {
+	case <-first.done:
+		t.Fatalf("the trainer ended (%+v, %v) while a RunTraining held it", first.result, first.err)
+	default:
+	}
+	n.detach(second, in, true) // the last lets go: no run holds it now
+	select {
+	case <-first.done:
+	case <-time.After(time.Minute): // hang guard only
+		t.Fatal("the trainer no RunTraining holds was not stopped after the tolerance")
+	}
+	if first.result.Outcome != OutcomeStopped {
+		t.Errorf("the trainer ended %+v, %v; want stopped at a checkpoint for want of a run", first.result, first.err)
+	}
+}

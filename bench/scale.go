@@ -21,11 +21,14 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
 
+	"refuel/activities"
 	"refuel/controlplane"
 	"refuel/jobs"
 	"refuel/pkg/capacity"
@@ -45,6 +48,8 @@ type ScaleReport struct {
 	Recovered                 int     `json:"recovered"`
 	RecoveryP50Seconds        float64 `json:"recovery_p50_seconds"`
 	RecoveryP99Seconds        float64 `json:"recovery_p99_seconds"`
+	RecoveryP90Seconds        float64 `json:"recovery_p90_seconds"`
+	RecoveryMaxSeconds        float64 `json:"recovery_max_seconds"`
 	RawWorkflowsPerSecond     float64 `json:"raw_workflows_per_second"`
 	RecoveriesPerSecond       float64 `json:"recoveries_per_second"`
 	RequestsPerRunningJobPerS float64 `json:"requests_per_running_job_per_second"`
@@ -88,13 +93,14 @@ func scaleCommand() *cobra.Command {
 	dataDir := fs.String("data-dir", "", "a fresh data dir for the bench's own stack (default a temporary one, removed after)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole bench (server, worker and instances) to FILE")
 	busy := fs.Int("busy-cores", 0, "keep this many cores busy with a spinning process each for the whole bench, as other work on a shared machine does")
+	dumps := fs.String("stall-dumps", os.TempDir(), "where to write a goroutine dump of the bench when a replacement's agent holds RunTraining for 10s without a heartbeat (3 at most)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return scaleBenchRun(cmd.OutOrStdout(), cmd.ErrOrStderr(), *runs, *storm, *asJSON, *work, *steady, *raw, *dataDir, *cpuProfile, *busy)
+		return scaleBenchRun(cmd.OutOrStdout(), cmd.ErrOrStderr(), *runs, *storm, *asJSON, *work, *steady, *raw, *dataDir, *cpuProfile, *busy, *dumps)
 	}
 	return cmd
 }
 
-func scaleBenchRun(stdout, stderr io.Writer, runs int, storm float64, asJSON bool, work, steady time.Duration, raw int, dataDir, cpuProfile string, busy int) error {
+func scaleBenchRun(stdout, stderr io.Writer, runs int, storm float64, asJSON bool, work, steady time.Duration, raw int, dataDir, cpuProfile string, busy int, dumps string) error {
 	switch {
 	case runs < 1:
 		return usagef("--runs must be 1 or more")
@@ -121,7 +127,7 @@ func scaleBenchRun(stdout, stderr io.Writer, runs int, storm float64, asJSON boo
 		}
 		defer pprof.StopCPUProfile()
 	}
-	b := &scaleBench{runs: runs, storm: int(storm * float64(runs)), work: work, steady: steady, log: stderr, byMethod: map[string]int64{}}
+	b := &scaleBench{runs: runs, storm: int(storm * float64(runs)), work: work, steady: steady, log: stderr, byMethod: map[string]int64{}, trace: newAgentTrace(dumps)}
 	rep, err := b.run(dataDir, raw)
 	if err != nil {
 		return err
@@ -131,8 +137,8 @@ func scaleBenchRun(stdout, stderr io.Writer, runs int, storm float64, asJSON boo
 		return json.NewEncoder(stdout).Encode(rep)
 	}
 	fmt.Fprintf(stdout, "runs %d: completed %d, lost %d, leaked %d; healthy attempts lost %d\n", rep.Runs, rep.Completed, rep.Lost, rep.Leaked, rep.HealthyAttemptsLost)
-	fmt.Fprintf(stdout, "storm: %d preempted, %d recovered, recovery p50 %.1fs p99 %.1fs, %.2f recoveries/s (raw rate %.1f workflows/s)\n",
-		rep.Preempted, rep.Recovered, rep.RecoveryP50Seconds, rep.RecoveryP99Seconds, rep.RecoveriesPerSecond, rep.RawWorkflowsPerSecond)
+	fmt.Fprintf(stdout, "storm: %d preempted, %d recovered, recovery p50 %.1fs p90 %.1fs p99 %.1fs max %.1fs, %.2f recoveries/s (raw rate %.1f workflows/s)\n",
+		rep.Preempted, rep.Recovered, rep.RecoveryP50Seconds, rep.RecoveryP90Seconds, rep.RecoveryP99Seconds, rep.RecoveryMaxSeconds, rep.RecoveriesPerSecond, rep.RawWorkflowsPerSecond)
 	fmt.Fprintf(stdout, "steady state: %.3f requests per running job per second; peak RSS %.0f MB; %.0fs in all\n",
 		rep.RequestsPerRunningJobPerS, rep.PeakRSSMB, rep.WallSeconds)
 	fmt.Fprintf(stdout, "plans: %d outlooks solved for the deadline runs' decisions, %.0f MB held\n", rep.PlansSolved, rep.PlansSharedMB)
@@ -146,6 +152,7 @@ type scaleBench struct {
 	log         io.Writer
 	start       time.Time
 	requests    atomic.Int64
+	trace       *agentTrace
 
 	mu       sync.Mutex
 	counting bool             // while the steady state is measured
@@ -183,6 +190,10 @@ func (b *scaleBench) run(dataDir string, raw int) (ScaleReport, error) {
 	if err != nil {
 		return rep, err
 	}
+	defer dumpOnSignal(b.trace.dumpDir, b.say)()
+	stopWatch := make(chan struct{})
+	defer close(stopWatch)
+	go b.trace.watch(stopWatch, 10*time.Second, b.say)
 	ctx := context.Background()
 	b.say("starting the embedded stack: %d runs, a storm of %d, %s of work each", b.runs, b.storm, b.work)
 	s, err := controlplane.Start(ctx, controlplane.Config{
@@ -190,6 +201,7 @@ func (b *scaleBench) run(dataDir string, raw int) (ScaleReport, error) {
 		Provider: controlplane.ProviderSim, Instances: controlplane.InstancesVirtual, DemoStepTime: time.Second, JanitorEvery: -1,
 		Sim:               controlplane.SimConfig{Traces: market, Speed: 0, Notice: 20 * time.Second},
 		OnFrontendRequest: b.request,
+		ClientInterceptor: b.trace.intercept,
 		Logger:            zap.NewNop(),
 	})
 	if err != nil {
@@ -231,6 +243,7 @@ func (b *scaleBench) run(dataDir string, raw int) (ScaleReport, error) {
 	if err := b.until(ctx, s.Client, "completed", func(c counts) (bool, error) { return c.closed == b.runs, nil }); err != nil {
 		return rep, err
 	}
+	b.say("requests the cluster refused, by method and code: %s", b.trace.refusals())
 	b.tally(ctx, s.Client, ids, stormed(s.Sim.Instances()), &rep)
 	time.Sleep(3 * time.Second) // the last releases
 	left, _ := s.Sim.List(ctx, nil)
@@ -319,7 +332,9 @@ type counts struct{ running, closed int }
 
 // until reports progress every few seconds until done holds.
 func (b *scaleBench) until(ctx context.Context, c client.Client, what string, done func(counts) (bool, error)) error {
-	deadline := time.Now().Add(15 * time.Minute)
+	// A run that recovers late still has its whole work ahead of it.
+	wait := 15*time.Minute + b.work
+	deadline := time.Now().Add(wait)
 	for {
 		var n counts
 		var err error
@@ -329,12 +344,12 @@ func (b *scaleBench) until(ctx context.Context, c client.Client, what string, do
 		if n.closed, err = jobs.Count(ctx, c, `ExecutionStatus != "Running"`); err != nil {
 			return err
 		}
-		b.say("%d of %d runs training, %d ended", n.running, b.runs, n.closed)
+		b.say("%d of %d runs training, %d ended%s", n.running, b.runs, n.closed, b.trace.refusedSoFar())
 		if ok, err := done(n); ok || err != nil {
 			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("not every run %s within 15 minutes: %d training, %d ended", what, n.running, n.closed)
+			return fmt.Errorf("not every run %s within %s: %d training, %d ended", what, wait, n.running, n.closed)
 		}
 		time.Sleep(5 * time.Second)
 	}
@@ -449,7 +464,10 @@ func (b *scaleBench) tally(ctx context.Context, c client.Client, ids []string, t
 	}
 	b.showSlowest(ctx, c, slow)
 	slices.Sort(recoveries)
-	rep.RecoveryP50Seconds, rep.RecoveryP99Seconds = quantile(recoveries, 0.5), quantile(recoveries, 0.99)
+	rep.RecoveryP50Seconds, rep.RecoveryP90Seconds, rep.RecoveryP99Seconds = quantile(recoveries, 0.5), quantile(recoveries, 0.9), quantile(recoveries, 0.99)
+	if len(recoveries) > 0 {
+		rep.RecoveryMaxSeconds = recoveries[len(recoveries)-1]
+	}
 	if span := lastResume.Sub(firstNotice).Seconds(); span > 0 {
 		rep.RecoveriesPerSecond = float64(rep.Recovered) / span
 	}
@@ -462,43 +480,166 @@ type slowRecovery struct {
 	from, to time.Time
 }
 
-// showSlowest logs the slowest recoveries, each with what its history
-// recorded meanwhile, offset from the preemption: where a slow recovery
-// spent its time.
+// slowest is how many of the slowest recoveries the bench shows.
+const slowest = 5
+
+// phases are the moments of one recovery, from its history and what the
+// trace saw of its replacement's agent; zero where none was seen.
+type phases struct {
+	notice    time.Time // the agent heard the notice
+	released  time.Time // the run gave the instance back (Replace or Release started)
+	acquired  time.Time // the replacement was launched (Replace or Acquire completed)
+	started   time.Time // the cluster started the first RunTraining on the replacement
+	received  time.Time // a RunTraining reached the replacement's agent (its poll's answer)
+	heartbeat time.Time // the cluster took the agent's first heartbeat
+	beatSent  time.Time // the agent sent it
+	restored  time.Time // the agent's restore signal
+	queue     string    // the replacement's task queue
+	beatErr   string
+	timeouts  int // RunTrainings that timed out meanwhile
+	sends     int // RunTrainings scheduled on the replacement
+}
+
+// showSlowest logs the slowest recoveries, each with where it spent its
+// time and what its history recorded meanwhile, offset from the
+// preemption.
 func (b *scaleBench) showSlowest(ctx context.Context, c client.Client, recs []slowRecovery) {
 	slices.SortFunc(recs, func(x, y slowRecovery) int { return cmp.Compare(y.to.Sub(y.from), x.to.Sub(x.from)) })
-	for _, rec := range recs[:min(3, len(recs))] {
-		b.say("slow recovery: %s took %.1fs", rec.id, rec.to.Sub(rec.from).Seconds())
+	for _, rec := range recs[:min(slowest, len(recs))] {
+		var timeline []string
+		ph := phases{}
+		scheduled := map[int64]string{} // scheduled event id → activity
 		it := c.GetWorkflowHistory(ctx, rec.id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {
 			ev, err := it.Next()
 			if err != nil {
-				b.say("  history: %v", err)
+				timeline = append(timeline, "history: "+err.Error())
 				break
 			}
 			at := ev.GetEventTime().AsTime()
-			if at.Before(rec.from.Add(-2*time.Second)) || at.After(rec.to.Add(2*time.Second)) {
+			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+				scheduled[ev.GetEventId()] = a.GetActivityType().GetName()
+			}
+			if at.Before(rec.from.Add(-time.Minute)) || at.After(rec.to.Add(2*time.Second)) {
 				continue
 			}
-			what := strings.TrimPrefix(ev.GetEventType().String(), "EVENT_TYPE_")
-			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
-				what += " " + a.GetActivityType().GetName() + " on " + a.GetTaskQueue().GetName()
+			ph.add(ev, scheduled, rec)
+			if at.Before(rec.from.Add(-2 * time.Second)) {
+				continue
 			}
-			if a := ev.GetWorkflowExecutionSignaledEventAttributes(); a != nil {
-				what += " " + a.GetSignalName()
-			}
-			if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && a.GetAttempt() > 1 {
-				what += fmt.Sprintf(" (try %d)", a.GetAttempt())
-			}
-			if f := ev.GetActivityTaskFailedEventAttributes().GetFailure(); f != nil {
-				what += ": " + f.GetMessage()
-			}
-			if a := ev.GetWorkflowTaskTimedOutEventAttributes(); a != nil {
-				what += " " + a.GetTimeoutType().String()
-			}
-			b.say("  %+7.2fs %s", at.Sub(rec.from).Seconds(), what)
+			timeline = append(timeline, fmt.Sprintf("%+7.2fs %s", at.Sub(rec.from).Seconds(), describe(ev, scheduled)))
+		}
+		if s := b.trace.seen(rec.id, ph.started.Add(-time.Second)); !s.received.IsZero() {
+			ph.received, ph.beatSent, ph.heartbeat, ph.beatErr, ph.queue = s.received, s.beatSent, s.beatTaken, s.beatErr, s.queue
+		}
+		b.say("slow recovery: %s took %.1fs: %s", rec.id, rec.to.Sub(rec.from).Seconds(), ph.String(rec.from))
+		if ph.queue != "" {
+			b.say("  its agent's polls: %s", b.trace.pollsAround(ph.queue, rec.from, rec.to))
+		}
+		for _, line := range timeline {
+			b.say("  %s", line)
 		}
 	}
+}
+
+// add reads one event of a slow recovery's history into its phases.
+func (ph *phases) add(ev *history.HistoryEvent, scheduled map[int64]string, rec slowRecovery) {
+	at := ev.GetEventTime().AsTime()
+	if a := ev.GetWorkflowExecutionSignaledEventAttributes(); a != nil && a.GetSignalName() == workflows.SignalProgress {
+		var p activities.Progress
+		if converter.GetDefaultDataConverter().FromPayloads(a.GetInput(), &p) == nil {
+			switch {
+			case p.Kind == activities.ProgressNotice && !at.After(rec.from):
+				ph.notice = p.Time
+			case p.Kind == activities.ProgressRestored && !at.Before(rec.from):
+				ph.restored = at
+			}
+		}
+	}
+	if at.Before(rec.from) {
+		return
+	}
+	if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == activities.RunTrainingName {
+		ph.sends++
+	}
+	switch {
+	case ev.GetActivityTaskStartedEventAttributes() != nil:
+		switch scheduled[ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId()] {
+		case activities.ReplaceName, activities.ReleaseName:
+			if ph.released.IsZero() {
+				ph.released = at
+			}
+		case activities.RunTrainingName:
+			if ph.started.IsZero() || at.Before(ph.started) {
+				ph.started = at
+			}
+		}
+	case ev.GetActivityTaskCompletedEventAttributes() != nil:
+		switch scheduled[ev.GetActivityTaskCompletedEventAttributes().GetScheduledEventId()] {
+		case activities.ReplaceName, activities.AcquireName:
+			ph.acquired = at
+		}
+	case ev.GetActivityTaskTimedOutEventAttributes() != nil:
+		if scheduled[ev.GetActivityTaskTimedOutEventAttributes().GetScheduledEventId()] == activities.RunTrainingName {
+			ph.timeouts++
+		}
+	}
+}
+
+// String is the phases as offsets from the preemption the run recorded.
+func (ph phases) String(from time.Time) string {
+	off := func(t time.Time) string {
+		if t.IsZero() {
+			return "unseen"
+		}
+		return fmt.Sprintf("%+.2fs", t.Sub(from).Seconds())
+	}
+	out := fmt.Sprintf("notice %s, released %s, acquired %s, agent started %s (the cluster started RunTraining %s), first heartbeat %s (sent %s), restore %s",
+		off(ph.notice), off(ph.released), off(ph.acquired), off(ph.received), off(ph.started), off(ph.heartbeat), off(ph.beatSent), off(ph.restored))
+	if ph.beatErr != "" {
+		out += ", first heartbeat refused: " + ph.beatErr
+	}
+	if ph.sends > 1 {
+		out += fmt.Sprintf("; RunTraining sent %d times", ph.sends)
+	}
+	if ph.timeouts > 0 {
+		out += fmt.Sprintf(", %d timed out", ph.timeouts)
+	}
+	return out
+}
+
+// describe is one history event as a timeline line.
+func describe(ev *history.HistoryEvent, scheduled map[int64]string) string {
+	what := strings.TrimPrefix(ev.GetEventType().String(), "EVENT_TYPE_")
+	if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+		what += " " + a.GetActivityType().GetName() + " on " + a.GetTaskQueue().GetName()
+	}
+	if a := ev.GetActivityTaskStartedEventAttributes(); a != nil {
+		what += " " + scheduled[a.GetScheduledEventId()]
+		if a.GetAttempt() > 1 {
+			what += fmt.Sprintf(" (try %d)", a.GetAttempt())
+		}
+	}
+	if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil {
+		what += " " + scheduled[a.GetScheduledEventId()]
+	}
+	if a := ev.GetActivityTaskTimedOutEventAttributes(); a != nil {
+		what += " " + scheduled[a.GetScheduledEventId()] + ": " + a.GetFailure().GetMessage()
+	}
+	if a := ev.GetWorkflowExecutionSignaledEventAttributes(); a != nil {
+		what += " " + a.GetSignalName()
+		var p activities.Progress
+		if a.GetSignalName() == workflows.SignalProgress && converter.GetDefaultDataConverter().FromPayloads(a.GetInput(), &p) == nil {
+			what += " " + string(p.Kind)
+		}
+	}
+	if f := ev.GetActivityTaskFailedEventAttributes().GetFailure(); f != nil {
+		what += " " + scheduled[ev.GetActivityTaskFailedEventAttributes().GetScheduledEventId()] + ": " + f.GetMessage()
+	}
+	if a := ev.GetWorkflowTaskTimedOutEventAttributes(); a != nil {
+		what += " " + a.GetTimeoutType().String()
+	}
+	return what
 }
 
 func quantile(sorted []float64, q float64) float64 {

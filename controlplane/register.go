@@ -18,7 +18,7 @@ import (
 // under, and every activity on a worker under its contract name. Replay
 // tests register the same workflows, so the names a history was
 // recorded with are the names registered.
-func Register(w worker.Registry, wf *workflows.Workflows, caps *activities.Capacity, jan *activities.Janitor, ws *activities.Workspaces) {
+func Register(w worker.Registry, wf *workflows.Workflows, caps *activities.Capacity, jan *activities.Janitor, ws *activities.Workspaces, disp *activities.Dispatch) {
 	wf.Register(w)
 	acts := map[string]any{
 		activities.ListOfferingsName:     caps.ListOfferings,
@@ -36,6 +36,7 @@ func Register(w worker.Registry, wf *workflows.Workflows, caps *activities.Capac
 		activities.RunOwnsInstanceName:   jan.RunOwnsInstance,
 		activities.EndedWorkflowsName:    jan.EndedWorkflows,
 		activities.DeleteWorkspaceName:   ws.DeleteWorkspace,
+		activities.TrainingReachName:     disp.TrainingReach,
 	}
 	for name, fn := range acts {
 		w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"refuel/activities"
 	"refuel/internal/cluster"
@@ -78,6 +79,10 @@ type Config struct {
 	// OnFrontendRequest, when set, is told the gRPC method of every request
 	// the embedded frontend serves (benchmarks count them).
 	OnFrontendRequest func(method string)
+	// ClientInterceptor, when set, sees every request this stack's client
+	// sends and its answer: its worker's, and its virtual instances'
+	// agents', which share the client (benchmarks trace them).
+	ClientInterceptor grpc.UnaryClientInterceptor
 	// Workflows are the workflows with the options they run under; nil
 	// means workflows.New(), the defaults.
 	Workflows *workflows.Workflows
@@ -149,6 +154,9 @@ type Stack struct {
 	log         *zap.Logger
 	// identity is the worker's, as pollers show it to /readyz.
 	identity string
+	// clouds are the providers whose instances this stack's launcher
+	// hosts, asked whose run an instance it took is (tellTaken).
+	clouds   []capacity.Provider
 	stopping atomic.Bool
 	// ec2Credentials are the AWS provider's, which the in-process EC2
 	// endpoint checks signatures against.
@@ -184,6 +192,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if launcher.Env, err = cluster.ConnectEnv(cfg.Target); err != nil {
 		return nil, err
 	}
+	launcher.OnTaken = s.tellTaken
 	if cfg.Instances == InstancesVirtual {
 		s.Virtual = &nodeagent.Virtual{Client: s.Client, DefaultStoreURL: cfg.CheckpointURL, DemoStepTime: cfg.DemoStepTime, Logger: cfg.Logger.Named("agent")}
 		launcher.StartVirtual = s.Virtual.Start
@@ -209,6 +218,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 			set.interrupters = append(set.interrupters, s.Base)
 		}
 	}
+	s.clouds = providers
 	joins, err := joinChecker(cfg.Pools)
 	if err != nil {
 		return nil, err
@@ -229,7 +239,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		WorkerStopTimeout: cfg.StopTimeout,
 		Interceptors:      []interceptor.WorkerInterceptor{s.inFlight},
 	})
-	Register(s.worker, cfg.Workflows, caps, jan, &activities.Workspaces{DefaultStoreURL: cfg.CheckpointURL})
+	Register(s.worker, cfg.Workflows, caps, jan, &activities.Workspaces{DefaultStoreURL: cfg.CheckpointURL}, &activities.Dispatch{Client: s.Client})
 	s.worker.RegisterActivityWithOptions(joins.Verify, activity.RegisterOptions{Name: activities.VerifyJoinName})
 	if err := s.worker.Start(); err != nil {
 		return nil, fmt.Errorf("control-plane worker: %w", err)
@@ -300,6 +310,9 @@ func (s *Stack) connectOptions(ctx context.Context) (client.Options, error) {
 	s.serveCodec(guard)
 	opts.Logger = telemetry.SDKLogger(cfg.Logger.Named("sdk"))
 	opts.MetricsHandler = s.Metrics.Handler
+	if cfg.ClientInterceptor != nil {
+		opts.ConnectionOptions.DialOptions = append(opts.ConnectionOptions.DialOptions, grpc.WithChainUnaryInterceptor(cfg.ClientInterceptor))
+	}
 	if opts.Identity == "" {
 		host, _ := os.Hostname()
 		opts.Identity = fmt.Sprintf("%d@%s@refuel", os.Getpid(), host)

@@ -175,7 +175,6 @@ func serve(args []string) int {
 		log.Error("cannot start", zap.Error(err))
 		return 1
 	}
-	defer stack.Stop()
 	log.Info("refuel control plane ready",
 		zap.String("temporal", stack.Address),
 		zap.String("web_ui", stack.UIURL()),
@@ -190,6 +189,9 @@ func serve(args []string) int {
 	}
 	<-ctx.Done()
 	log.Info("shutting down", zap.Duration("stop_timeout", *stopWait))
+	stopping := time.Now()
+	stack.Stop()
+	log.Info("stopped", zap.Duration("took", time.Since(stopping).Round(time.Millisecond)))
 	return 0
 }
 

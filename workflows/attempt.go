@@ -41,6 +41,9 @@ type rankAttempt struct {
 	cancel  workflow.CancelFunc
 	// mayContinue: see attempt.mayContinue.
 	mayContinue bool
+	// heard is set once the rank's agent reported progress, or the
+	// cluster says it heartbeats (attempt.send).
+	heard bool
 }
 
 // stopCause says why a market stopped an attempt.

@@ -36,7 +36,12 @@ func (a *attempt) follow(ctx workflow.Context, k *rankAttempt) workflow.Future {
 		for {
 			scheduled := workflow.Now(ctx)
 			var res activities.TrainingResult
-			err := workflow.ExecuteActivity(actx, activities.RunTrainingName, k.in).Get(ctx, &res)
+			f := a.send(ctx, actx, k)
+			if a.takenFirst(ctx, f, k) {
+				settle.Set(a.takenResult(k))
+				return
+			}
+			err := f.Get(ctx, &res)
 			if err == nil {
 				a.countTrainerRestarts(ctx, res.Outage)
 			}

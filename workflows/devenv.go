@@ -199,6 +199,7 @@ func (e *env) reattach(ctx workflow.Context) (verdict, error) {
 	// its time go on as they were.
 	act, since, until := e.Activity, e.RunningSince, e.HeldUntil
 	a := e.launch(ctx, e.attemptInput(), t.Started)
+	a.attached()
 	e.Activity, e.RunningSince, e.HeldUntil = act, since, until
 	if e.mustStop(ctx) != goOn {
 		a.stop()

@@ -190,6 +190,7 @@ func (e *env) registerHandlers(ctx workflow.Context) error {
 		onSignalOf(ctx, SignalProgress, e.onProgress),
 		onSignalOf(ctx, SignalCapacityGranted, func(_ workflow.Context, a admission.Allocation) { e.seat().granted(a) }),
 		onSignalOf(ctx, SignalYield, func(_ workflow.Context, y YieldRequest) { e.seat().yield(y, e.Deleting != nil) }),
+		onSignalOf(ctx, SignalInstanceTaken, func(_ workflow.Context, t InstanceTaken) { e.taken.note(t) }),
 	}
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {

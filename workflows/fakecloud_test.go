@@ -66,6 +66,10 @@ type fakeCloud struct {
 	// about as gone.
 	healthy map[string]bool
 
+	// reach answers TrainingReach; nil says every RunTraining reached
+	// its agent.
+	reach func() activities.Reach
+
 	stops     map[int]bool // attempts StopTraining asked to stop
 	byRank    map[int]int  // RunTraining calls by rank
 	decisions []activities.DecisionInput
@@ -230,6 +234,15 @@ func (f *fakeCloud) RunTraining(ctx context.Context, in activities.TrainingInput
 	}
 	return activities.TrainingResult{Outcome: outcome, RestoredStep: restored, LastStep: 200, TotalSteps: 200,
 		LastCheckpoint: &activities.CheckpointRef{Step: 200}, ModelDigest: "abc"}, nil
+}
+
+// TrainingReach: every RunTraining reached its agent, unless the test
+// says otherwise.
+func (f *fakeCloud) TrainingReach(context.Context, activities.ReachInput) (activities.Reach, error) {
+	if f.reach == nil {
+		return activities.ReachHeard, nil
+	}
+	return f.reach(), nil
 }
 
 // LostInstances reports the instances asked about as gone, but for the

@@ -45,9 +45,21 @@ const (
 	// request keeps it.
 	SignalDelete = "delete"
 
+	// SignalInstanceTaken carries InstanceTaken from the control plane
+	// to a training run: the cloud took one of the run's instances.
+	SignalInstanceTaken = "instance-taken"
+
 	InjectInterruptionName = "InjectInterruption"
 	JanitorName            = "Janitor"
 )
+
+// InstanceTaken is what the instance-taken signal carries: the cloud
+// took an instance back at the end of its interruption notice, as a
+// cloud's instance-state event says. The control plane sends it to the
+// run the instance is tagged with (capacity.TagRun).
+type InstanceTaken struct {
+	InstanceID string `json:"instance_id"`
+}
 
 // handlerDescriptions say what each signal, update and query does, for
 // the Web UI and `temporal workflow metadata`.
@@ -65,6 +77,7 @@ var handlerDescriptions = map[string]string{
 
 	SignalCapacityGranted: "the capacity pool granted a base machine or a burst pool",
 	SignalYield:           "the capacity pool asks for its capacity back: checkpoint, release, requeue",
+	SignalInstanceTaken:   "the cloud took one of the run's instances at the end of its notice: the run recovers from its latest checkpoint at once",
 	SignalPoolConfigure:   "the pools file in force",
 	SignalPoolRequest:     "queue a request for one instance",
 	SignalPoolBind:        "which offering an allocation's instance was acquired on",

@@ -35,6 +35,11 @@ type RunOptions struct {
 	// MaxHistory bounds a run's history while it trains: past this many
 	// events it continues as new, the trainer going on.
 	MaxHistory int
+	// ResendAfter is how long a run of one node waits to hear from the
+	// agent of an attempt before it sends the attempt again: the server
+	// may record a RunTraining as started that never reached the agent
+	// (attempt.send).
+	ResendAfter time.Duration
 	// SignalEvery is the least time between two checkpoint progress
 	// signals of a node agent: checkpoints in between are told together.
 	SignalEvery time.Duration
@@ -81,6 +86,7 @@ func DefaultRunOptions() RunOptions {
 		MaxWaits:             1000,
 		MaxHistory:           10000,
 		SignalEvery:          30 * time.Second,
+		ResendAfter:          5 * time.Second, // an agent reports its restore within a second or two, a few on a busy machine
 		SpotRetryInterval:    10 * time.Minute,
 		MaxSpotRetryInterval: time.Hour,
 		RestartOverhead:      12 * time.Minute,
@@ -110,6 +116,9 @@ func (o RunOptions) filled() RunOptions {
 	}
 	if o.ControlPlaneTolerance == 0 {
 		o.ControlPlaneTolerance = d.ControlPlaneTolerance
+	}
+	if o.ResendAfter == 0 {
+		o.ResendAfter = d.ResendAfter
 	}
 	return o
 }

@@ -23,6 +23,7 @@ func (r *run) resumeTraining(ctx workflow.Context) (verdict, error) {
 		in.Attempt = t.Attempt
 	}
 	a := r.launch(ctx, in, t.Started)
+	a.attached()
 	if r.mustStop(ctx) != goOn {
 		a.stop()
 	}

@@ -48,6 +48,9 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 		onSignalOf(ctx, SignalYield, func(ctx workflow.Context, y YieldRequest) {
 			r.seat().yield(y, r.finished)
 		}),
+		onSignalOf(ctx, SignalInstanceTaken, func(_ workflow.Context, t InstanceTaken) {
+			r.taken.note(t)
+		}),
 	}
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {

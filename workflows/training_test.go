@@ -51,7 +51,7 @@ func newEnvWithoutPool(t *testing.T, f *fakeCloud, opts ...option) *testsuite.Te
 		activities.ReleaseName: f.Release, activities.ReplaceName: f.Replace,
 		activities.RunTrainingName: f.RunTraining, activities.StockHistoryName: f.StockHistory,
 		activities.StopTrainingName: f.StopTraining, activities.DecideMarketName: f.DecideMarket,
-		activities.LostInstancesName: f.LostInstances,
+		activities.LostInstancesName: f.LostInstances, activities.TrainingReachName: f.TrainingReach,
 	} {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

@@ -156,4 +156,20 @@ const (
 	// from their own errors, ski-rental scale-in); those recorded before
 	// it follow autoscale.Autoscaler. Recorded in inference-service.json.
 	forecastScalerVersion = "forecast-scaler"
+
+	// instanceTakenVersion: a run told by its control plane that the
+	// cloud took an attempt's instance (instance-taken) settles the
+	// attempt at once, as a preemption; runs recorded before it waited
+	// for the attempt's heartbeat timeout. Only that signal reaches it.
+	// Recorded in training-run-taken-without-grace.json; guarded by
+	// TestTakenInstanceEndsTheAttemptAtOnce.
+	instanceTakenVersion = "instance-taken"
+
+	// resendVersion: a run of one node that hears nothing from the agent
+	// of an attempt within ResendAfter sends the attempt's RunTraining
+	// again (attempt.send); runs recorded before it sent it once and
+	// waited for the heartbeat timeout. Recorded in
+	// training-run-resent.json and training-run-taken-without-grace.json;
+	// guarded by TestUnheardAttemptIsSentAgain.
+	resendVersion = "resend-unheard-attempt"
 )

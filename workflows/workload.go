@@ -63,6 +63,8 @@ type workload struct {
 	// oneTrip is set once the workload recovers the one-trip way
 	// (recoversInOneTrip).
 	oneTrip bool
+	// taken are the instances their cloud said it took (instance-taken).
+	taken takenInstances
 }
 
 // host is what a workload asks of the workflow it serves: a training
@@ -360,6 +362,7 @@ func (w *workload) onProgress(ctx workflow.Context, p activities.Progress) {
 	if p.Attempt != lead.in.Attempt || p.InstanceID != "" && p.InstanceID != lead.lease.Instance.ID {
 		return
 	}
+	lead.heard = true
 	var c *activities.CheckpointRef
 	if p.Kind == activities.ProgressCheckpoint {
 		c = p.Checkpoint

@@ -65,6 +65,14 @@ type LauncherConfig struct {
 	// agent: not the cloud credentials of the worker that started it.
 	Env    []string
 	Logger *zap.Logger
+	// OnTaken, when set, is told once of each instance taken at the end of
+	// its interruption notice (Interrupt), by the notice's timer or by a
+	// Stop after the notice ran out, once its agent has ended: what a
+	// cloud's instance-state event says. A notice without time to
+	// checkpoint in leaves the agent nothing to say, so this is how its
+	// run learns at once. An instance stopped before its notice ran out
+	// was given back, not taken.
+	OnTaken func(id string)
 }
 
 // Launcher runs node agents, one per instance, each with its own metadata
@@ -91,6 +99,10 @@ type machine struct {
 	end  func()
 	cmd  *exec.Cmd // nil for a virtual agent
 	kill *time.Timer
+	// noticeEnds is when a served notice takes the instance; zero
+	// without one.
+	noticeEnds time.Time
+	takenOnce  sync.Once
 }
 
 // NewLauncher returns a launcher.
@@ -266,7 +278,11 @@ func (l *Launcher) Interrupt(id string, at time.Time) error {
 	if m.kill != nil {
 		m.kill.Stop()
 	}
-	m.kill = time.AfterFunc(time.Until(at), m.end)
+	m.noticeEnds = at
+	m.kill = time.AfterFunc(time.Until(at), func() {
+		m.end()
+		l.taken(id, m)
+	})
 	l.log.Info("interruption notice served", zap.String("instance", id), zap.Time("terminate_at", at))
 	return nil
 }
@@ -287,12 +303,27 @@ func (l *Launcher) Stop(id string) error {
 	l.mu.Lock()
 	m, ok := l.machines[id]
 	delete(l.machines, id)
+	var noticeEnds time.Time
+	if ok {
+		noticeEnds = m.noticeEnds
+	}
 	l.mu.Unlock()
 	if !ok {
 		return &capacity.NotFoundError{ID: id}
 	}
 	m.terminate()
+	if !noticeEnds.IsZero() && !time.Now().Before(noticeEnds) {
+		l.taken(id, m)
+	}
 	return nil
+}
+
+// taken tells OnTaken, once, that the instance was taken at the end of
+// its notice.
+func (l *Launcher) taken(id string, m *machine) {
+	if l.cfg.OnTaken != nil {
+		m.takenOnce.Do(func() { l.cfg.OnTaken(id) })
+	}
 }
 
 // Running is how many instances' agents the launcher holds.

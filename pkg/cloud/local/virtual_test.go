@@ -208,3 +208,71 @@ func TestLauncherNeedsAWayToStartAgents(t *testing.T) {
 		t.Error("a launcher without AgentCommand or StartVirtual was accepted")
 	}
 }
+
+// TestTakenInstancesAreToldOnce: an instance whose notice runs out is
+// taken, and OnTaken hears of it once, after its agent has ended, whether
+// the notice's timer or a Stop after the notice ran out ends it. An
+// instance released before its notice ran out, or never noticed, was
+// given back, not taken.
+func TestTakenInstancesAreToldOnce(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	agents := &virtualAgents{}
+	var mu sync.Mutex
+	told := map[string]int{}
+	alive := map[string]bool{}
+	toldCh := make(chan string, 10)
+	c, err := New(Config{LauncherConfig: LauncherConfig{StartVirtual: agents.start, Dir: t.TempDir(), OnTaken: func(id string) {
+		mu.Lock()
+		told[id]++
+		alive[id] = !agents.agent(id).killed()
+		mu.Unlock()
+		toldCh <- id
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var ids []string
+	for i := range 4 {
+		inst, err := c.Acquire(ctx, request("run-t", i, DefaultOfferings()[0]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, inst.ID)
+	}
+	noGrace, released, stoppedLate, untouched := ids[0], ids[1], ids[2], ids[3]
+	for id, grace := range map[string]time.Duration{noGrace: 0, released: time.Hour, stoppedLate: 50 * time.Millisecond} {
+		if _, err := c.Interrupt(id, grace); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Release(ctx, released); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the late one's notice runs out
+	if err := c.Release(ctx, stoppedLate); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		select {
+		case <-toldCh:
+		case <-time.After(10 * time.Second): // hang guard only
+			t.Fatal("OnTaken did not hear of both taken instances")
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := map[string]int{noGrace: 1, stoppedLate: 1}
+	for _, id := range ids {
+		if told[id] != want[id] {
+			t.Errorf("%s told %d times; want %d (taken without grace %s, released %s, stopped after its notice %s, untouched %s)",
+				id, told[id], want[id], noGrace, released, stoppedLate, untouched)
+		}
+		if alive[id] {
+			t.Errorf("%s was told taken while its agent still ran", id)
+		}
+	}
+}
