@@ -95,10 +95,10 @@ func TestGangNodeReplacementBeatsWholeGangRestart(t *testing.T) {
 		}
 		return st
 	}
-	training := func(st workflows.Status) bool {
+	isTraining := func(st workflows.Status) bool {
 		return st.State == workflows.StateRunning && len(st.Nodes) == 3 && st.LastCheckpoint != nil
 	}
-	st := wait("the gang's first checkpoint", training)
+	st := wait("the gang's first checkpoint", isTraining)
 	kept := []string{st.Nodes[0].Instance.ID, st.Nodes[1].Instance.ID}
 	lost := st.Nodes[2].Instance.ID
 	notice, err := jobs.Interrupt(ctx, s.Client, lost, 30*time.Second)
@@ -126,7 +126,7 @@ func TestGangNodeReplacementBeatsWholeGangRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait("the gang training again after the restart", func(st workflows.Status) bool {
-		return training(st) && st.Step > before
+		return isTraining(st) && st.Step > before
 	})
 	restarted := stopped + time.Since(resumed)
 	t.Logf("gang of 3: one node's notice to training again %s (2 nodes kept); whole-gang restart %s (%s to give back, %s to acquire and resume)",

@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"refuel/pkg/capacity"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"refuel/pkg/capacity"
 
 	"go.temporal.io/sdk/client"
 

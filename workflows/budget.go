@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"fmt"
+	"math"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
@@ -58,4 +60,13 @@ func (w *workload) watchBudget(ctx workflow.Context, a *attempt) {
 			}
 		}
 	})
+}
+
+// validateBudget rejects a budget that is not a sum of money before
+// anything is written to the run's history.
+func validateBudget(_ workflow.Context, usd float64) error {
+	if usd < 0 || math.IsNaN(usd) || math.IsInf(usd, 0) {
+		return fmt.Errorf("budget %v is not a sum of money: give USD 0 or more (0 for no budget)", usd)
+	}
+	return nil
 }

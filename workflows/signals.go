@@ -1,6 +1,12 @@
 package workflows
 
-import "go.temporal.io/sdk/workflow"
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/workflow"
+
+	"refuel/pkg/spec"
+)
 
 // signalHandler is one signal a workflow takes, with what taking it does.
 // A workflow keeps its handlers in a fixed order, so signals that arrive
@@ -48,4 +54,13 @@ func drainSignals(ctx workflow.Context, hs []signalHandler) bool {
 		}
 	}
 	return took
+}
+
+// validatePriority rejects a bad priority before anything is written to
+// the run's history.
+func validatePriority(_ workflow.Context, p int) error {
+	if p < 0 || p > spec.MaxPriority {
+		return fmt.Errorf("priority %d is out of range: use an integer from 0 (lowest) to %d (highest)", p, spec.MaxPriority)
+	}
+	return nil
 }

@@ -1,8 +1,6 @@
 package workflows
 
 import (
-	"fmt"
-	"math"
 	"slices"
 
 	"go.temporal.io/sdk/workflow"
@@ -52,15 +50,6 @@ func (r *run) holdWhilePaused(ctx workflow.Context) error {
 			return nil
 		}
 	}
-}
-
-// validateBudget rejects a budget that is not a sum of money before
-// anything is written to the run's history.
-func validateBudget(_ workflow.Context, usd float64) error {
-	if usd < 0 || math.IsNaN(usd) || math.IsInf(usd, 0) {
-		return fmt.Errorf("budget %v is not a sum of money: give USD 0 or more (0 for no budget)", usd)
-	}
-	return nil
 }
 
 // setBudget changes the run's budget: raised above what it has spent, a

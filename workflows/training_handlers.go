@@ -1,14 +1,12 @@
 package workflows
 
 import (
-	"fmt"
 	"maps"
 
 	"go.temporal.io/sdk/workflow"
 
 	"refuel/activities"
 	"refuel/pkg/admission"
-	"refuel/pkg/spec"
 )
 
 // registerHandlers wires the run's external contract: pause and resume
@@ -65,15 +63,6 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 			r.showDetails(ctx)
 		}
 	})
-	return nil
-}
-
-// validatePriority rejects a bad priority before anything is written to
-// the run's history.
-func validatePriority(_ workflow.Context, p int) error {
-	if p < 0 || p > spec.MaxPriority {
-		return fmt.Errorf("priority %d is out of range: use an integer from 0 (lowest) to %d (highest)", p, spec.MaxPriority)
-	}
 	return nil
 }
 
