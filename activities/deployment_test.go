@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/instances"
+
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/log"
@@ -95,13 +97,13 @@ func TestJanitorsOfTwoDeploymentsShareACloud(t *testing.T) {
 	for i, name := range names {
 		d := deps[name]
 		env := suite.NewTestWorkflowEnvironment()
-		env.RegisterWorkflowWithOptions(workflows.Janitor, workflow.RegisterOptions{Name: workflows.JanitorName})
+		env.RegisterWorkflowWithOptions(instances.Janitor, workflow.RegisterOptions{Name: workflows.JanitorName})
 		env.RegisterActivityWithOptions(d.jan.ListManagedInstances, activity.RegisterOptions{Name: activities.ListManagedName})
 		env.RegisterActivityWithOptions(d.jan.RunOwnsInstance, activity.RegisterOptions{Name: activities.RunOwnsInstanceName})
 		env.RegisterActivityWithOptions(d.caps.Release, activity.RegisterOptions{Name: activities.ReleaseName})
 		env.OnActivity(activities.RunOwnsInstanceName, mock.Anything, mock.Anything).Return(false, nil)
 		env.ExecuteWorkflow(workflows.JanitorName)
-		var report workflows.JanitorReport
+		var report instances.JanitorReport
 		if err := env.GetWorkflowResult(&report); err != nil {
 			t.Fatalf("%s's janitor: %v", name, err)
 		}

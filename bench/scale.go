@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"refuel/workflows/training"
+
 	"github.com/spf13/cobra"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/history/v1"
@@ -383,7 +385,7 @@ func stormed(insts []sim.Status) map[string]int {
 // healthyLost is how many of a run's attempts ended on an instance the
 // market did not take: its restarts, of every cause, but those that
 // count an instance the market took without the run seeing the notice.
-func healthyLost(st workflows.Status, taken int) int {
+func healthyLost(st training.Status, taken int) int {
 	unseen := max(0, taken-st.Preemptions)
 	return max(0, st.Restarts.Total()+st.Restarts[capacity.ControlPlane]-unseen)
 }

@@ -7,6 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"refuel/workflows/capacitypool"
+	"refuel/workflows/inference"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -113,7 +116,7 @@ func (c *stateCollector) collectPool(ctx context.Context, ch chan<- prometheus.M
 	if !c.pool {
 		return nil
 	}
-	var st workflows.PoolStatus
+	var st capacitypool.Status
 	v, err := c.client.QueryWorkflow(ctx, workflows.PoolWorkflowID, "", workflows.QueryStatus)
 	if err == nil {
 		err = v.Get(&st)
@@ -157,7 +160,7 @@ func (c *stateCollector) collectServices(ctx context.Context, ch chan<- promethe
 }
 
 func (c *stateCollector) collectService(ctx context.Context, id string, ch chan<- prometheus.Metric) error {
-	var st workflows.ServiceStatus
+	var st inference.Status
 	v, err := c.client.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
 	var notFound *serviceerror.NotFound
 	if errors.As(err, &notFound) {
@@ -169,7 +172,7 @@ func (c *stateCollector) collectService(ctx context.Context, id string, ch chan<
 	if err != nil {
 		return fmt.Errorf("status of service %s: %w", id, err)
 	}
-	counts := map[replicaKey]int{{string(workflows.ReplicaReady), ""}: 0}
+	counts := map[replicaKey]int{{string(inference.ReplicaReady), ""}: 0}
 	for _, r := range st.Replicas {
 		counts[replicaKey{string(r.State), string(r.Layer)}]++
 	}

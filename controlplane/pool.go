@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 
+	"refuel/workflows/capacitypool"
+
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
@@ -48,7 +50,7 @@ func startBase(c pool.Config, launcher local.LauncherConfig, tc client.Client) (
 type joinedDirectory struct{ c client.Client }
 
 func (d joinedDirectory) Machine(ctx context.Context, name string) (joined.Machine, error) {
-	v, err := d.c.QueryWorkflow(ctx, workflows.BaseNodeID(name), "", workflows.QueryStatus)
+	v, err := d.c.QueryWorkflow(ctx, capacitypool.BaseNodeID(name), "", workflows.QueryStatus)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return joined.Machine{}, &joined.NotJoinedError{Name: name}
@@ -56,7 +58,7 @@ func (d joinedDirectory) Machine(ctx context.Context, name string) (joined.Machi
 	if err != nil {
 		return joined.Machine{}, err
 	}
-	var st workflows.BaseNodeStatus
+	var st capacitypool.BaseNodeStatus
 	if err := v.Get(&st); err != nil {
 		return joined.Machine{}, err
 	}
@@ -96,8 +98,8 @@ func startListed(c pool.Config, launcher local.LauncherConfig) (*local.Cloud, er
 // hands the file to the one already running: a worker restart with an
 // edited file reconfigures the pool without losing its queue.
 func EnsurePool(ctx context.Context, c client.Client, cfg pool.Config, maxHistory int) error {
-	opts := client.StartWorkflowOptions{ID: workflows.PoolWorkflowID, TaskQueue: workflows.TaskQueue, StaticSummary: workflows.PoolSummary(cfg)}
-	in := workflows.PoolInput{Config: cfg, MaxHistory: maxHistory}
+	opts := client.StartWorkflowOptions{ID: workflows.PoolWorkflowID, TaskQueue: workflows.TaskQueue, StaticSummary: capacitypool.PoolSummary(cfg)}
+	in := capacitypool.PoolInput{Config: cfg, MaxHistory: maxHistory}
 	if _, err := c.SignalWithStartWorkflow(ctx, workflows.PoolWorkflowID, workflows.SignalPoolConfigure, cfg, opts, workflows.CapacityPoolName, in); err != nil {
 		return fmt.Errorf("start the capacity pool: %w", err)
 	}

@@ -10,15 +10,16 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/worker"
 
+	"refuel/workflows/registry"
+
 	"refuel/activities"
-	"refuel/workflows"
 )
 
 // Register puts every control-plane workflow, with the options it runs
 // under, and every activity on a worker under its contract name. Replay
 // tests register the same workflows, so the names a history was
 // recorded with are the names registered.
-func Register(w worker.Registry, wf *workflows.Workflows, caps *activities.Capacity, jan *activities.Janitor, ws *activities.Workspaces, disp *activities.Dispatch) {
+func Register(w worker.Registry, wf *registry.Workflows, caps *activities.Capacity, jan *activities.Janitor, ws *activities.Workspaces, disp *activities.Dispatch) {
 	wf.Register(w)
 	acts := map[string]any{
 		activities.ListOfferingsName:     caps.ListOfferings,

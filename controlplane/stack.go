@@ -10,6 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"refuel/workflows/instances"
+	"refuel/workflows/registry"
+
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -85,7 +88,7 @@ type Config struct {
 	ClientInterceptor grpc.UnaryClientInterceptor
 	// Workflows are the workflows with the options they run under; nil
 	// means workflows.New(), the defaults.
-	Workflows *workflows.Workflows
+	Workflows *registry.Workflows
 	// JanitorEvery is how often the janitor runs; 0 means every minute,
 	// negative means no janitor schedule.
 	JanitorEvery time.Duration
@@ -380,7 +383,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.StopTimeout = DefaultStopTimeout
 	}
 	if cfg.Workflows == nil {
-		cfg.Workflows = workflows.New()
+		cfg.Workflows = registry.New()
 	}
 	abs, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
@@ -464,7 +467,7 @@ func EnsureJanitorSchedule(ctx context.Context, c client.Client, every time.Dura
 	spec := client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}}
 	action := &client.ScheduleWorkflowAction{
 		ID: "refuel-janitor-run", Workflow: workflows.JanitorName, TaskQueue: workflows.TaskQueue,
-		Args:               []any{&workflows.JanitorInput{Every: every, Span: janitorSpan}},
+		Args:               []any{&instances.JanitorInput{Every: every, Span: janitorSpan}},
 		WorkflowRunTimeout: janitorSpan + 10*time.Minute,
 	}
 	_, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{ID: JanitorScheduleID, Spec: spec, Action: action})

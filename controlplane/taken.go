@@ -36,7 +36,7 @@ func (s *Stack) tellTaken(id string) {
 			}
 			// Training runs and development environments take the
 			// signal; a service finds its lost replicas on its own
-			// (service_loss.go).
+			// (workflows/inference/loss.go).
 			desc, err := s.Client.DescribeWorkflowExecution(ctx, run, "")
 			if err != nil {
 				return

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"time"
 
+	"refuel/workflows/training"
+
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
@@ -119,7 +121,7 @@ func Drill(ctx context.Context, c client.Client, o DrillOptions) (DrillReport, e
 		return rep, err
 	}
 	say("submitted %s; waiting for its first checkpoint", js.ID)
-	st, err := WaitFor(ctx, c, js.ID, func(s workflows.Status) bool {
+	st, err := WaitFor(ctx, c, js.ID, func(s training.Status) bool {
 		return s.LastCheckpoint != nil && s.Instance != nil && s.State == workflows.StateRunning && (nodes == 1 || len(s.Nodes) == nodes)
 	})
 	if err != nil {
@@ -161,7 +163,7 @@ func Drill(ctx context.Context, c client.Client, o DrillOptions) (DrillReport, e
 	rep.PreemptedAtStep, rep.ResumedFromStep, rep.LostSteps = rec.PreemptedAtStep, rec.ResumedFromStep, rec.LostSteps
 	say("resumed on %s from step %d, %.1fs after the notice; waiting for the end", rep.ReplacementInstance, rep.ResumedFromStep, rep.RecoverySeconds)
 
-	var final workflows.Status
+	var final training.Status
 	if err := run.Get(ctx, &final); err != nil {
 		return rep, fmt.Errorf("drill run %s: %w", js.ID, err)
 	}
@@ -205,7 +207,7 @@ func Drill(ctx context.Context, c client.Client, o DrillOptions) (DrillReport, e
 
 // gangAt is the instance of each rank of a gang of nodes but the last,
 // as its status shows them (an elastic gang may train on fewer).
-func gangAt(st workflows.Status, nodes int) map[int]string {
+func gangAt(st training.Status, nodes int) map[int]string {
 	m := map[int]string{}
 	for _, n := range st.Nodes {
 		if n.Instance != nil && n.Rank < nodes-1 {

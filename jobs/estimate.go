@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"refuel/workflows/workload"
+
 	"refuel/activities"
 	"refuel/pkg/capacity"
 	"refuel/pkg/cloud/sim"
@@ -18,7 +20,6 @@ import (
 	"refuel/pkg/pool"
 	"refuel/pkg/spec"
 	"refuel/pkg/trace"
-	"refuel/workflows"
 )
 
 // Deployment is what a deployment knows that an estimate reads, as a
@@ -89,7 +90,7 @@ func Estimate(ctx context.Context, js spec.JobSpec, d Deployment, o EstimateOpti
 		Seed: seedOf(js.ID), Progress: o.Progress,
 	}
 	if ask.RestartOverhead <= 0 {
-		ask.RestartOverhead = workflows.DefaultRunOptions().RestartOverhead
+		ask.RestartOverhead = workload.DefaultRunOptions().RestartOverhead
 	}
 	if js.Deadline != nil {
 		ask.Deadline = js.Deadline.Sub(now)

@@ -6,6 +6,8 @@ import (
 	"io"
 	"time"
 
+	"refuel/workflows/training"
+
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
@@ -75,8 +77,8 @@ type Recovery struct {
 // recovered before: only a recovery that follows the preemption of this
 // instance counts; a move or a yield the pool asked for meanwhile is a
 // recovery too, but not this one.
-func awaitRecovery(ctx context.Context, c client.Client, id, instance string, notice time.Time) (Recovery, workflows.Status, error) {
-	st, err := WaitFor(ctx, c, id, func(s workflows.Status) bool {
+func awaitRecovery(ctx context.Context, c client.Client, id, instance string, notice time.Time) (Recovery, training.Status, error) {
+	st, err := WaitFor(ctx, c, id, func(s training.Status) bool {
 		p, r := s.LastPreemption, s.LastRecovery
 		return p != nil && p.InstanceID == instance && r != nil && !r.ResumedAt.IsZero() &&
 			!r.ResumedAt.Before(p.Time) && r.InstanceID != instance
@@ -98,7 +100,7 @@ func awaitRecovery(ctx context.Context, c client.Client, id, instance string, no
 
 // recoverySeen says what the run last recorded of a loss and a
 // recovery, for a drill that waited in vain.
-func recoverySeen(st workflows.Status) string {
+func recoverySeen(st training.Status) string {
 	seen := "no preemption recorded"
 	if p := st.LastPreemption; p != nil {
 		seen = fmt.Sprintf("last preemption: %s at step %d", p.InstanceID, p.AtStep)
@@ -204,7 +206,7 @@ func InterruptRun(ctx context.Context, c client.Client, id string, o InterruptOp
 }
 
 // instanceOf is the instance rank node of a run holds.
-func instanceOf(st workflows.Status, node int) (string, error) {
+func instanceOf(st training.Status, node int) (string, error) {
 	if st.State != workflows.StateRunning {
 		return "", &NotHoldingError{ID: st.ID, State: string(st.State), Node: node}
 	}

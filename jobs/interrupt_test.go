@@ -5,16 +5,19 @@ import (
 	"strings"
 	"testing"
 
+	"refuel/workflows/training"
+	"refuel/workflows/workload"
+
 	"refuel/workflows"
 )
 
 func TestInstanceOfPicksTheRankAskedFor(t *testing.T) {
-	one := workflows.Status{RunRecord: workflows.RunRecord{ID: "solo", State: workflows.StateRunning}, Instance: &workflows.InstanceRef{ID: "i-1"}}
-	gang := workflows.Status{RunRecord: workflows.RunRecord{ID: "gang", State: workflows.StateRunning}, Instance: &workflows.InstanceRef{ID: "i-a"}, Nodes: []workflows.NodeStatus{
-		{Rank: 0, Instance: &workflows.InstanceRef{ID: "i-a"}}, {Rank: 1, Instance: &workflows.InstanceRef{ID: "i-b"}},
+	one := training.Status{RunRecord: training.RunRecord{ID: "solo", State: workflows.StateRunning}, Instance: &workload.InstanceRef{ID: "i-1"}}
+	gang := training.Status{RunRecord: training.RunRecord{ID: "gang", State: workflows.StateRunning}, Instance: &workload.InstanceRef{ID: "i-a"}, Nodes: []training.NodeStatus{
+		{Rank: 0, Instance: &workload.InstanceRef{ID: "i-a"}}, {Rank: 1, Instance: &workload.InstanceRef{ID: "i-b"}},
 	}}
 	for name, tc := range map[string]struct {
-		st      workflows.Status
+		st      training.Status
 		node    int
 		want    string
 		wantErr string
@@ -23,7 +26,7 @@ func TestInstanceOfPicksTheRankAskedFor(t *testing.T) {
 		"one node, rank 1":     {st: one, node: 1, wantErr: "its only rank is 0"},
 		"gang rank 1":          {st: gang, node: 1, want: "i-b"},
 		"gang rank 2":          {st: gang, node: 2, wantErr: "ranks 0..1"},
-		"waiting for capacity": {st: workflows.Status{RunRecord: workflows.RunRecord{ID: "w", State: workflows.StateAcquiring}}, wantErr: "holds no instance"},
+		"waiting for capacity": {st: training.Status{RunRecord: training.RunRecord{ID: "w", State: workflows.StateAcquiring}}, wantErr: "holds no instance"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, err := instanceOf(tc.st, tc.node)
@@ -39,7 +42,7 @@ func TestInstanceOfPicksTheRankAskedFor(t *testing.T) {
 		})
 	}
 	var nh *NotHoldingError
-	if _, err := instanceOf(workflows.Status{RunRecord: workflows.RunRecord{ID: "w", State: workflows.StatePaused}}, 0); !errors.As(err, &nh) {
+	if _, err := instanceOf(training.Status{RunRecord: training.RunRecord{ID: "w", State: workflows.StatePaused}}, 0); !errors.As(err, &nh) {
 		t.Errorf("a paused run: %v; want a *NotHoldingError", err)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"time"
 
+	"refuel/workflows/training"
+
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -55,7 +57,7 @@ func WithEstimate(e *estimate.Submitted) SubmitOption {
 		if o.Memo == nil {
 			o.Memo = map[string]any{}
 		}
-		o.Memo[workflows.MemoEstimate] = e
+		o.Memo[training.MemoEstimate] = e
 		o.StaticDetails += "\n" + estimateDetails(*e)
 	}
 }
@@ -89,8 +91,8 @@ func Submit(ctx context.Context, c client.Client, js spec.JobSpec, opts ...Submi
 }
 
 // Status asks a run for its status.
-func Status(ctx context.Context, c client.Client, id string) (workflows.Status, error) {
-	var st workflows.Status
+func Status(ctx context.Context, c client.Client, id string) (training.Status, error) {
+	var st training.Status
 	v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
 	if err != nil {
 		return st, fmt.Errorf("status of %s: %w", id, err)
@@ -102,8 +104,8 @@ func Status(ctx context.Context, c client.Client, id string) (workflows.Status, 
 // with, read from its result (a completed run's) rather than a query, so
 // no worker replays the run to answer; a run that failed or was
 // cancelled answers the status query instead.
-func FinalStatus(ctx context.Context, c client.Client, id string) (workflows.Status, error) {
-	var st workflows.Status
+func FinalStatus(ctx context.Context, c client.Client, id string) (training.Status, error) {
+	var st training.Status
 	if err := c.GetWorkflow(ctx, id, "").Get(ctx, &st); err == nil {
 		return st, nil
 	}
@@ -111,7 +113,7 @@ func FinalStatus(ctx context.Context, c client.Client, id string) (workflows.Sta
 }
 
 // Ended reports whether a status is final.
-func Ended(st workflows.Status) bool {
+func Ended(st training.Status) bool {
 	switch st.State {
 	case workflows.StateCompleted, workflows.StateFailed, workflows.StateCancelled:
 		return true
@@ -120,7 +122,7 @@ func Ended(st workflows.Status) bool {
 }
 
 // WaitFor queries a run until cond holds, the run ends, or ctx expires.
-func WaitFor(ctx context.Context, c client.Client, id string, cond func(workflows.Status) bool) (workflows.Status, error) {
+func WaitFor(ctx context.Context, c client.Client, id string, cond func(training.Status) bool) (training.Status, error) {
 	for {
 		st, err := Status(ctx, c, id)
 		if err == nil && cond(st) {

@@ -6,6 +6,9 @@ import (
 	"sync"
 	"time"
 
+	"refuel/workflows/inference"
+	"refuel/workflows/training"
+
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
@@ -123,7 +126,7 @@ func listRowOf(e *workflow.WorkflowExecutionInfo) ListRow {
 // addStatus fills a row in from the workflow's answer to the status query.
 func addStatus(r *ListRow, v converter.EncodedValue) {
 	if r.Type == "service" {
-		var st workflows.ServiceStatus
+		var st inference.Status
 		if v.Get(&st) != nil {
 			return
 		}
@@ -134,7 +137,7 @@ func addStatus(r *ListRow, v converter.EncodedValue) {
 		}
 		return
 	}
-	var st workflows.Status
+	var st training.Status
 	if v.Get(&st) != nil {
 		return
 	}

@@ -5,6 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/inference"
+	"refuel/workflows/training"
+	"refuel/workflows/workload"
+
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflow/v1"
@@ -45,13 +49,13 @@ func execution(t *testing.T, id, wfType string, status enums.WorkflowExecutionSt
 func TestListRowsComeFromTheAttributesAndTheStatusQuery(t *testing.T) {
 	attrs := map[string]any{"RefuelTeam": "nlp", "RefuelTier": "deadline", "RefuelPriority": 50, "RefuelState": "running", "RefuelMarket": "spot", "RefuelCostUSD": 0.25}
 	run := listRowOf(execution(t, "llama", workflows.TrainingRunName, enums.WORKFLOW_EXECUTION_STATUS_RUNNING, attrs))
-	addStatus(&run, encoded{workflows.Status{RunRecord: workflows.RunRecord{State: workflows.StateRunning, Priority: 80, Record: workflows.Record{Step: 120, TotalSteps: 300}}, CostUSD: 0.31}})
+	addStatus(&run, encoded{training.Status{RunRecord: training.RunRecord{State: workflows.StateRunning, Priority: 80, Record: workload.Record{Step: 120, TotalSteps: 300}}, CostUSD: 0.31}})
 
 	attrs["RefuelState"] = "running"
 	killed := listRowOf(execution(t, "killed", workflows.TrainingRunName, enums.WORKFLOW_EXECUTION_STATUS_TERMINATED, attrs))
 
 	svc := listRowOf(execution(t, "chat", workflows.InferenceServiceName, enums.WORKFLOW_EXECUTION_STATUS_RUNNING, map[string]any{"RefuelTeam": "web", "RefuelTier": "critical", "RefuelPriority": 90, "RefuelState": "running"}))
-	st := workflows.ServiceStatus{State: workflows.StateRunning, Ready: 2, Priority: 90, CostUSD: 1.5}
+	st := inference.Status{State: workflows.StateRunning, Ready: 2, Priority: 90, CostUSD: 1.5}
 	st.Desired.Replicas = 3
 	addStatus(&svc, encoded{st})
 

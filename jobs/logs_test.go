@@ -6,13 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"refuel/workflows/training"
+
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-
-	"refuel/workflows"
 )
 
 // historyClient serves a run's first history event, and its status
@@ -20,7 +20,7 @@ import (
 type historyClient struct {
 	client.Client
 	input  *commonpb.Payloads
-	status *workflows.Status
+	status *training.Status
 }
 
 func (h historyClient) QueryWorkflow(context.Context, string, string, string, ...any) (converter.EncodedValue, error) {
@@ -30,11 +30,11 @@ func (h historyClient) QueryWorkflow(context.Context, string, string, string, ..
 	return statusValue{*h.status}, nil
 }
 
-type statusValue struct{ st workflows.Status }
+type statusValue struct{ st training.Status }
 
 func (v statusValue) HasValue() bool { return true }
 func (v statusValue) Get(p any) error {
-	*p.(*workflows.Status) = v.st
+	*p.(*training.Status) = v.st
 	return nil
 }
 
@@ -67,7 +67,7 @@ func TestStoreURL(t *testing.T) {
 	}
 	cases := map[string]struct {
 		input    *commonpb.Payloads
-		status   *workflows.Status
+		status   *training.Status
 		fallback string
 		want     string
 		wantErr  string
@@ -77,11 +77,11 @@ func TestStoreURL(t *testing.T) {
 			want: "s3://bucket/ckpt",
 		},
 		"the store the status records": {
-			input: payloads(map[string]any{"id": "j"}), status: &workflows.Status{RunRecord: workflows.RunRecord{StoreURL: "file:///worker/data/checkpoints"}},
+			input: payloads(map[string]any{"id": "j"}), status: &training.Status{RunRecord: training.RunRecord{StoreURL: "file:///worker/data/checkpoints"}},
 			fallback: "file:///here/.refuel/checkpoints", want: "file:///worker/data/checkpoints",
 		},
 		"a status from before runs said": {
-			input: payloads(map[string]any{"id": "j", "checkpoint": map[string]any{"url": "s3://bucket/ckpt"}}), status: &workflows.Status{},
+			input: payloads(map[string]any{"id": "j", "checkpoint": map[string]any{"url": "s3://bucket/ckpt"}}), status: &training.Status{},
 			want: "s3://bucket/ckpt",
 		},
 		"the worker's default": {input: payloads(map[string]any{"id": "j"}), fallback: "file:///data/checkpoints", want: "file:///data/checkpoints"},

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"refuel/workflows/capacitypool"
+
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
@@ -60,7 +62,7 @@ func Nodes(ctx context.Context, c client.Client) ([]Node, error) {
 		n := Node{Name: st.Node.Name, GPUs: st.Node.GPUs, State: string(st.State), Runs: []string{}, LastSeen: seen,
 			InstanceType: st.Node.InstanceType, Zone: st.Node.Zone, PricePerHour: st.Node.PricePerHour, Joins: st.Joins}
 		if perr == nil {
-			n.Runs = workflows.RunsOn(pool, n.Name)
+			n.Runs = capacitypool.RunsOn(pool, n.Name)
 		}
 		out = append(out, n)
 	}
@@ -70,8 +72,8 @@ func Nodes(ctx context.Context, c client.Client) ([]Node, error) {
 
 // nodeStatus is a BaseNode workflow's status and when its machine was
 // last heard.
-func nodeStatus(ctx context.Context, c client.Client, id string) (workflows.BaseNodeStatus, time.Time, error) {
-	var st workflows.BaseNodeStatus
+func nodeStatus(ctx context.Context, c client.Client, id string) (capacitypool.BaseNodeStatus, time.Time, error) {
+	var st capacitypool.BaseNodeStatus
 	v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
 	if err != nil {
 		return st, time.Time{}, fmt.Errorf("base machine %s: %w", id, err)
@@ -108,14 +110,14 @@ func Undrain(ctx context.Context, c client.Client, name string) error {
 }
 
 func signalNode(ctx context.Context, c client.Client, name, signal string) error {
-	w, err := Describe(ctx, c, workflows.BaseNodeID(name))
+	w, err := Describe(ctx, c, capacitypool.BaseNodeID(name))
 	if errors.Is(err, ErrNoWorkflow) || err == nil && !w.Running {
 		return fmt.Errorf("%s: %w (starter nodes lists those that have)", name, ErrNoNode)
 	}
 	if err != nil {
 		return err
 	}
-	return c.SignalWorkflow(ctx, workflows.BaseNodeID(name), "", signal, nil)
+	return c.SignalWorkflow(ctx, capacitypool.BaseNodeID(name), "", signal, nil)
 }
 
 // WaitEmpty returns once the pool holds nothing on the machine, calling
@@ -126,7 +128,7 @@ func WaitEmpty(ctx context.Context, c client.Client, name string, every time.Dur
 		if err != nil {
 			return err
 		}
-		runs := workflows.RunsOn(st, name)
+		runs := capacitypool.RunsOn(st, name)
 		if each != nil {
 			each(runs)
 		}

@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 
+	"refuel/workflows/training"
+
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
 	"refuel/activities"
-	"refuel/workflows"
 )
 
 // StatusNow is a run's status with the step and the latest checkpoint of
@@ -19,7 +20,7 @@ import (
 // short (checkpoints close together are told together), and its step
 // never goes back; the heartbeat carries both as they happen. dc decodes the heartbeat: the client's
 // data converter, so that an encrypted one reads (nil: the default).
-func StatusNow(ctx context.Context, c client.Client, dc converter.DataConverter, id string) (workflows.Status, error) {
+func StatusNow(ctx context.Context, c client.Client, dc converter.DataConverter, id string) (training.Status, error) {
 	st, err := Status(ctx, c, id)
 	if err != nil || st.Instance == nil {
 		return st, err
@@ -64,7 +65,7 @@ func latestReport(pending []*workflowpb.PendingActivityInfo, dc converter.DataCo
 // the trainer is (after a loss, behind the step the run had reached
 // before it; never behind the checkpoint), and the checkpoint the newer
 // of the run's and the report's.
-func withReport(st workflows.Status, p activities.Progress) workflows.Status {
+func withReport(st training.Status, p activities.Progress) training.Status {
 	st.Step = p.Step
 	if p.TotalSteps > 0 {
 		st.TotalSteps = p.TotalSteps

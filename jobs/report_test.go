@@ -3,28 +3,29 @@ package jobs
 import (
 	"testing"
 
+	"refuel/workflows/training"
+
 	"github.com/google/go-cmp/cmp"
 	commonpb "go.temporal.io/api/common/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/converter"
 
 	"refuel/activities"
-	"refuel/workflows"
 )
 
 // A run's status takes the step of its agent's latest report and the
 // newer checkpoint, and step and checkpoint never contradict each other.
 func TestWithReport(t *testing.T) {
 	ck := func(step int64) *activities.CheckpointRef { return &activities.CheckpointRef{Step: step} }
-	progressAt := func(step, total int64, c *activities.CheckpointRef) workflows.Status {
-		var st workflows.Status
+	progressAt := func(step, total int64, c *activities.CheckpointRef) training.Status {
+		var st training.Status
 		st.Step, st.TotalSteps, st.LastCheckpoint = step, total, c
 		return st
 	}
 	for name, tc := range map[string]struct {
-		st   workflows.Status
+		st   training.Status
 		p    activities.Progress
-		want workflows.Status
+		want training.Status
 	}{
 		"before the first checkpoint": {
 			st:   progressAt(0, 0, nil),

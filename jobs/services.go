@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"refuel/workflows/capacitypool"
+	"refuel/workflows/inference"
+
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -41,8 +44,8 @@ func StartService(ctx context.Context, c client.Client, ss spec.ServiceSpec) (cl
 }
 
 // ServiceStatus asks a service for its status.
-func ServiceStatus(ctx context.Context, c client.Client, id string) (workflows.ServiceStatus, error) {
-	var st workflows.ServiceStatus
+func ServiceStatus(ctx context.Context, c client.Client, id string) (inference.Status, error) {
+	var st inference.Status
 	v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
 	if err != nil {
 		return st, fmt.Errorf("status of %s: %w", id, err)
@@ -64,8 +67,8 @@ func ReportLoad(ctx context.Context, c client.Client, id string, m autoscale.Met
 }
 
 // PoolStatus asks the capacity pool for its queue and allocations.
-func PoolStatus(ctx context.Context, c client.Client) (workflows.PoolStatus, error) {
-	var st workflows.PoolStatus
+func PoolStatus(ctx context.Context, c client.Client) (capacitypool.Status, error) {
+	var st capacitypool.Status
 	v, err := c.QueryWorkflow(ctx, workflows.PoolWorkflowID, "", workflows.QueryStatus)
 	if err != nil {
 		return st, fmt.Errorf("capacity pool status: %w", err)

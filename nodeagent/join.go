@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"refuel/workflows/capacitypool"
+
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -196,8 +198,8 @@ func (m *machine) stayJoined(ctx context.Context, c client.Client, presence *act
 			return
 		case <-t.C:
 		}
-		v, err := c.QueryWorkflow(ctx, workflows.BaseNodeID(m.node.Name), "", workflows.QueryStatus)
-		var st workflows.BaseNodeStatus
+		v, err := c.QueryWorkflow(ctx, capacitypool.BaseNodeID(m.node.Name), "", workflows.QueryStatus)
+		var st capacitypool.BaseNodeStatus
 		if err != nil || v.Get(&st) != nil || st.State != admission.NodeLost && st.State != admission.NodeLeft {
 			continue
 		}
@@ -213,19 +215,19 @@ func (m *machine) stayJoined(ctx context.Context, c client.Client, presence *act
 // join admits the machine through its BaseNode workflow, started if it
 // is not running: one workflow per name, so a restarted machine rejoins
 // as the same machine.
-func (m *machine) join(ctx context.Context, c client.Client) (workflows.BaseNodeStatus, error) {
-	id := workflows.BaseNodeID(m.node.Name)
+func (m *machine) join(ctx context.Context, c client.Client) (capacitypool.BaseNodeStatus, error) {
+	id := capacitypool.BaseNodeID(m.node.Name)
 	_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: id, TaskQueue: workflows.TaskQueue, WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 	}, workflows.BaseNodeName, m.node.Name)
 	if err != nil {
-		return workflows.BaseNodeStatus{}, fmt.Errorf("start the machine's workflow: %w", err)
+		return capacitypool.BaseNodeStatus{}, fmt.Errorf("start the machine's workflow: %w", err)
 	}
-	req := workflows.JoinRequest{Node: m.node, Session: m.session, Proof: pool.JoinProof(m.token, m.node.Name, m.session)}
+	req := capacitypool.JoinRequest{Node: m.node, Session: m.session, Proof: pool.JoinProof(m.token, m.node.Name, m.session)}
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID: id, UpdateName: workflows.UpdateJoin, Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
-	var st workflows.BaseNodeStatus
+	var st capacitypool.BaseNodeStatus
 	if err == nil {
 		err = h.Get(ctx, &st)
 	}

@@ -8,6 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"refuel/workflows/inference"
+	"refuel/workflows/training"
+
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
@@ -74,7 +77,7 @@ func waitForCluster(ctx context.Context, conn *clientFlags, stderr io.Writer) (c
 // development 70, training below.
 func demo(ctx context.Context, c client.Client, ui string, out io.Writer) error {
 	stamp := time.Now().Format("0102-150405")
-	d := &demoRun{c: c, out: out, seen: map[string]workflows.Status{}}
+	d := &demoRun{c: c, out: out, seen: map[string]training.Status{}}
 	_, err := jobs.PoolStatus(ctx, c)
 	d.pool = err == nil
 	if !d.pool {
@@ -205,8 +208,8 @@ type demoRun struct {
 	envSt   devenv.Status
 	service string
 	pool    bool
-	seen    map[string]workflows.Status
-	svc     workflows.ServiceStatus
+	seen    map[string]training.Status
+	svc     inference.Status
 }
 
 // until polls, printing every change, until cond holds.
@@ -252,7 +255,7 @@ func (d *demoRun) poll(ctx context.Context) {
 }
 
 // report prints what changed in a run.
-func (d *demoRun) report(id string, was, now workflows.Status) {
+func (d *demoRun) report(id string, was, now training.Status) {
 	short := id[strings.LastIndex(id, "-")+1:]
 	if i := strings.Index(id, "-sweep-"); i >= 0 {
 		short = id[i+1:]
@@ -270,7 +273,7 @@ func (d *demoRun) report(id string, was, now workflows.Status) {
 }
 
 // replicas lists a service's replicas and where they run.
-func replicas(st workflows.ServiceStatus) string {
+func replicas(st inference.Status) string {
 	var parts []string
 	for _, r := range st.Replicas {
 		where := string(r.Layer)
@@ -285,7 +288,7 @@ func replicas(st workflows.ServiceStatus) string {
 	return strings.Join(parts, ", ")
 }
 
-func placement(st workflows.Status) string {
+func placement(st training.Status) string {
 	if st.Instance == nil {
 		return ""
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
 	"refuel/jobs"
 	"refuel/pkg/spec"
 )

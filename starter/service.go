@@ -12,6 +12,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"refuel/workflows/capacitypool"
+	"refuel/workflows/inference"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/client"
@@ -255,7 +258,7 @@ func watchService(ctx context.Context, c client.Client, id string, stdout io.Wri
 }
 
 // serviceLine is one line of a watched service.
-func serviceLine(st workflows.ServiceStatus, at time.Time) string {
+func serviceLine(st inference.Status, at time.Time) string {
 	load := "no load yet"
 	if m := st.LastMetrics; m != nil {
 		load = fmt.Sprintf("%g qps", m.QPS)
@@ -268,7 +271,7 @@ func serviceLine(st workflows.ServiceStatus, at time.Time) string {
 // shownDecisions is how many of the newest decisions the summary lists.
 const shownDecisions = 5
 
-func printServiceStatus(w io.Writer, st workflows.ServiceStatus) {
+func printServiceStatus(w io.Writer, st inference.Status) {
 	placement := "placement " + st.Placement
 	if st.Placement == "" {
 		placement = "tier " + st.Tier // a status from before services said
@@ -364,19 +367,19 @@ func poolCommand() *cobra.Command {
 }
 
 // poolStatus asks the pool for its status, or explains that none runs.
-func poolStatus(ctx context.Context, c client.Client, namespace string) (workflows.PoolStatus, error) {
+func poolStatus(ctx context.Context, c client.Client, namespace string) (capacitypool.Status, error) {
 	w, err := jobs.Describe(ctx, c, workflows.PoolWorkflowID)
 	if errors.Is(err, jobs.ErrNoWorkflow) || (err == nil && !w.Running) {
-		return workflows.PoolStatus{}, fmt.Errorf("no capacity pool is running in namespace %s: start the worker with --pools FILE "+
+		return capacitypool.Status{}, fmt.Errorf("no capacity pool is running in namespace %s: start the worker with --pools FILE "+
 			"(see examples/pools.yaml; make run does this). Without a pool, runs and services acquire public capacity on their own", namespace)
 	}
 	if err != nil {
-		return workflows.PoolStatus{}, err
+		return capacitypool.Status{}, err
 	}
 	return jobs.PoolStatus(ctx, c)
 }
 
-func printPool(w io.Writer, st workflows.PoolStatus, now time.Time) {
+func printPool(w io.Writer, st capacitypool.Status, now time.Time) {
 	fmt.Fprintf(w, "base       %d of %d GPUs used, %d free (%d allocations)\n", st.BaseGPUs-st.FreeBaseGPUs, st.BaseGPUs, st.FreeBaseGPUs, st.Base)
 	fmt.Fprintf(w, "burst      %d instances\n", st.Burst)
 	fmt.Fprintf(w, "preempted  %d, moved from burst to base %d\n", st.Preemptions, st.Moves)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/inference"
+
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -23,7 +25,7 @@ import (
 // The plain status of a stopped service: stopped since it was stopped,
 // wanting nothing.
 func TestStoppedServiceView(t *testing.T) {
-	st := workflows.ServiceStatus{
+	st := inference.Status{
 		ID: "chat-13b", Team: "serving", Tier: "deadline", Placement: "spot-first", Priority: 90, State: workflows.StateStopped,
 		MinReplicas: 1, MaxReplicas: 3, StartedAt: viewTime, StoppedAt: func() *time.Time { t := viewTime.Add(95 * time.Minute); return &t }(),
 		Desired:         autoscale.Decision{Reason: "stopped"},

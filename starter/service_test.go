@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/capacitypool"
+	"refuel/workflows/inference"
+	"refuel/workflows/workload"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
 	commonpb "go.temporal.io/api/common/v1"
@@ -325,7 +329,7 @@ func lineWith(t *testing.T, out, prefix string) []string {
 }
 
 func TestPrintServiceStatus(t *testing.T) {
-	base := workflows.ServiceStatus{
+	base := inference.Status{
 		ID: "chat", Team: "serving", Tier: "deadline", Priority: 90, State: workflows.StateRunning,
 		MinReplicas: 1, MaxReplicas: 3, StartedAt: t0,
 		Desired: autoscale.Decision{Replicas: 3, Warm: 1, Reason: "qps 28 over 10 per replica"},
@@ -333,26 +337,26 @@ func TestPrintServiceStatus(t *testing.T) {
 	}
 	placed := base
 	placed.LastMetrics = &autoscale.Metrics{At: *at(5 * time.Minute), QPS: 28, QueueLength: 4, GPUUtilization: 0.85, Replicas: 1}
-	placed.Replicas = []workflows.ReplicaStatus{
-		{ID: "chat/r1", State: workflows.ReplicaReady, Layer: admission.BaseLayer, Instance: &workflows.InstanceRef{
+	placed.Replicas = []inference.ReplicaStatus{
+		{ID: "chat/r1", State: inference.ReplicaReady, Layer: admission.BaseLayer, Instance: &workload.InstanceRef{
 			ID: "i-base-1", Offering: "base/p3.2xlarge/dc-1/on-demand", Market: "on-demand", Zone: "dc-1", PricePerHour: 1.2}},
-		{ID: "chat/r2", State: workflows.ReplicaStarting},
-		{ID: "chat/r3", State: workflows.ReplicaWarm, Layer: admission.BurstLayer, Instance: &workflows.InstanceRef{
+		{ID: "chat/r2", State: inference.ReplicaStarting},
+		{ID: "chat/r3", State: inference.ReplicaWarm, Layer: admission.BurstLayer, Instance: &workload.InstanceRef{
 			ID: "i-77", Market: "spot", Zone: "us-west-2a", PricePerHour: 0.9701}},
 	}
 	expected := 6.94
 	placed.Desired.Forecast = &autoscale.Forecast{Forecaster: "peak-1L", At: *at(10 * time.Minute), Load: 7.44, Margin: 0.51,
 		Now: 7.2, NowAt: *at(5 * time.Minute), Expected: &expected}
-	placed.Failures = []workflows.Failure{{Class: "capacity", Offering: "sim/p3.2xlarge/us-west-2b/spot", Message: "no spot stock", Time: *at(3 * time.Minute)}}
+	placed.Failures = []workload.Failure{{Class: "capacity", Offering: "sim/p3.2xlarge/us-west-2b/spot", Message: "no spot stock", Time: *at(3 * time.Minute)}}
 	for i := range 7 {
-		placed.Decisions = append(placed.Decisions, workflows.DecisionRecord{Time: *at(time.Duration(i) * time.Minute), Replicas: i + 1, Reason: "step"})
+		placed.Decisions = append(placed.Decisions, inference.DecisionRecord{Time: *at(time.Duration(i) * time.Minute), Replicas: i + 1, Reason: "step"})
 	}
 	held := base
 	held.AcquiringHeldUntil = at(10 * time.Minute)
 	held.ReplicasLost = 2
 
 	cases := map[string]struct {
-		st     workflows.ServiceStatus
+		st     inference.Status
 		fields map[string][]string // a line's prefix: all its fields
 		absent []string
 	}{
@@ -414,7 +418,7 @@ func TestPrintServiceStatus(t *testing.T) {
 }
 
 func TestServiceLine(t *testing.T) {
-	st := workflows.ServiceStatus{State: workflows.StateRunning, Desired: autoscale.Decision{Replicas: 3, Warm: 1, Reason: "qps"},
+	st := inference.Status{State: workflows.StateRunning, Desired: autoscale.Decision{Replicas: 3, Warm: 1, Reason: "qps"},
 		Ready: 2, Starting: 1, Warm: 1, CostUSD: 0.5, LastMetrics: &autoscale.Metrics{QPS: 28}}
 	want := "09:00:00 running   want 3+1 warm (qps)  ready 2 starting 1 warm 1  28 qps  $0.5000"
 	if got := serviceLine(st, t0); got != want {
@@ -427,10 +431,10 @@ func TestPrintPool(t *testing.T) {
 	spot := capacity.Offering{Provider: "sim", InstanceType: "p3.2xlarge", Zone: "us-west-2a", Market: "spot", GPUs: 1, PricePerHour: 0.9701}
 	od := capacity.Offering{Provider: "sim", InstanceType: "p3.2xlarge", Zone: "us-west-2a", Market: "on-demand", GPUs: 1, PricePerHour: 3.06}
 	now := t0.Add(time.Hour)
-	busy := workflows.PoolStatus{
+	busy := capacitypool.Status{
 		Base: 2, Burst: 2, BaseGPUs: 2, FreeBaseGPUs: 0, Preemptions: 1, Moves: 2, Generation: 3, History: 412,
 		// The pool answers in admission order; the paused request keeps its place.
-		Waiting: []workflows.QueuedRequest{
+		Waiting: []capacitypool.QueuedRequest{
 			{Request: admission.Request{ID: "sweep-b", Kind: admission.Training, Team: "research", Priority: 20, EnqueuedAt: t0}, EffectivePriority: 30},
 			{Request: admission.Request{ID: "eval", Kind: admission.Training, Priority: 25, EnqueuedAt: t0.Add(30 * time.Minute),
 				Paused: true, PausedAt: t0.Add(50 * time.Minute)}, EffectivePriority: 26.67},
@@ -445,7 +449,7 @@ func TestPrintPool(t *testing.T) {
 		},
 	}
 	cases := map[string]struct {
-		st     workflows.PoolStatus
+		st     capacitypool.Status
 		fields map[string][]string // a line's prefix: all its fields
 	}{
 		"queue and allocations": {
@@ -466,7 +470,7 @@ func TestPrintPool(t *testing.T) {
 			},
 		},
 		"idle": {
-			st: workflows.PoolStatus{BaseGPUs: 4, FreeBaseGPUs: 4, Waiting: []workflows.QueuedRequest{}, Running: []admission.Allocation{}},
+			st: capacitypool.Status{BaseGPUs: 4, FreeBaseGPUs: 4, Waiting: []capacitypool.QueuedRequest{}, Running: []admission.Allocation{}},
 			fields: map[string][]string{
 				"base":    strings.Fields("base 0 of 4 GPUs used, 4 free (0 allocations)"),
 				"waiting": strings.Fields("waiting none"),

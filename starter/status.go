@@ -9,6 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"refuel/workflows/training"
+	"refuel/workflows/workload"
+
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -84,7 +87,7 @@ func watchStatus(ctx context.Context, c client.Client, dc converter.DataConverte
 }
 
 // statusLine is one line of live progress, as of at.
-func statusLine(st workflows.Status, at time.Time) string {
+func statusLine(st training.Status, at time.Time) string {
 	where := "-"
 	if st.Instance != nil {
 		where = st.Instance.ID + " (" + st.Instance.Market + ")"
@@ -106,8 +109,8 @@ func statusLine(st workflows.Status, at time.Time) string {
 // --sim-market-time), nil for a run on the wall clock: its work, deadline
 // and bill are the market's, and its trainer's steps, taken in wall time,
 // say nothing of them.
-func marketClock(st workflows.Status) *workflows.MarketStatus {
-	if m := st.Market; m != nil && m.Clock == workflows.ClockMarket {
+func marketClock(st training.Status) *workload.MarketStatus {
+	if m := st.Market; m != nil && m.Clock == workload.ClockMarket {
 		return m
 	}
 	return nil
@@ -115,7 +118,7 @@ func marketClock(st workflows.Status) *workflows.MarketStatus {
 
 // marketBar is the progress bar of a run on a market's clock: the work
 // done of the work, in market hours.
-func marketBar(m *workflows.MarketStatus, width int) string {
+func marketBar(m *workload.MarketStatus, width int) string {
 	const tenthsOfAnHour = 360 // seconds
 	done := int64(m.DoneHours * 3600 / tenthsOfAnHour)
 	if m.Finished {
@@ -126,7 +129,7 @@ func marketBar(m *workflows.MarketStatus, width int) string {
 
 // shortOf says how many nodes a gang asked for when it trains on fewer
 // (an elastic gang short of stock), and how often it changed width.
-func shortOf(st workflows.Status) string {
+func shortOf(st training.Status) string {
 	out := ""
 	if st.NodesAsked > len(st.Nodes) {
 		out = fmt.Sprintf(" training of %d asked", st.NodesAsked)
@@ -145,7 +148,7 @@ func progressBar(done, total int64, width int) string {
 	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
 }
 
-func printStatus(w io.Writer, st workflows.Status) {
+func printStatus(w io.Writer, st training.Status) {
 	fmt.Fprintf(w, "job        %s (team %s, tier %s, priority %d)\n", st.ID, st.Team, st.Tier, st.Priority)
 	fmt.Fprintf(w, "state      %s%s\n", st.State, map[bool]string{true: " (pausing)"}[st.Paused && st.State != workflows.StatePaused])
 	market := marketClock(st)
@@ -215,7 +218,7 @@ func printStatus(w io.Writer, st workflows.Status) {
 // printMarketProgress is the progress of a run on a market's clock, in
 // market hours: the work done, the market time gone, and the deadline,
 // met or missed once the work is done.
-func printMarketProgress(w io.Writer, m *workflows.MarketStatus) {
+func printMarketProgress(w io.Writer, m *workload.MarketStatus) {
 	work, deadline := m.Job.Work.Hours(), m.Job.Deadline.Hours()
 	if m.Finished {
 		fmt.Fprintf(w, "progress   %s %.1f of %.1f h of work in market time\n", marketBar(m, 30), work, work)
@@ -239,7 +242,7 @@ func printMarketProgress(w io.Writer, m *workflows.MarketStatus) {
 
 // printBudget says what a run with a budget may spend and has spent, and
 // for a run waiting over its budget, how to let it go on.
-func printBudget(w io.Writer, st workflows.Status) {
+func printBudget(w io.Writer, st training.Status) {
 	switch {
 	case st.State == workflows.StateOverBudget:
 		fmt.Fprintf(w, "budget     %s reached ($%.4f spent): the run checkpointed, gave its instance back and waits\n", budgetDollars(st.BudgetUSD), st.CostUSD)
@@ -260,8 +263,8 @@ func budgetDollars(usd float64) string {
 
 // printFailures prints the stock-outs in one line and each failure that
 // is a failure in its own.
-func printFailures(w io.Writer, failures []workflows.Failure, stockOuts *workflows.StockOuts) {
-	fs, so := workflows.FoldStockOuts(failures, stockOuts)
+func printFailures(w io.Writer, failures []workload.Failure, stockOuts *workload.StockOuts) {
+	fs, so := workload.FoldStockOuts(failures, stockOuts)
 	if so != nil {
 		local := *so
 		local.Last = local.Last.Local()

@@ -7,6 +7,8 @@ import (
 	"io"
 	"time"
 
+	"refuel/workflows/workload"
+
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
@@ -79,10 +81,10 @@ func endingLine(e jobs.Ending) string {
 		Checkpoint *struct {
 			Step int64 `json:"step"`
 		} `json:"last_checkpoint"`
-		Market *workflows.MarketStatus `json:"market"`
+		Market *workload.MarketStatus `json:"market"`
 	}
 	if len(e.Status) > 0 && json.Unmarshal(e.Status, &st) == nil {
-		if m := st.Market; m != nil && m.Clock == workflows.ClockMarket {
+		if m := st.Market; m != nil && m.Clock == workload.ClockMarket {
 			// A run on a market's clock: its work and bill are the
 			// market's, its trainer's steps wall-clock time's.
 			line += fmt.Sprintf(", %.1f of %.1f h of work in market time", m.DoneHours, m.Job.Work.Hours())

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/instances"
+	"refuel/workflows/training"
+
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
@@ -78,7 +81,7 @@ func TestAWSPathPreemptionWithNotice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st workflows.Status) bool { return st.LastCheckpoint != nil && st.Instance != nil })
+	st, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st training.Status) bool { return st.LastCheckpoint != nil && st.Instance != nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +91,7 @@ func TestAWSPathPreemptionWithNotice(t *testing.T) {
 		t.Skip("the run started in the zone whose stock stays; the market gives no preemption to test")
 	}
 	s.Sim.Advance(1)
-	var final workflows.Status
+	var final training.Status
 	if err := run.Get(wctx, &final); err != nil {
 		t.Fatal(err)
 	}
@@ -200,8 +203,8 @@ func TestAWSPathFailureClasses(t *testing.T) {
 	}
 }
 
-func hasFailure(class capacity.Class) func(workflows.Status) bool {
-	return func(st workflows.Status) bool {
+func hasFailure(class capacity.Class) func(training.Status) bool {
+	return func(st training.Status) bool {
 		for _, f := range st.Failures {
 			if f.Class == string(class) {
 				return true
@@ -281,7 +284,7 @@ func TestAWSPathIdempotentAcquireUnderThrottling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var report workflows.JanitorReport
+	var report instances.JanitorReport
 	if err := jan.Get(wctx, &report); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/registry"
+	"refuel/workflows/training"
+
 	"go.temporal.io/sdk/client"
 
 	"refuel/controlplane"
@@ -28,7 +31,7 @@ import (
 func TestDeadlineRunGoesBackToSpotEndToEnd(t *testing.T) {
 	t.Parallel()
 	quickSpotChecks := func(c *controlplane.Config) {
-		c.Workflows = workflows.New()
+		c.Workflows = registry.New()
 		c.Workflows.Run.SpotRetryInterval = time.Second
 		c.Workflows.Run.MaxSpotRetryInterval = 2 * time.Second
 		c.Workflows.Run.RestartOverhead = 2 * time.Second
@@ -72,7 +75,7 @@ func TestDeadlineRunWaitsForSpotEndToEnd(t *testing.T) {
 	js, run := submitDeadlineJob(t, s, "wait-for-spot-1", 4*time.Second, []string{spot.Zone}, 24*time.Hour)
 	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	waiting, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st workflows.Status) bool {
+	waiting, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st training.Status) bool {
 		return st.State == workflows.StateWaiting && len(st.Failures) >= 2
 	})
 	if err != nil {
@@ -87,7 +90,7 @@ func TestDeadlineRunWaitsForSpotEndToEnd(t *testing.T) {
 		}
 	}
 	s.Cloud.SetStock(spot.Key(), -1)
-	var final workflows.Status
+	var final training.Status
 	if err := run.Get(wctx, &final); err != nil {
 		t.Fatal(err)
 	}
@@ -113,27 +116,27 @@ func TestDeadlineRunWaitsForSpotEndToEnd(t *testing.T) {
 // is in stock, waits until a try of spot has found none, returns the
 // stock, and checks that the run changed over to spot and ended with the
 // uninterrupted model, nothing left running.
-func goBackToSpot(t *testing.T, s *controlplane.Stack, id string, zones []string, returnStock func()) workflows.Status {
+func goBackToSpot(t *testing.T, s *controlplane.Stack, id string, zones []string, returnStock func()) training.Status {
 	t.Helper()
 	ctx := context.Background()
 	js, run := submitDeadlineJob(t, s, id, 8*time.Second, zones, 15*time.Minute)
 	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	onDemand, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st workflows.Status) bool {
+	onDemand, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st training.Status) bool {
 		return st.Instance != nil && st.Instance.Market == string(capacity.OnDemand) && st.LastCheckpoint != nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Tries of spot meanwhile found none and left the run on on-demand.
-	if _, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st workflows.Status) bool {
+	if _, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st training.Status) bool {
 		return hasFailure(capacity.NoCapacity)(st) && st.Attempt > onDemand.Attempt && st.Instance != nil && st.Instance.ID == onDemand.Instance.ID
 	}); err != nil {
 		t.Fatal(err)
 	}
 	returnStock()
 
-	var final workflows.Status
+	var final training.Status
 	if err := run.Get(wctx, &final); err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +202,7 @@ func TestDeadlineGangGoesBackToSpotEndToEnd(t *testing.T) {
 		}
 	}
 	s := startStack(t, func(c *controlplane.Config) {
-		c.Workflows = workflows.New()
+		c.Workflows = registry.New()
 		c.Workflows.Run.SpotRetryInterval = time.Second
 		c.Workflows.Run.MaxSpotRetryInterval = 2 * time.Second
 		c.Workflows.Run.RestartOverhead = 2 * time.Second
@@ -220,14 +223,14 @@ func TestDeadlineGangGoesBackToSpotEndToEnd(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	if _, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st workflows.Status) bool {
+	if _, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st training.Status) bool {
 		return len(st.Nodes) == 2 && st.Instance.Market == string(capacity.OnDemand) && st.LastCheckpoint != nil && hasFailure(capacity.NoCapacity)(st)
 	}); err != nil {
 		t.Fatal(err)
 	}
 	s.Cloud.SetStock(spots[0], 2) // a gang's worth, in one zone
 
-	var final workflows.Status
+	var final training.Status
 	if err := run.Get(wctx, &final); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/training"
+
 	"refuel/jobs"
 	"refuel/pkg/capacity"
 	"refuel/pkg/cloud/local"
@@ -30,7 +32,7 @@ func TestBudgetHoldsEndToEnd(t *testing.T) {
 	if _, err := jobs.Submit(ctx, s.Client, js); err != nil {
 		t.Fatal(err)
 	}
-	over, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st workflows.Status) bool { return st.State == workflows.StateOverBudget })
+	over, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st training.Status) bool { return st.State == workflows.StateOverBudget })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +66,7 @@ func TestBudgetHoldsEndToEnd(t *testing.T) {
 	if r := runCLI(t, t.TempDir(), starter, "budget", js.ID, "5", "--temporal-address", s.Address); r.code != 0 {
 		t.Fatalf("starter budget 5: exit %d\n%s", r.code, r.stderr)
 	}
-	done, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st workflows.Status) bool { return jobs.Ended(st) })
+	done, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st training.Status) bool { return jobs.Ended(st) })
 	if err != nil {
 		t.Fatal(err)
 	}

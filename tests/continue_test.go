@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/registry"
+	"refuel/workflows/training"
+
 	"go.temporal.io/api/workflowservice/v1"
 
 	"refuel/controlplane"
@@ -22,7 +25,7 @@ import (
 func TestRunContinuesAsNewWhileItTrainsEndToEnd(t *testing.T) {
 	t.Parallel() // a stack of its own; it mostly waits
 	s := startStack(t, func(c *controlplane.Config) {
-		c.Workflows = workflows.New()
+		c.Workflows = registry.New()
 		c.Workflows.Run.MaxHistory = 50 // a handful of checkpoints a run
 		c.Workflows.Run.SignalEvery = 0 // each checkpoint told at once
 	})
@@ -35,7 +38,7 @@ func TestRunContinuesAsNewWhileItTrainsEndToEnd(t *testing.T) {
 	if _, err := jobs.Submit(ctx, s.Client, js); err != nil {
 		t.Fatal(err)
 	}
-	var st workflows.Status
+	var st training.Status
 	if err := s.Client.GetWorkflow(wctx, js.ID, "").Get(wctx, &st); err != nil {
 		t.Fatal(err)
 	}

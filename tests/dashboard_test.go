@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/inference"
+	"refuel/workflows/training"
+
 	"refuel/controlplane"
 	"refuel/deploy"
 	"refuel/jobs"
@@ -38,7 +41,7 @@ func TestDashboardQueriesOnlyMetricsTheWorkerExports(t *testing.T) {
 	if _, err := jobs.Submit(ctx, s.Client, holder); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := jobs.WaitFor(wctx, s.Client, "holder", func(st workflows.Status) bool {
+	if _, err := jobs.WaitFor(wctx, s.Client, "holder", func(st training.Status) bool {
 		return st.Admission != nil && st.Admission.Layer == "base" && st.State == workflows.StateRunning
 	}); err != nil {
 		t.Fatal(err)
@@ -57,7 +60,7 @@ func TestDashboardQueriesOnlyMetricsTheWorkerExports(t *testing.T) {
 	if err := jobs.ReportLoad(ctx, s.Client, "chat", autoscale.Metrics{At: time.Now(), QPS: 15}); err != nil {
 		t.Fatal(err)
 	}
-	waitService(t, wctx, s, "chat", func(st workflows.ServiceStatus) bool { return st.Ready >= 1 })
+	waitService(t, wctx, s, "chat", func(st inference.Status) bool { return st.Ready >= 1 })
 	t.Cleanup(func() { _ = jobs.StopService(ctx, s.Client, "chat") })
 
 	b, err := os.ReadFile(filepath.Join("..", "deploy", "grafana", "refuel.json"))

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/inference"
+	"refuel/workflows/training"
+
 	"go.temporal.io/sdk/client"
 
 	"refuel/controlplane"
@@ -181,7 +184,7 @@ func TestDevEnvironmentMovedByAService(t *testing.T) {
 	if _, err := jobs.Submit(ctx, s.Client, js); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := jobs.WaitFor(ctx, s.Client, js.ID, func(st workflows.Status) bool { return st.State == workflows.StateRunning }); err != nil {
+	if _, err := jobs.WaitFor(ctx, s.Client, js.ID, func(st training.Status) bool { return st.State == workflows.StateRunning }); err != nil {
 		t.Fatal(err)
 	}
 
@@ -204,7 +207,7 @@ func TestDevEnvironmentMovedByAService(t *testing.T) {
 	if st.Moves != 1 || st.Preemptions != 0 {
 		t.Errorf("%d moves, %d preemptions; want one move that is no preemption", st.Moves, st.Preemptions)
 	}
-	if sst := waitService(t, ctx, s, "chat", func(st workflows.ServiceStatus) bool { return st.Ready == 1 }); sst.Replicas[0].Layer != "base" {
+	if sst := waitService(t, ctx, s, "chat", func(st inference.Status) bool { return st.Ready == 1 }); sst.Replicas[0].Layer != "base" {
 		t.Errorf("chat's replica is on %s; want the base machine the environment gave up", sst.Replicas[0].Layer)
 	}
 	if _, err := jobs.DeleteDev(ctx, s.Client, ds.ID, false, 2*time.Minute); err != nil {

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/registry"
+	"refuel/workflows/training"
+
 	"go.temporal.io/api/workflowservice/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -55,7 +58,7 @@ func (d *dropFirstDispatch) intercept(ctx context.Context, method string, req, r
 func TestRunTrainingThatNeverReachesItsAgentIsSentAgain(t *testing.T) {
 	t.Parallel()
 	drop := &dropFirstDispatch{dropped: map[string]bool{}}
-	wf := workflows.New()
+	wf := registry.New()
 	wf.Run.HeartbeatTimeout, wf.Run.ResendAfter = 10*time.Minute, time.Second
 	s := virtualStack(t, func(c *controlplane.Config) {
 		c.Workflows = wf
@@ -68,7 +71,7 @@ func TestRunTrainingThatNeverReachesItsAgentIsSentAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var final workflows.Status
+	var final training.Status
 	if err := run.Get(ctx, &final); err != nil {
 		t.Fatalf("the run did not complete within the test's 3 minutes (its heartbeat timeout is 10): %v", err)
 	}
@@ -95,7 +98,7 @@ func TestRunTrainingThatNeverReachesItsAgentIsSentAgain(t *testing.T) {
 // timeout (10 minutes here).
 func TestInterruptWithoutGraceRecoversAtOnce(t *testing.T) {
 	t.Parallel()
-	wf := workflows.New()
+	wf := registry.New()
 	wf.Run.HeartbeatTimeout = 10 * time.Minute
 	s := startStack(t, func(c *controlplane.Config) { c.Workflows = wf })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -106,7 +109,7 @@ func TestInterruptWithoutGraceRecoversAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := jobs.WaitFor(ctx, s.Client, js.ID, func(st workflows.Status) bool {
+	if _, err := jobs.WaitFor(ctx, s.Client, js.ID, func(st training.Status) bool {
 		return st.State == workflows.StateRunning && st.LastCheckpoint != nil
 	}); err != nil {
 		t.Fatal(err)
@@ -119,7 +122,7 @@ func TestInterruptWithoutGraceRecoversAtOnce(t *testing.T) {
 	if !rep.Passed || rep.ReplacementInstance == rep.InterruptedInstance || rep.ResumedFromStep < rep.CheckpointStep {
 		t.Errorf("report %+v; want a recovery onto another instance from the checkpoint seen at the notice", rep)
 	}
-	var final workflows.Status
+	var final training.Status
 	if err := run.Get(ctx, &final); err != nil {
 		t.Fatal(err)
 	}

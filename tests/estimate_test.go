@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/registry"
+	"refuel/workflows/training"
+
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/worker"
@@ -18,7 +21,6 @@ import (
 
 	"refuel/jobs"
 	"refuel/pkg/spec"
-	"refuel/workflows"
 )
 
 // TestSubmittedRunCarriesItsEstimate drives bin/starter as a pipeline
@@ -91,11 +93,11 @@ func TestSubmittedRunCarriesItsEstimate(t *testing.T) {
 		}
 		events = append(events, ev)
 	}
-	if events[0].GetWorkflowExecutionStartedEventAttributes().GetMemo().GetFields()[workflows.MemoEstimate] == nil {
+	if events[0].GetWorkflowExecutionStartedEventAttributes().GetMemo().GetFields()[training.MemoEstimate] == nil {
 		t.Fatal("the run's start event holds no estimate in its memo")
 	}
 	replayer := worker.NewWorkflowReplayer()
-	workflows.New().Register(replayer)
+	registry.New().Register(replayer)
 	opts := worker.ReplayWorkflowHistoryOptions{OriginalExecution: workflow.Execution{ID: js.ID}}
 	if err := replayer.ReplayWorkflowHistoryWithOptions(nil, &historypb.History{Events: events}, opts); err != nil {
 		t.Errorf("replay of the run that read its estimate: %v", err)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/training"
+
 	"refuel/jobs"
 	"refuel/workflows"
 )
@@ -54,7 +56,7 @@ func TestGangCompletesWhenRankZeroFinishesLast(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var final workflows.Status
+	var final training.Status
 	if err := run.Get(ctx, &final); err != nil {
 		t.Fatal(err)
 	}

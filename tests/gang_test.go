@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/capacitypool"
+	"refuel/workflows/training"
+
 	"refuel/controlplane"
 	"refuel/jobs"
 	"refuel/pkg/admission"
@@ -87,7 +90,7 @@ func TestGangNodeReplacementBeatsWholeGangRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wait := func(what string, cond func(workflows.Status) bool) workflows.Status {
+	wait := func(what string, cond func(training.Status) bool) training.Status {
 		t.Helper()
 		st, err := jobs.WaitFor(wctx, s.Client, js.ID, cond)
 		if err != nil {
@@ -95,7 +98,7 @@ func TestGangNodeReplacementBeatsWholeGangRestart(t *testing.T) {
 		}
 		return st
 	}
-	isTraining := func(st workflows.Status) bool {
+	isTraining := func(st training.Status) bool {
 		return st.State == workflows.StateRunning && len(st.Nodes) == 3 && st.LastCheckpoint != nil
 	}
 	st := wait("the gang's first checkpoint", isTraining)
@@ -105,7 +108,7 @@ func TestGangNodeReplacementBeatsWholeGangRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st = wait("the gang training again after its node was replaced", func(st workflows.Status) bool {
+	st = wait("the gang training again after its node was replaced", func(st training.Status) bool {
 		return st.NodeReplacements == 1 && st.LastRecovery != nil && !st.LastRecovery.ResumedAt.IsZero()
 	})
 	nodeReplaced := st.LastRecovery.ResumedAt.Sub(notice)
@@ -119,20 +122,20 @@ func TestGangNodeReplacementBeatsWholeGangRestart(t *testing.T) {
 	if err := jobs.Pause(ctx, s.Client, js.ID); err != nil {
 		t.Fatal(err)
 	}
-	wait("the gang given back", func(st workflows.Status) bool { return st.Paused && st.Instance == nil && len(st.Nodes) == 0 })
+	wait("the gang given back", func(st training.Status) bool { return st.Paused && st.Instance == nil && len(st.Nodes) == 0 })
 	stopped := time.Since(paused)
 	resumed := time.Now()
 	if err := jobs.Resume(ctx, s.Client, js.ID); err != nil {
 		t.Fatal(err)
 	}
-	wait("the gang training again after the restart", func(st workflows.Status) bool {
+	wait("the gang training again after the restart", func(st training.Status) bool {
 		return isTraining(st) && st.Step > before
 	})
 	restarted := stopped + time.Since(resumed)
 	t.Logf("gang of 3: one node's notice to training again %s (2 nodes kept); whole-gang restart %s (%s to give back, %s to acquire and resume)",
 		nodeReplaced.Round(time.Millisecond), restarted.Round(time.Millisecond), stopped.Round(time.Millisecond), (restarted - stopped).Round(time.Millisecond))
 
-	var final workflows.Status
+	var final training.Status
 	if err := run.Get(wctx, &final); err != nil {
 		t.Fatal(err)
 	}
@@ -187,13 +190,13 @@ func TestGangOnAPoolOfTwoBaseMachines(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.overflows {
-				st, err := jobs.WaitFor(wctx, s.Client, gang.ID, func(st workflows.Status) bool {
+				st, err := jobs.WaitFor(wctx, s.Client, gang.ID, func(st training.Status) bool {
 					return st.State == workflows.StateRunning && len(st.Nodes) == 3
 				})
 				if err != nil {
 					t.Fatalf("waiting for the gang to train: %v (last %s, admission %+v)", err, st.State, st.Admission)
 				}
-				p := waitPool(t, wctx, s, "the gang on burst", func(p workflows.PoolStatus) bool { return p.Burst == 3 })
+				p := waitPool(t, wctx, s, "the gang on burst", func(p capacitypool.Status) bool { return p.Burst == 3 })
 				if p.Base != 0 || st.Admission == nil || st.Admission.Layer != string(admission.BurstLayer) {
 					t.Errorf("pool holds %d base and %d burst, the gang on %+v; want all three nodes on burst, no base machine held", p.Base, p.Burst, st.Admission)
 				}
@@ -202,7 +205,7 @@ func TestGangOnAPoolOfTwoBaseMachines(t *testing.T) {
 						t.Errorf("rank %d on %s; want a burst offering", n.Rank, n.Instance.Offering)
 					}
 				}
-				var final workflows.Status
+				var final training.Status
 				if err := gangRun.Get(wctx, &final); err != nil {
 					t.Fatal(err)
 				}
@@ -210,7 +213,7 @@ func TestGangOnAPoolOfTwoBaseMachines(t *testing.T) {
 					t.Errorf("final model %s; want the three-node model %s", short(final.ModelDigest), short(want))
 				}
 			} else {
-				waitPool(t, wctx, s, "the gang queued", func(p workflows.PoolStatus) bool {
+				waitPool(t, wctx, s, "the gang queued", func(p capacitypool.Status) bool {
 					return len(p.Waiting) == 1 && p.Waiting[0].ID == gang.ID
 				})
 				// A run behind it takes a base machine: the gang reserves
@@ -223,7 +226,7 @@ func TestGangOnAPoolOfTwoBaseMachines(t *testing.T) {
 				if err != nil || st.State != workflows.StateCompleted || len(st.Ledger.Segments) != 1 || st.Ledger.Segments[0].Market != string(capacity.Base) {
 					t.Fatalf("the run behind the gang: %v, %s on %+v; want it completed on a base machine", err, st.State, st.Ledger.Segments)
 				}
-				p := waitPool(t, wctx, s, "the gang still queued", func(p workflows.PoolStatus) bool { return len(p.Running) == 0 })
+				p := waitPool(t, wctx, s, "the gang still queued", func(p capacitypool.Status) bool { return len(p.Running) == 0 })
 				gst, err := jobs.Status(ctx, s.Client, gang.ID)
 				if err != nil {
 					t.Fatal(err)
@@ -238,7 +241,7 @@ func TestGangOnAPoolOfTwoBaseMachines(t *testing.T) {
 					t.Error("the cancelled gang's run ended without an error")
 				}
 			}
-			waitPool(t, wctx, s, "everything given back", func(p workflows.PoolStatus) bool { return len(p.Running) == 0 && len(p.Waiting) == 0 })
+			waitPool(t, wctx, s, "everything given back", func(p capacitypool.Status) bool { return len(p.Running) == 0 && len(p.Waiting) == 0 })
 			for _, c := range []interface {
 				List(context.Context, map[string]string) ([]capacity.Instance, error)
 			}{s.Cloud, s.Base} {

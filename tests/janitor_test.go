@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/instances"
+	"refuel/workflows/training"
+
 	"go.temporal.io/sdk/client"
 
 	"refuel/activities"
@@ -34,7 +37,7 @@ func TestJanitorReleasesWhatNoRunOwns(t *testing.T) {
 		if _, err := jobs.Submit(ctx, s.Client, js); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st workflows.Status) bool { return st.State == workflows.StateRunning }); err != nil {
+		if _, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st training.Status) bool { return st.State == workflows.StateRunning }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -57,7 +60,7 @@ func TestJanitorReleasesWhatNoRunOwns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var report workflows.JanitorReport
+	var report instances.JanitorReport
 	if err := run.Get(wctx, &report); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/capacitypool"
+	"refuel/workflows/training"
+
 	"refuel/controlplane"
 	"refuel/jobs"
 	"refuel/pkg/capacity"
@@ -105,7 +108,7 @@ func TestJoinedBaseMachines(t *testing.T) {
 		}
 		return byName
 	}
-	waitRun := func(id, what string, cond func(workflows.Status) bool) workflows.Status {
+	waitRun := func(id, what string, cond func(training.Status) bool) training.Status {
 		t.Helper()
 		st, err := jobs.WaitFor(ctx, s.Client, id, cond)
 		if err != nil {
@@ -121,7 +124,7 @@ func TestJoinedBaseMachines(t *testing.T) {
 	waitNodes("both machines ready", func(ns map[string]jobs.Node) bool {
 		return ns["m1"].State == "ready" && ns["m2"].State == "ready"
 	})
-	waitPool(t, ctx, s, "two base GPUs", func(p workflows.PoolStatus) bool { return p.BaseGPUs == 2 })
+	waitPool(t, ctx, s, "two base GPUs", func(p capacitypool.Status) bool { return p.BaseGPUs == 2 })
 
 	// Runs fill the joined machines before burst.
 	for _, id := range []string{"j1", "j2", "j3"} {
@@ -130,7 +133,7 @@ func TestJoinedBaseMachines(t *testing.T) {
 		if _, err := jobs.Submit(ctx, s.Client, js); err != nil {
 			t.Fatal(err)
 		}
-		waitRun(id, "training with a checkpoint", func(st workflows.Status) bool {
+		waitRun(id, "training with a checkpoint", func(st training.Status) bool {
 			return st.State == workflows.StateRunning && st.LastCheckpoint != nil && st.Admission != nil && st.Admission.Layer != ""
 		})
 	}
@@ -153,7 +156,7 @@ func TestJoinedBaseMachines(t *testing.T) {
 	if err := jobs.WaitEmpty(ctx, s.Client, drained, 200*time.Millisecond, nil); err != nil {
 		t.Fatal(err)
 	}
-	moved := waitRun("j1", "resuming on burst", func(st workflows.Status) bool {
+	moved := waitRun("j1", "resuming on burst", func(st training.Status) bool {
 		return st.Admission.Yields == 1 && st.Admission.Layer == "burst" && st.LastRecovery != nil && !st.LastRecovery.ResumedAt.IsZero()
 	})
 	if y := moved.Admission.LastYield; !strings.Contains(y.Reason, "draining") || moved.LastRecovery.ResumedFromStep < y.CheckpointStep || y.CheckpointStep == 0 {
@@ -168,7 +171,7 @@ func TestJoinedBaseMachines(t *testing.T) {
 		t.Fatal(err)
 	}
 	lostAt := time.Now()
-	recovered := waitRun("j2", "recovering on burst", func(st workflows.Status) bool {
+	recovered := waitRun("j2", "recovering on burst", func(st training.Status) bool {
 		return st.Admission.Layer == "burst" && st.LastRecovery != nil && !st.LastRecovery.ResumedAt.IsZero() && st.Restarts[capacity.NodeLost] == 1
 	})
 	t.Logf("j2 resumed on burst %.1fs after its machine's SIGKILL, from step %d", recovered.LastRecovery.ResumedAt.Sub(lostAt).Seconds(), recovered.LastRecovery.ResumedFromStep)
@@ -193,8 +196,8 @@ func TestJoinedBaseMachines(t *testing.T) {
 	if len(ns) != 2 || ns[killed].Joins != 2 {
 		t.Errorf("machines after the rejoin: %+v; want m1 and m2, %s joined twice", ns, killed)
 	}
-	waitPool(t, ctx, s, "one base GPU ready (the other draining)", func(p workflows.PoolStatus) bool { return p.BaseGPUs == 1 })
-	recordHistory(t, s.Client, workflows.BaseNodeID(killed), "base-node")
+	waitPool(t, ctx, s, "one base GPU ready (the other draining)", func(p capacitypool.Status) bool { return p.BaseGPUs == 1 })
+	recordHistory(t, s.Client, capacitypool.BaseNodeID(killed), "base-node")
 	recordHistory(t, s.Client, "j2", "training-run-node-lost")
 	for _, id := range []string{"j1", "j2", "j3"} {
 		_ = s.Client.CancelWorkflow(ctx, id, "")

@@ -20,6 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/registry"
+	"refuel/workflows/training"
+	"refuel/workflows/workload"
+
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
@@ -55,8 +59,8 @@ const killHeartbeat = 3 * time.Second
 // killWorkflows are the workflows as the kill tests run them: a dead
 // agent is found within killHeartbeat, and the restart after it waits
 // half a second.
-func killWorkflows() *workflows.Workflows {
-	wf := workflows.New()
+func killWorkflows() *registry.Workflows {
+	wf := registry.New()
 	wf.Run.HeartbeatTimeout = killHeartbeat
 	wf.Run.RestartBackoff = 500 * time.Millisecond
 	return wf
@@ -78,7 +82,7 @@ func TestAgentKilledMidTraining(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, err := jobs.WaitFor(ctx, s.Client, js.ID, func(st workflows.Status) bool {
+	before, err := jobs.WaitFor(ctx, s.Client, js.ID, func(st training.Status) bool {
 		return st.State == workflows.StateRunning && st.LastCheckpoint != nil && st.LastCheckpoint.Step > 0 && st.Instance != nil
 	})
 	if err != nil {
@@ -103,25 +107,25 @@ func TestAgentKilledMidTraining(t *testing.T) {
 		t.Errorf("the trainer (pid %d) outlived its agent by 10s", trainerPID)
 	}
 
-	var final workflows.Status
+	var final training.Status
 	if err := run.Get(ctx, &final); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := json.Marshal(struct {
-		Restarts       workflows.Restarts
-		Failures       []workflows.Failure
-		LastPreemption *workflows.PreemptionInfo
-		LastRecovery   *workflows.RecoveryInfo
+		Restarts       workload.Restarts
+		Failures       []workload.Failure
+		LastPreemption *workload.PreemptionInfo
+		LastRecovery   *workload.RecoveryInfo
 		LostWork       float64
 	}{final.Restarts, final.Failures, final.LastPreemption, final.LastRecovery, final.LostWorkSecs})
 	t.Logf("after the agent's kill: %s", b)
 	if final.State != workflows.StateCompleted || final.Step != final.TotalSteps {
 		t.Fatalf("run ended %s at step %d/%d; want completed", final.State, final.Step, final.TotalSteps)
 	}
-	if want := (workflows.Restarts{capacity.InstanceLost: 1}); !maps.Equal(final.Restarts, want) {
+	if want := (workload.Restarts{capacity.InstanceLost: 1}); !maps.Equal(final.Restarts, want) {
 		t.Errorf("restarts %+v; want %+v", final.Restarts, want)
 	}
-	if !slices.ContainsFunc(final.Failures, func(f workflows.Failure) bool { return f.Class == "instance-lost" }) {
+	if !slices.ContainsFunc(final.Failures, func(f workload.Failure) bool { return f.Class == "instance-lost" }) {
 		t.Errorf("failures %+v; want one of class instance-lost", final.Failures)
 	}
 	if final.LostWorkSecs <= 0 {
@@ -219,11 +223,11 @@ func TestEmbeddedStackKilledWithRunsInFlight(t *testing.T) {
 	if _, err := jobs.Submit(ctx, c, teacher); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := jobs.WaitFor(ctx, c, teacher.ID, func(st workflows.Status) bool { return st.State == workflows.StateCompleted }); err != nil {
+	if _, err := jobs.WaitFor(ctx, c, teacher.ID, func(st training.Status) bool { return st.State == workflows.StateCompleted }); err != nil {
 		t.Fatal(err)
 	}
 	ids := []string{"crash-a", "crash-b"}
-	before := map[string]workflows.Status{}
+	before := map[string]training.Status{}
 	for _, id := range ids {
 		js := quickJob(id, spec.TierFlexible)
 		js.Work = spec.Duration(20 * time.Second) // both still training when the stack is killed, on a busy machine
@@ -232,7 +236,7 @@ func TestEmbeddedStackKilledWithRunsInFlight(t *testing.T) {
 		}
 	}
 	for _, id := range ids {
-		st, err := jobs.WaitFor(ctx, c, id, func(st workflows.Status) bool {
+		st, err := jobs.WaitFor(ctx, c, id, func(st training.Status) bool {
 			return st.State == workflows.StateRunning && st.LastCheckpoint != nil && st.LastCheckpoint.Step > 0
 		})
 		if err != nil {
@@ -254,7 +258,7 @@ func TestEmbeddedStackKilledWithRunsInFlight(t *testing.T) {
 	t.Logf("restarted %.1fs after the kill", time.Since(killed).Seconds())
 
 	for _, id := range ids {
-		var final workflows.Status
+		var final training.Status
 		if err := c.GetWorkflow(ctx, id, "").Get(ctx, &final); err != nil {
 			t.Fatalf("%s after the restart: %v", id, err)
 		}
@@ -263,7 +267,7 @@ func TestEmbeddedStackKilledWithRunsInFlight(t *testing.T) {
 			t.Errorf("%s ended %s with restarts %+v, %d recoveries, %.1fs of work lost; want completed after one instance lost, its work counted",
 				id, final.State, final.Restarts, final.Recoveries, final.LostWorkSecs)
 		}
-		if !slices.ContainsFunc(final.Failures, func(f workflows.Failure) bool { return f.Class == "instance-lost" }) {
+		if !slices.ContainsFunc(final.Failures, func(f workload.Failure) bool { return f.Class == "instance-lost" }) {
 			t.Errorf("%s: failures %+v; want one of class instance-lost", id, final.Failures)
 		}
 		if r := final.LastRecovery; r == nil || r.InstanceID == was.Instance.ID || r.ResumedFromStep < was.LastCheckpoint.Step {
@@ -373,7 +377,7 @@ func TestWorkerKilledMidAcquireAndMidRelease(t *testing.T) {
 	}
 	inZoneA := 0
 	for _, id := range ids {
-		st, err := jobs.WaitFor(ctx, c, id, func(st workflows.Status) bool {
+		st, err := jobs.WaitFor(ctx, c, id, func(st training.Status) bool {
 			return st.State == workflows.StateRunning && st.LastCheckpoint != nil && st.Instance != nil
 		})
 		if err != nil {
@@ -418,7 +422,7 @@ func TestWorkerKilledMidAcquireAndMidRelease(t *testing.T) {
 	t.Logf("%.1fs: worker B is back, worker A killed", time.Since(began).Seconds())
 
 	for _, id := range ids {
-		var final workflows.Status
+		var final training.Status
 		if err := c.GetWorkflow(ctx, id, "").Get(ctx, &final); err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
@@ -595,7 +599,7 @@ func TestCheckpointStoreFaults(t *testing.T) {
 			t.Fatalf("run ended with %v; want AgentFailed naming max_restarts and the store", err)
 		}
 		st, _ := jobs.Status(ctx, s.Client, js.ID)
-		if !maps.Equal(st.Restarts, (workflows.Restarts{capacity.AgentFault: 2})) || len(st.Ledger.Segments) != 2 {
+		if !maps.Equal(st.Restarts, (workload.Restarts{capacity.AgentFault: 2})) || len(st.Ledger.Segments) != 2 {
 			t.Errorf("restarts %+v on %d instances; want 2 agent failures, one per instance", st.Restarts, len(st.Ledger.Segments))
 		}
 		if left, _ := s.Cloud.List(ctx, map[string]string{capacity.TagRun: js.ID}); len(left) != 0 {
@@ -614,13 +618,13 @@ func TestCheckpointStoreFaults(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := jobs.WaitFor(ctx, s.Client, js.ID, func(st workflows.Status) bool { return st.LastCheckpoint != nil }); err != nil {
+			if _, err := jobs.WaitFor(ctx, s.Client, js.ID, func(st training.Status) bool { return st.LastCheckpoint != nil }); err != nil {
 				t.Fatal(err)
 			}
 			if err := jobs.Pause(ctx, s.Client, js.ID); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := jobs.WaitFor(ctx, s.Client, js.ID, func(st workflows.Status) bool { return st.State == workflows.StatePaused && st.Instance == nil }); err != nil {
+			if _, err := jobs.WaitFor(ctx, s.Client, js.ID, func(st training.Status) bool { return st.State == workflows.StatePaused && st.Instance == nil }); err != nil {
 				t.Fatal(err)
 			}
 			if n := spoilCheckpoints(t, filepath.Join(store, js.ID)); n == 0 {
@@ -629,7 +633,7 @@ func TestCheckpointStoreFaults(t *testing.T) {
 			if err := jobs.Resume(ctx, s.Client, js.ID); err != nil {
 				t.Fatal(err)
 			}
-			var final workflows.Status
+			var final training.Status
 			err = run.Get(ctx, &final)
 			st, _ := jobs.Status(ctx, s.Client, js.ID)
 			if fromScratch {
@@ -644,7 +648,7 @@ func TestCheckpointStoreFaults(t *testing.T) {
 				t.Fatalf("run ended with %v (state %s); want a checkpoint failure saying restart_from_scratch", err, st.State)
 			}
 			t.Logf("the run failed: %v", err)
-			if !slices.ContainsFunc(st.Failures, func(f workflows.Failure) bool { return f.Class == "checkpoint" }) || st.Instance != nil {
+			if !slices.ContainsFunc(st.Failures, func(f workload.Failure) bool { return f.Class == "checkpoint" }) || st.Instance != nil {
 				t.Errorf("status %s, failures %+v, instance %v; want a checkpoint failure and no instance held", st.State, st.Failures, st.Instance)
 			}
 			if left, _ := s.Cloud.List(ctx, map[string]string{capacity.TagRun: js.ID}); len(left) != 0 {

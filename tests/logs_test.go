@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/training"
+
 	"refuel/jobs"
 	"refuel/pkg/checkpoint"
 	"refuel/pkg/spec"
@@ -56,7 +58,7 @@ func TestTrainerLogsAcrossAttempts(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	var final workflows.Status
+	var final training.Status
 	if err := run.Get(wctx, &final); err != nil {
 		t.Fatal(err)
 	}

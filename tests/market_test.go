@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/training"
+	"refuel/workflows/workload"
+
 	"github.com/google/go-cmp/cmp"
 
 	"refuel/controlplane"
@@ -86,7 +89,7 @@ type clockedJob struct {
 // clockedRun runs cj on the simulated cloud's clock, checks it against
 // the simulator, records its history under name, and returns its
 // account.
-func clockedRun(t *testing.T, cj clockedJob, name string) *workflows.MarketStatus {
+func clockedRun(t *testing.T, cj clockedJob, name string) *workload.MarketStatus {
 	traces := cj.traces
 	if traces == "" {
 		traces = filepath.Join("..", "workflows", "testdata", "traces")
@@ -108,7 +111,7 @@ func clockedRun(t *testing.T, cj clockedJob, name string) *workflows.MarketStatu
 	}
 	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	var final workflows.Status
+	var final training.Status
 	if err := run.Get(wctx, &final); err != nil {
 		t.Fatal(err)
 	}
@@ -137,9 +140,9 @@ func clockedRun(t *testing.T, cj clockedJob, name string) *workflows.MarketStatu
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wantDecisions []workflows.MarketDecision
+	var wantDecisions []workload.MarketDecision
 	for i, step := range want.Steps {
-		wantDecisions = append(wantDecisions, workflows.MarketDecision{Tick: m.StartTick + i, Choice: step.Choice.String(), Preempted: step.Preempted})
+		wantDecisions = append(wantDecisions, workload.MarketDecision{Tick: m.StartTick + i, Choice: step.Choice.String(), Preempted: step.Preempted})
 	}
 	t.Logf("%d ticks, $%.2f, %d preemptions, %d changeovers; deadline budget %s", len(want.Steps), want.Cost, want.Preemptions, want.Changeovers, m.Job.Deadline)
 	if diff := cmp.Diff(m.Decisions, wantDecisions); diff != "" {

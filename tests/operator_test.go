@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/training"
+
 	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -41,7 +43,7 @@ func TestOperatorSeesTheRunAndThePool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var final workflows.Status
+	var final training.Status
 	if err := run.Get(wctx, &final); err != nil {
 		t.Fatal(err)
 	}

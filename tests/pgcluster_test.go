@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/training"
+	"refuel/workflows/workload"
+
 	"go.temporal.io/sdk/client"
 
 	"refuel/activities"
@@ -94,7 +97,7 @@ func TestClusterFaultsSpareHealthyAttempts(t *testing.T) {
 	a = startWorker("worker-a-restarted", cloudURL)
 
 	for _, id := range ids {
-		if _, err := jobs.WaitFor(ctx, c, id, func(st workflows.Status) bool {
+		if _, err := jobs.WaitFor(ctx, c, id, func(st training.Status) bool {
 			return st.State == workflows.StateRunning && st.LastCheckpoint != nil && st.Instance != nil
 		}); err != nil {
 			t.Fatal(err)
@@ -169,7 +172,7 @@ func firstAcquireTries(ctx context.Context, t *testing.T, c client.Client, id st
 func awaitStatus(ctx context.Context, t *testing.T, c client.Client, ids []string) {
 	t.Helper()
 	for _, id := range ids {
-		if _, err := jobs.WaitFor(ctx, c, id, func(workflows.Status) bool { return true }); err != nil {
+		if _, err := jobs.WaitFor(ctx, c, id, func(training.Status) bool { return true }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -198,14 +201,14 @@ func logHeartbeats(ctx context.Context, t *testing.T, c client.Client, ids []str
 // never failed: completed with the uninterrupted model, on its first
 // attempt and one instance, no restart or preemption counted, and a
 // ledger whose breakdowns add up.
-func checkUndisturbed(t *testing.T, st workflows.Status) {
+func checkUndisturbed(t *testing.T, st training.Status) {
 	t.Helper()
 	b, _ := json.Marshal(struct {
 		Attempt     int
-		Restarts    workflows.Restarts
+		Restarts    workload.Restarts
 		Preemptions int
 		Recoveries  int
-		Failures    []workflows.Failure
+		Failures    []workload.Failure
 		Instances   int
 	}{st.Attempt, st.Restarts, st.Preemptions, st.Recoveries, st.Failures, len(st.Ledger.Segments)})
 	t.Logf("%s ended %s: %s", st.ID, st.State, b)
@@ -214,7 +217,7 @@ func checkUndisturbed(t *testing.T, st workflows.Status) {
 		t.Errorf("%s ended %s at step %d/%d with model %s; want completed with the uninterrupted %s",
 			st.ID, st.State, st.Step, st.TotalSteps, st.ModelDigest, want)
 	}
-	if st.Attempt != 1 || !maps.Equal(st.Restarts, (workflows.Restarts{})) || st.Preemptions != 0 || st.Recoveries != 0 {
+	if st.Attempt != 1 || !maps.Equal(st.Restarts, (workload.Restarts{})) || st.Preemptions != 0 || st.Recoveries != 0 {
 		t.Errorf("%s: attempt %d, restarts %+v, %d preemptions, %d recoveries; want its first attempt on a healthy instance, nothing counted",
 			st.ID, st.Attempt, st.Restarts, st.Preemptions, st.Recoveries)
 	}
@@ -227,7 +230,7 @@ func checkUndisturbed(t *testing.T, st workflows.Status) {
 // checkLedgerAddsUp checks that a run's cost is its ledger's: the
 // segments' total, split by market and by pool into lines that sum to
 // it, every segment closed, no lost work or recovery paid for.
-func checkLedgerAddsUp(t *testing.T, st workflows.Status) {
+func checkLedgerAddsUp(t *testing.T, st training.Status) {
 	t.Helper()
 	const cent = 0.01
 	sum := func(lines map[string]cost.Line) (usd float64) {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/capacitypool"
+
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
@@ -121,7 +123,7 @@ func benchPool(b *testing.B, n int) {
 	b.Logf("%d signals to a workflow that does nothing: sent in %s (%.0f/s)", n, raw.Round(time.Millisecond), float64(n)/raw.Seconds())
 
 	var longest atomic.Int64
-	watch := func(done func(workflows.PoolStatus) bool) {
+	watch := func(done func(capacitypool.Status) bool) {
 		b.Helper()
 		for deadline := time.Now().Add(10 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
 			st, err := jobs.PoolStatus(ctx, s.Client)
@@ -138,7 +140,7 @@ func benchPool(b *testing.B, n int) {
 	}
 	// phase sends the pool one signal for each id, then the signal last
 	// (if any), and waits until done.
-	phase := func(what, signal string, arg func(id string) any, last any, done func(workflows.PoolStatus) bool) time.Time {
+	phase := func(what, signal string, arg func(id string) any, last any, done func(capacitypool.Status) bool) time.Time {
 		start := time.Now()
 		parallel(b, ids, func(id string) error {
 			return s.Client.SignalWorkflow(ctx, workflows.PoolWorkflowID, "", signal, arg(id))
@@ -157,8 +159,8 @@ func benchPool(b *testing.B, n int) {
 	}
 	start = phase("requests", workflows.SignalPoolRequest, func(id string) any {
 		return admission.Request{ID: id, Kind: admission.Training, Owner: id, Team: "bench", Priority: 50, Tier: spec.TierFlexible, Resources: spec.Resources{GPUs: 1}}
-	}, nil, func(st workflows.PoolStatus) bool { return len(st.Waiting)+len(st.Running) == n })
-	watch(func(st workflows.PoolStatus) bool { return st.Delivering == 0 })
+	}, nil, func(st capacitypool.Status) bool { return len(st.Waiting)+len(st.Running) == n })
+	watch(func(st capacitypool.Status) bool { return st.Delivering == 0 })
 	st, _ := jobs.PoolStatus(ctx, s.Client)
 	granted := time.Since(start)
 	b.ReportMetric(float64(len(st.Running))/granted.Seconds(), "grants/s")
@@ -170,7 +172,7 @@ func benchPool(b *testing.B, n int) {
 	// running request, shows.
 	phase("priorities", workflows.SignalPoolPriority, func(id string) any { return workflows.PoolPriority{ID: id, Priority: 50} },
 		workflows.PoolPriority{ID: st.Running[0].Request.ID, Priority: 51},
-		func(st workflows.PoolStatus) bool {
+		func(st capacitypool.Status) bool {
 			return slices.ContainsFunc(st.Running, func(a admission.Allocation) bool { return a.Request.Priority == 51 })
 		})
 	carry := carrySize(b, s.Client)
@@ -181,7 +183,7 @@ func benchPool(b *testing.B, n int) {
 	}
 	b.Logf("generation %d carries %d KiB; the status query answers %d KiB", st.Generation, carry>>10, len(answer)>>10)
 	phase("releases", workflows.SignalPoolRelease, func(id string) any { return workflows.PoolRef{ID: id} }, nil,
-		func(st workflows.PoolStatus) bool { return len(st.Waiting)+len(st.Running) == 0 })
+		func(st capacitypool.Status) bool { return len(st.Waiting)+len(st.Running) == 0 })
 	st, _ = jobs.PoolStatus(ctx, s.Client)
 	b.ReportMetric(float64(longest.Load()), "events/generation")
 	b.ReportMetric(float64(carry), "carry-bytes")

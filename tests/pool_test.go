@@ -6,6 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/capacitypool"
+	"refuel/workflows/inference"
+	"refuel/workflows/training"
+
 	"go.temporal.io/sdk/client"
 
 	"refuel/controlplane"
@@ -51,7 +55,7 @@ func TestPriorityPreemptionEndToEnd(t *testing.T) {
 	ctx := context.Background()
 	wctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
 	defer cancel()
-	waitRun := func(id, what string, cond func(workflows.Status) bool) workflows.Status {
+	waitRun := func(id, what string, cond func(training.Status) bool) training.Status {
 		t.Helper()
 		st, err := jobs.WaitFor(wctx, s.Client, id, cond)
 		if err != nil {
@@ -73,11 +77,11 @@ func TestPriorityPreemptionEndToEnd(t *testing.T) {
 	// Work long enough that low is still training when the service comes
 	// and mid still holds burst while q1 and q2 queue, on a busy machine.
 	low := submit("low", 10, 30*time.Second)
-	waitRun("low", "a checkpoint on base", func(st workflows.Status) bool {
+	waitRun("low", "a checkpoint on base", func(st training.Status) bool {
 		return st.Admission != nil && st.Admission.Layer == "base" && st.LastCheckpoint != nil
 	})
 	mid := submit("mid", 30, 30*time.Second)
-	waitRun("mid", "training on burst", func(st workflows.Status) bool {
+	waitRun("mid", "training on burst", func(st training.Status) bool {
 		return st.Admission != nil && st.Admission.Layer == "burst" && st.State == workflows.StateRunning
 	})
 
@@ -88,28 +92,28 @@ func TestPriorityPreemptionEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	yielded := waitRun("low", "its yield to the service", func(st workflows.Status) bool {
+	yielded := waitRun("low", "its yield to the service", func(st training.Status) bool {
 		return st.Admission != nil && st.Admission.Yields == 1 && st.State == workflows.StateQueued
 	})
 	y := yielded.Admission.LastYield
 	if !strings.HasPrefix(y.For, "chat/") || y.CheckpointStep <= 0 || yielded.Instance != nil {
 		t.Errorf("yield %+v holding %v; want it for a chat replica, at a checkpoint, holding nothing", y, yielded.Instance)
 	}
-	if st := waitService(t, wctx, s, "chat", func(st workflows.ServiceStatus) bool { return st.Ready == 1 }); st.Replicas[0].Layer != "base" {
+	if st := waitService(t, wctx, s, "chat", func(st inference.Status) bool { return st.Ready == 1 }); st.Replicas[0].Layer != "base" {
 		t.Errorf("chat's replica is on %s; want the base machine it preempted", st.Replicas[0].Layer)
 	}
 
 	// Two more runs queue behind everyone. Raising one reorders the queue
 	// at once; pausing the other holds it.
 	q1, q2 := submit("q1", 5, 4*time.Second), submit("q2", 5, 4*time.Second)
-	waitPool(t, wctx, s, "q1 and q2 queued", func(p workflows.PoolStatus) bool { return len(p.Waiting) == 3 })
+	waitPool(t, wctx, s, "q1 and q2 queued", func(p capacitypool.Status) bool { return len(p.Waiting) == 3 })
 	if _, err := jobs.SetPriority(ctx, s.Client, "q2", 20); err != nil {
 		t.Fatal(err)
 	}
 	if err := jobs.Pause(ctx, s.Client, "q1"); err != nil {
 		t.Fatal(err)
 	}
-	p := waitPool(t, wctx, s, "q2 first and q1 held", func(p workflows.PoolStatus) bool {
+	p := waitPool(t, wctx, s, "q2 first and q1 held", func(p capacitypool.Status) bool {
 		return len(p.Waiting) == 3 && p.Waiting[0].ID == "q2" && p.Waiting[2].ID == "q1" && p.Waiting[2].Paused
 	})
 	t.Logf("queue after set-priority and pause: %s (%.1f), %s (%.1f), %s (paused)", p.Waiting[0].ID, p.Waiting[0].EffectivePriority, p.Waiting[1].ID, p.Waiting[1].EffectivePriority, p.Waiting[2].ID)
@@ -124,7 +128,7 @@ func TestPriorityPreemptionEndToEnd(t *testing.T) {
 	if err := mid.Get(wctx, nil); err != nil {
 		t.Fatalf("mid: %v", err)
 	}
-	resumed := waitRun("low", "resuming on burst", func(st workflows.Status) bool {
+	resumed := waitRun("low", "resuming on burst", func(st training.Status) bool {
 		return st.Admission.Layer == "burst" && st.LastRecovery != nil && !st.LastRecovery.ResumedAt.IsZero()
 	})
 	if got := resumed.LastRecovery.ResumedFromStep; got < y.CheckpointStep {
@@ -136,20 +140,20 @@ func TestPriorityPreemptionEndToEnd(t *testing.T) {
 	if err := s.Client.CancelWorkflow(ctx, chat.GetID(), ""); err != nil {
 		t.Fatal(err)
 	}
-	moved := waitRun("low", "its move to base", func(st workflows.Status) bool {
+	moved := waitRun("low", "its move to base", func(st training.Status) bool {
 		return st.Admission.Yields == 2 && st.Admission.Layer == "base"
 	})
 	if !strings.Contains(moved.Admission.LastYield.Reason, "base") {
 		t.Errorf("second yield %q; want the move to base", moved.Admission.LastYield.Reason)
 	}
-	var final workflows.Status
+	var final training.Status
 	if err := low.Get(wctx, &final); err != nil {
 		t.Fatal(err)
 	}
 	if final.State != workflows.StateCompleted || final.Step != final.TotalSteps || final.ModelDigest == "" {
 		t.Errorf("low ended %s at %d/%d (digest %q)", final.State, final.Step, final.TotalSteps, final.ModelDigest)
 	}
-	end := waitPool(t, wctx, s, "everything given back", func(p workflows.PoolStatus) bool { return len(p.Running) == 0 && len(p.Waiting) == 0 })
+	end := waitPool(t, wctx, s, "everything given back", func(p capacitypool.Status) bool { return len(p.Running) == 0 && len(p.Waiting) == 0 })
 	if end.Preemptions != 1 || end.Moves != 1 || end.Generation == 0 {
 		t.Errorf("pool counted %d preemptions, %d moves, generation %d; want 1, 1 and at least one continue-as-new", end.Preemptions, end.Moves, end.Generation)
 	}
@@ -165,7 +169,7 @@ func TestPriorityPreemptionEndToEnd(t *testing.T) {
 	}
 }
 
-func waitPool(t *testing.T, ctx context.Context, s *controlplane.Stack, what string, cond func(workflows.PoolStatus) bool) workflows.PoolStatus {
+func waitPool(t *testing.T, ctx context.Context, s *controlplane.Stack, what string, cond func(capacitypool.Status) bool) capacitypool.Status {
 	t.Helper()
 	for {
 		p, err := jobs.PoolStatus(ctx, s.Client)
@@ -180,7 +184,7 @@ func waitPool(t *testing.T, ctx context.Context, s *controlplane.Stack, what str
 	}
 }
 
-func waitService(t *testing.T, ctx context.Context, s *controlplane.Stack, id string, cond func(workflows.ServiceStatus) bool) workflows.ServiceStatus {
+func waitService(t *testing.T, ctx context.Context, s *controlplane.Stack, id string, cond func(inference.Status) bool) inference.Status {
 	t.Helper()
 	for {
 		st, err := jobs.ServiceStatus(ctx, s.Client, id)

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/training"
+
 	"refuel/jobs"
 	"refuel/pkg/checkpoint"
 	"refuel/pkg/spec"
@@ -69,7 +71,7 @@ func TestPyTorchGang(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
 	defer cancel()
-	st, err := jobs.WaitFor(wctx, s.Client, js.ID, func(s workflows.Status) bool {
+	st, err := jobs.WaitFor(wctx, s.Client, js.ID, func(s training.Status) bool {
 		return s.LastCheckpoint != nil && s.State == workflows.StateRunning && len(s.Nodes) == 2
 	})
 	if err != nil {
@@ -83,7 +85,7 @@ func TestPyTorchGang(t *testing.T) {
 		t.Fatal(err)
 	}
 	interrupted := time.Now()
-	var final workflows.Status
+	var final training.Status
 	if err := run.Get(wctx, &final); err != nil {
 		t.Fatal(err)
 	}

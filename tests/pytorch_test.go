@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/training"
+
 	"refuel/jobs"
 	"refuel/pkg/checkpoint"
 	"refuel/pkg/spec"
@@ -82,7 +84,7 @@ func TestPyTorchDrill(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	st, err := jobs.WaitFor(wctx, s.Client, js.ID, func(s workflows.Status) bool {
+	st, err := jobs.WaitFor(wctx, s.Client, js.ID, func(s training.Status) bool {
 		return s.LastCheckpoint != nil && s.Instance != nil && s.State == workflows.StateRunning
 	})
 	if err != nil {
@@ -96,7 +98,7 @@ func TestPyTorchDrill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var final workflows.Status
+	var final training.Status
 	if err := run.Get(wctx, &final); err != nil {
 		t.Fatal(err)
 	}

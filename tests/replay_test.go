@@ -5,13 +5,13 @@ import (
 	"path/filepath"
 	"testing"
 
+	"refuel/workflows/registry"
+
 	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/proto"
-
-	"refuel/workflows"
 )
 
 // protoJSON encodes a history event the way `temporal workflow show
@@ -47,7 +47,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 				t.Fatal(err)
 			}
 			replayer := worker.NewWorkflowReplayer()
-			workflows.New().Register(replayer)
+			registry.New().Register(replayer)
 			// Workflows that talk to each other compare ids, and a run
 			// checks its spec's id against its own: the replay runs under
 			// the recorded workflow's id.

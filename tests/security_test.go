@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/training"
+
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
@@ -64,7 +66,7 @@ func runSecretJob(t *testing.T, s *controlplane.Stack, id, secret string) {
 	if _, err := jobs.Submit(ctx, s.Client, js); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := jobs.WaitFor(ctx, s.Client, id, func(st workflows.Status) bool { return st.State == workflows.StateCompleted }); err != nil {
+	if _, err := jobs.WaitFor(ctx, s.Client, id, func(st training.Status) bool { return st.State == workflows.StateCompleted }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -400,13 +402,13 @@ func TestCodecKeyRotation(t *testing.T) {
 	if _, err := jobs.Submit(ctx, first.Client, js); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := jobs.WaitFor(ctx, first.Client, id, func(st workflows.Status) bool { return st.LastCheckpoint != nil }); err != nil {
+	if _, err := jobs.WaitFor(ctx, first.Client, id, func(st training.Status) bool { return st.LastCheckpoint != nil }); err != nil {
 		t.Fatal(err)
 	}
 	if err := jobs.Pause(ctx, first.Client, id); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := jobs.WaitFor(ctx, first.Client, id, func(st workflows.Status) bool { return st.Paused && st.Instance == nil }); err != nil {
+	if _, err := jobs.WaitFor(ctx, first.Client, id, func(st training.Status) bool { return st.Paused && st.Instance == nil }); err != nil {
 		t.Fatal(err)
 	}
 	first.Stop()
@@ -415,7 +417,7 @@ func TestCodecKeyRotation(t *testing.T) {
 	if err := jobs.Resume(ctx, second.Client, id); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := jobs.WaitFor(ctx, second.Client, id, func(st workflows.Status) bool { return st.State == workflows.StateCompleted }); err != nil {
+	if _, err := jobs.WaitFor(ctx, second.Client, id, func(st training.Status) bool { return st.State == workflows.StateCompleted }); err != nil {
 		t.Fatal(err)
 	}
 

@@ -6,12 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/inference"
+	"refuel/workflows/registry"
+
 	"refuel/controlplane"
 	"refuel/jobs"
 	"refuel/pkg/capacity"
 	"refuel/pkg/cloud/sim"
 	"refuel/pkg/spec"
-	"refuel/workflows"
 )
 
 // TestServiceReplacesAReclaimedSpotReplica: a service's replica runs on
@@ -22,7 +24,7 @@ import (
 func TestServiceReplacesAReclaimedSpotReplica(t *testing.T) {
 	t.Parallel()
 	s := startAWSStack(t, map[string][]int{"us-west-2a": {1, 0, 0, 0}, "us-west-2b": {0, 1, 1, 1}}, sim.Quotas{}, func(c *controlplane.Config) {
-		c.Workflows = workflows.New()
+		c.Workflows = registry.New()
 		c.Workflows.Service.LossCheckInterval = time.Second
 	})
 	ctx := context.Background()
@@ -37,13 +39,13 @@ func TestServiceReplacesAReclaimedSpotReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := waitService(t, wctx, s, ss.ID, func(st workflows.ServiceStatus) bool { return st.Ready == 1 })
+	first := waitService(t, wctx, s, ss.ID, func(st inference.Status) bool { return st.Ready == 1 })
 	if in := first.Replicas[0].Instance; in.Market != string(capacity.Spot) || in.Zone != "us-west-2a" {
 		t.Fatalf("replica on %s in %s; want spot in us-west-2a, the zone with stock", in.Market, in.Zone)
 	}
 	s.Sim.Advance(1) // us-west-2a runs out; us-west-2b has stock
 
-	after := waitService(t, wctx, s, ss.ID, func(st workflows.ServiceStatus) bool {
+	after := waitService(t, wctx, s, ss.ID, func(st inference.Status) bool {
 		return st.ReplicasLost == 1 && st.Ready == 1 && st.Replicas[0].ID != first.Replicas[0].ID
 	})
 	if in := after.Replicas[0].Instance; in.Market != string(capacity.Spot) || in.Zone != "us-west-2b" {

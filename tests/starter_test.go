@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/training"
+
 	"sigs.k8s.io/yaml"
 
 	"refuel/jobs"
@@ -69,7 +71,7 @@ func TestStarterListCancelWait(t *testing.T) {
 
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if _, err := jobs.WaitFor(wctx, s.Client, "long", func(st workflows.Status) bool {
+	if _, err := jobs.WaitFor(wctx, s.Client, "long", func(st training.Status) bool {
 		return st.State == workflows.StateRunning && st.LastCheckpoint != nil
 	}); err != nil {
 		t.Fatal(err)
@@ -189,7 +191,7 @@ func TestStarterInterrupt(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if _, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st workflows.Status) bool {
+	if _, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st training.Status) bool {
 		return st.State == workflows.StateRunning && st.LastCheckpoint != nil
 	}); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/training"
+
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -179,13 +181,13 @@ func TestPauseAndResume(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if _, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st workflows.Status) bool { return st.LastCheckpoint != nil }); err != nil {
+	if _, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st training.Status) bool { return st.LastCheckpoint != nil }); err != nil {
 		t.Fatal(err)
 	}
 	if err := jobs.Pause(ctx, s.Client, js.ID); err != nil {
 		t.Fatal(err)
 	}
-	paused, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st workflows.Status) bool { return st.State == workflows.StatePaused })
+	paused, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st training.Status) bool { return st.State == workflows.StatePaused })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +200,7 @@ func TestPauseAndResume(t *testing.T) {
 	if err := jobs.Resume(ctx, s.Client, js.ID); err != nil {
 		t.Fatal(err)
 	}
-	var final workflows.Status
+	var final training.Status
 	if err := run.Get(wctx, &final); err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +224,7 @@ func TestCancelReleasesInstances(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	before, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st workflows.Status) bool { return st.State == workflows.StateRunning && st.Step > 0 })
+	before, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st training.Status) bool { return st.State == workflows.StateRunning && st.Step > 0 })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +241,7 @@ func TestCancelReleasesInstances(t *testing.T) {
 	}
 	// The trainer was stopped at a final checkpoint, uploaded before its
 	// instance was released, past where it was when the cancel came.
-	var final workflows.Status
+	var final training.Status
 	if err := canceled.Details(&final); err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +348,7 @@ func TestReusedJobIDGetsInstancesOfItsOwn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var st workflows.Status
+		var st training.Status
 		if err := run.Get(wctx, &st); err != nil {
 			t.Fatalf("run %d: %v", len(ran)+1, err)
 		}

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/training"
+	"refuel/workflows/workload"
+
 	"go.temporal.io/sdk/client"
 
 	"refuel/jobs"
@@ -61,7 +64,7 @@ func TestRollingUpgradeMidRun(t *testing.T) {
 		}
 	}
 	for _, id := range ids {
-		if _, err := jobs.WaitFor(ctx, c, id, func(st workflows.Status) bool {
+		if _, err := jobs.WaitFor(ctx, c, id, func(st training.Status) bool {
 			return st.State == workflows.StateRunning && st.LastCheckpoint != nil
 		}); err != nil {
 			t.Fatal(err)
@@ -77,7 +80,7 @@ func TestRollingUpgradeMidRun(t *testing.T) {
 			t.Fatalf("%s: %v", id, err)
 		}
 		want := trainer.Train(trainer.Config{Steps: final.TotalSteps, Seed: trainer.DefaultSeed}).Digest()
-		if final.State != workflows.StateCompleted || final.Attempt != 1 || !maps.Equal(final.Restarts, (workflows.Restarts{})) || final.Preemptions != 0 || final.ModelDigest != want {
+		if final.State != workflows.StateCompleted || final.Attempt != 1 || !maps.Equal(final.Restarts, (workload.Restarts{})) || final.Preemptions != 0 || final.ModelDigest != want {
 			t.Errorf("%s: %s on attempt %d, restarts %+v, %d preemptions, model %s; want completed on attempt 1 with none and the uninterrupted model %s",
 				id, final.State, final.Attempt, final.Restarts, final.Preemptions, final.ModelDigest, want)
 		}

@@ -104,7 +104,7 @@ func markers(t *testing.T, path string) map[string]bool {
 	return ids
 }
 
-// Every change ID names, in its comment in workflows/versions.go, the
+// Every change ID names, in its comment in a versions.go under workflows/, the
 // recorded histories that guard it, and each of them holds its marker;
 // one no recorded history reaches names a unit test of workflows/ that
 // exists.
@@ -169,7 +169,7 @@ func TestEveryGetVersionTakesAListedChangeID(t *testing.T) {
 				id, ok = sel.Sel, true // a change ID of another package of workflows/
 			}
 			if !ok || listed[id.Name].id == "" {
-				t.Errorf("%s: workflow.GetVersion takes %s; want a change ID declared in workflows/versions.go", fset.Position(call.Pos()), exprString(call.Args[1]))
+				t.Errorf("%s: workflow.GetVersion takes %s; want a change ID declared in a versions.go under workflows/", fset.Position(call.Pos()), exprString(call.Args[1]))
 				return true
 			}
 			used[id.Name] = true

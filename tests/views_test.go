@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/inference"
+	"refuel/workflows/registry"
+	"refuel/workflows/training"
+
 	"refuel/controlplane"
 	"refuel/jobs"
 	"refuel/pkg/spec"
@@ -24,7 +28,7 @@ func TestStatusAndInterruptReadTheAgentsLatestReport(t *testing.T) {
 	t.Parallel()
 	_, starter := refuelBinaries(t)
 	s := startStack(t, func(c *controlplane.Config) {
-		c.Workflows = workflows.New()
+		c.Workflows = registry.New()
 		c.Workflows.Run.SignalEvery = time.Hour // checkpoints after the first are held back
 	})
 	ctx := context.Background()
@@ -39,17 +43,17 @@ func TestStatusAndInterruptReadTheAgentsLatestReport(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	first, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st workflows.Status) bool {
+	first, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st training.Status) bool {
 		return st.State == workflows.StateRunning && st.LastCheckpoint != nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	var shown workflows.Status
+	var shown training.Status
 	for {
 		r := cli("status", js.ID, "--json")
-		shown = workflows.Status{}
+		shown = training.Status{}
 		if err := json.Unmarshal([]byte(r.stdout), &shown); err != nil || r.code != 0 {
 			t.Fatalf("status --json: exit %d, %q (%v)\n%s", r.code, r.stdout, err, r.stderr)
 		}
@@ -122,7 +126,7 @@ func TestStoppedServiceReadsAsStopped(t *testing.T) {
 	})
 	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	waitService(t, wctx, s, ss.ID, func(st workflows.ServiceStatus) bool { return st.Ready >= 1 && st.LastMetrics != nil })
+	waitService(t, wctx, s, ss.ID, func(st inference.Status) bool { return st.Ready >= 1 && st.LastMetrics != nil })
 
 	if r := cli("stop-service", ss.ID); r.code != 0 {
 		t.Fatalf("stop-service: exit %d, %q", r.code, r.stderr)

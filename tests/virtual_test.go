@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/registry"
+	"refuel/workflows/training"
+
 	"refuel/pkg/capacity"
 
 	"go.temporal.io/sdk/client"
@@ -107,7 +110,7 @@ func TestDrillOnVirtualInstances(t *testing.T) {
 	if !rep.Passed || !rep.FinalIdentical || rep.ReplacementInstance == rep.InterruptedInstance {
 		t.Fatalf("drill failed: %s", rep.Reason)
 	}
-	var refFinal workflows.Status
+	var refFinal training.Status
 	if err := refRun.Get(ctx, &refFinal); err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +165,7 @@ func TestManyRunsOnVirtualInstances(t *testing.T) {
 	}
 	for i := range preempted {
 		id := fmt.Sprintf("many-%02d", i)
-		st, err := jobs.WaitFor(ctx, s.Client, id, func(st workflows.Status) bool {
+		st, err := jobs.WaitFor(ctx, s.Client, id, func(st training.Status) bool {
 			return st.LastCheckpoint != nil && st.Instance != nil && st.State == workflows.StateRunning
 		})
 		if err != nil {
@@ -173,7 +176,7 @@ func TestManyRunsOnVirtualInstances(t *testing.T) {
 		}
 	}
 	for i, run := range runs {
-		var final workflows.Status
+		var final training.Status
 		if err := run.Get(ctx, &final); err != nil {
 			t.Fatalf("run %d: %v", i, err)
 		}
@@ -201,7 +204,7 @@ func TestManyRunsOnVirtualInstances(t *testing.T) {
 // lost one had uploaded, and ends with the uninterrupted model.
 func TestVirtualInstanceTakenWithoutNotice(t *testing.T) {
 	t.Parallel()
-	wf := workflows.New()
+	wf := registry.New()
 	wf.Run.HeartbeatTimeout, wf.Run.RestartBackoff = 3*time.Second, time.Second
 	s := virtualStack(t, func(c *controlplane.Config) { c.Workflows = wf })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -212,7 +215,7 @@ func TestVirtualInstanceTakenWithoutNotice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := jobs.WaitFor(ctx, s.Client, js.ID, func(st workflows.Status) bool {
+	st, err := jobs.WaitFor(ctx, s.Client, js.ID, func(st training.Status) bool {
 		return st.LastCheckpoint != nil && st.Instance != nil && st.State == workflows.StateRunning
 	})
 	if err != nil {
@@ -228,7 +231,7 @@ func TestVirtualInstanceTakenWithoutNotice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var final workflows.Status
+	var final training.Status
 	if err := run.Get(ctx, &final); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"refuel/workflows/training"
+
 	"go.temporal.io/api/enums/v1"
 	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/converter"
@@ -31,7 +33,7 @@ func TestTheWebUITellsTheStory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st workflows.Status) bool { return st.State == workflows.StateRunning }); err != nil {
+	if _, err := jobs.WaitFor(wctx, s.Client, js.ID, func(st training.Status) bool { return st.State == workflows.StateRunning }); err != nil {
 		t.Fatal(err)
 	}
 	dc := converter.GetDefaultDataConverter()

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"refuel/workflows/registry"
+
 	"go.uber.org/zap"
 
 	"refuel/activities"
@@ -23,12 +25,11 @@ import (
 	"refuel/pkg/devserver"
 	"refuel/pkg/pool"
 	"refuel/pkg/trace"
-	"refuel/workflows"
 )
 
 func serve(args []string) int {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	wf := workflows.New()
+	wf := registry.New()
 	var (
 		address    = fs.String("temporal-address", "", "external Temporal frontend host:port; default TEMPORAL_ADDRESS or profile, else the embedded server")
 		namespace  = fs.String("namespace", "", "Temporal namespace (default TEMPORAL_NAMESPACE or "+cluster.DefaultNamespace+")")

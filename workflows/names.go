@@ -61,9 +61,9 @@ type InstanceTaken struct {
 	InstanceID string `json:"instance_id"`
 }
 
-// handlerDescriptions say what each signal, update and query does, for
+// HandlerDescriptions say what each signal, update and query does, for
 // the Web UI and `temporal workflow metadata`.
-var handlerDescriptions = map[string]string{
+var HandlerDescriptions = map[string]string{
 	SignalPause:    "checkpoint, give the instance back and wait, spending nothing",
 	SignalResume:   "acquire again and go on from the latest checkpoint",
 	SignalProgress: "a node agent's report: restored, checkpoint, interruption notice",

@@ -17,7 +17,7 @@ const (
 	// StateOverBudget: the run spent its budget; it checkpointed, gave its
 	// instance back and waits for set-budget to raise it.
 	StateOverBudget  State = "over-budget"
-	stateFailedClass       = "failed:" // prefix for RefuelState when a class explains the failure
+	StateFailedClass       = "failed:" // prefix for RefuelState when a class explains the failure
 )
 
 // StateStopped is a service stopped as services end (stop-service), every

@@ -1,0 +1,21 @@
+package inference
+
+// Every workflow.GetVersion change ID, in the order they were added. Each
+// marks runs (or pools, or services) whose commands changed; histories
+// recorded before it replay the old branch. Each comment names what
+// changed and the recorded history under tests/testdata/histories that
+// holds the change's marker (tests/versions_test.go checks it does), or,
+// where no recorded history reaches the change, the unit test that
+// guards it. A new GetVersion call takes a constant declared here.
+const (
+	// replicaLossVersion: services ask the clouds, every
+	// LossCheckInterval, whether they took back a replica's instance.
+	// Recorded in inference-service-replica-lost.json.
+	replicaLossVersion = "replica-loss"
+
+	// forecastScalerVersion: services follow autoscale.ForecastScaler (a
+	// family of forecasters chosen by what each would have cost, margins
+	// from their own errors, ski-rental scale-in); those recorded before
+	// it follow autoscale.Autoscaler. Recorded in inference-service.json.
+	forecastScalerVersion = "forecast-scaler"
+)
