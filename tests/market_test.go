@@ -48,7 +48,7 @@ func TestClockedGangOnTheSimulatedCloud(t *testing.T) {
 // widths `starter sim --nodes 3 --min-nodes 2` replays, each change of
 // width a start of real trainers on that many nodes, and pays the same.
 func TestClockedElasticGangOnTheSimulatedCloud(t *testing.T) {
-	src, err := trace.Load(filepath.Join("..", "workflows", "testdata", "traces", "us-west-2a_v100_1.json"))
+	src, err := trace.Load(filepath.Join("..", "workflows", "training", "testdata", "traces", "us-west-2a_v100_1.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestClockedElasticGangOnTheSimulatedCloud(t *testing.T) {
 
 // clockedJob is a deadline job on the simulated cloud's clock: its
 // gang, policy, and the directory of traces its market replays (default
-// workflows/testdata/traces).
+// workflows/training/testdata/traces).
 type clockedJob struct {
 	id              string
 	nodes, minNodes int
@@ -92,7 +92,7 @@ type clockedJob struct {
 func clockedRun(t *testing.T, cj clockedJob, name string) *workload.MarketStatus {
 	traces := cj.traces
 	if traces == "" {
-		traces = filepath.Join("..", "workflows", "testdata", "traces")
+		traces = filepath.Join("..", "workflows", "training", "testdata", "traces")
 	}
 	nodes := cj.nodes
 	s := startStack(t, func(c *controlplane.Config) {
