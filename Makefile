@@ -54,9 +54,10 @@ lint:
 	$(GO) tool workflowcheck ./workflows/...
 
 # Unit tests: everything but tests/, which links the Temporal server.
+# lint has vetted every package, so the tests do not vet them again.
 unit:
 	@echo "== unit tests"
-	$(GO) test -count=1 $$($(GO) list ./... | grep -v /tests)
+	$(GO) test -count=1 -vet=off $$($(GO) list ./... | grep -v /tests)
 
 # Fuzz tests of what clients send: each target runs FUZZTIME on top of its
 # seed corpus in testdata/fuzz/ (a crash found is written there). Budgets
@@ -78,9 +79,13 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzQuery$$' -fuzztime $(FUZZTIME_EC2) -fuzzminimizetime 100x ./pkg/cloud/sim/ec2api/fuzz
 
 # End-to-end tests on the embedded server, with real node-agent processes.
+# They mostly wait, so E2E_PARALLEL of them run at once, the longest
+# first (tests/parallel_test.go); Go's own -parallel is above the number
+# of tests so that the suite's gate chooses.
+E2E_PARALLEL ?= 6
 e2e: python3-torch postgresql
 	@echo "== end-to-end tests (the first build links the Temporal server: a few minutes)"
-	$(GO) test -count=1 -timeout 20m -parallel 4 ./tests/
+	REFUEL_E2E_PARALLEL=$(E2E_PARALLEL) $(GO) test -count=1 -vet=off -timeout 20m -parallel 64 ./tests/
 
 # The PyTorch drill's trainer runs on Debian's torch (/usr/bin/python3; a
 # pyenv python3 on PATH does not see it). Where it cannot be installed the

@@ -22,7 +22,7 @@ import (
 // pass against it, the health endpoints must answer, and a stop must
 // leave no node agent behind.
 func TestWorkerBinaryRunsFromAnEmptyDirectory(t *testing.T) {
-	t.Parallel() // a worker process of its own; the drill mostly waits
+	parallel(t) // a worker process of its own; the drill mostly waits
 	built, starter := refuelBinaries(t)
 	root := t.TempDir()
 	dir := filepath.Join(root, "anywhere")

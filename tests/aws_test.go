@@ -69,7 +69,7 @@ func startAWSStack(t *testing.T, zones map[string][]int, quotas sim.Quotas, edit
 // interruption notice, and the run resumes in the other zone from the
 // final checkpoint, ending with the uninterrupted model.
 func TestAWSPathPreemptionWithNotice(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	s := startAWSStack(t, map[string][]int{"us-west-2a": {1, 0, 0, 0}, "us-west-2b": {1, 1, 1, 1}}, sim.Quotas{})
 	ctx := context.Background()
 	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
@@ -160,7 +160,7 @@ func TestAWSPathFailureClasses(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			t.Parallel() // each case has a stack, cloud and data dir of its own
+			parallel(t) // each case has a stack, cloud and data dir of its own
 			s := startAWSStack(t, tc.zones, tc.quotas)
 			ctx := context.Background()
 			wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
@@ -246,7 +246,7 @@ func acquireTwice(ctx workflow.Context, req capacity.Request) ([]capacity.Instan
 // through a throttling storm: exactly one instance is launched, and the
 // janitor later releases it since no run owns it.
 func TestAWSPathIdempotentAcquireUnderThrottling(t *testing.T) {
-	t.Parallel() // a stack and data dir of its own; most of its time is spent waiting
+	parallel(t) // a stack and data dir of its own; most of its time is spent waiting
 	s := startAWSStack(t, map[string][]int{"us-west-2a": {1}}, sim.Quotas{})
 	ctx := context.Background()
 	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
@@ -303,7 +303,7 @@ func TestAWSPathIdempotentAcquireUnderThrottling(t *testing.T) {
 // the agent saves the final checkpoint, and the run resumes on a
 // replacement with the uninterrupted model.
 func TestDrillOnTheAWSProvider(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	worker, starter := refuelBinaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -29,7 +29,7 @@ import (
 // run makes. On the local cloud, and through the AWS SDK on EC2's wire
 // protocol.
 func TestDeadlineRunGoesBackToSpotEndToEnd(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	quickSpotChecks := func(c *controlplane.Config) {
 		c.Workflows = registry.New()
 		c.Workflows.Run.SpotRetryInterval = time.Second
@@ -68,7 +68,7 @@ func TestDeadlineRunGoesBackToSpotEndToEnd(t *testing.T) {
 // finds no spot and waits for it, holding nothing, rather than pay for
 // on-demand; when stock returns it trains on spot to the end.
 func TestDeadlineRunWaitsForSpotEndToEnd(t *testing.T) {
-	t.Parallel() // a stack of its own; the default options
+	parallel(t) // a stack of its own; the default options
 	spot := local.DefaultOfferings()[0]
 	s := startStack(t, func(c *controlplane.Config) { c.Stock = map[string]int{spot.Key(): 0} })
 	ctx := context.Background()
@@ -194,7 +194,7 @@ func submitDeadlineJob(t *testing.T, s *controlplane.Stack, id string, work time
 // on-demand gang and trains on the spot one, ending with the model of two
 // nodes never interrupted.
 func TestDeadlineGangGoesBackToSpotEndToEnd(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	var spots []string
 	for _, o := range local.DefaultOfferings() {
 		if o.Market == capacity.Spot {

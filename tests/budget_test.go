@@ -19,7 +19,7 @@ import (
 // checkpoints, gives its instance back and waits over budget, spending
 // nothing; `starter budget` raises it and the run completes.
 func TestBudgetHoldsEndToEnd(t *testing.T) {
-	t.Parallel() // a stack of its own; it mostly waits
+	parallel(t) // a stack of its own; it mostly waits
 	_, starter := refuelBinaries(t)
 	s := startStack(t, nil)
 	ctx := context.Background()

@@ -23,7 +23,7 @@ import (
 // trainer on its instance never stops: every run of the chain attaches
 // to it, and the model is the one an uninterrupted run makes.
 func TestRunContinuesAsNewWhileItTrainsEndToEnd(t *testing.T) {
-	t.Parallel() // a stack of its own; it mostly waits
+	parallel(t) // a stack of its own; it mostly waits
 	s := startStack(t, func(c *controlplane.Config) {
 		c.Workflows = registry.New()
 		c.Workflows.Run.MaxHistory = 50 // a handful of checkpoints a run

@@ -26,7 +26,7 @@ import (
 // every metric deploy/grafana/refuel.json and the example alerts query
 // must be there, so no panel stays empty for a misspelt name.
 func TestDashboardQueriesOnlyMetricsTheWorkerExports(t *testing.T) {
-	t.Parallel() // a stack of its own; the workload mostly waits
+	parallel(t) // a stack of its own; the workload mostly waits
 	s := startStack(t, func(c *controlplane.Config) {
 		c.Provider, c.Pools = controlplane.ProviderLocal, testPools()
 	})

@@ -15,7 +15,7 @@ import (
 // give refuel's binaries against the binaries' own -h: no Docker engine
 // runs here, so this is what keeps those files honest.
 func TestDeployFilesPassOnlyFlagsAndVariablesTheBinariesHave(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	worker, starter := refuelBinaries(t)
 	invs, err := deploy.Invocations(filepath.Join("..", "deploy"))
 	if err != nil {

@@ -99,7 +99,7 @@ func writeNote(t *testing.T, st devenv.Status, text string) {
 // there; deleted, its workflow completes and its workspace leaves the
 // store.
 func TestDevEnvironmentEndToEnd(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	s := startStack(t, func(c *controlplane.Config) { c.Provider = controlplane.ProviderLocal })
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -164,7 +164,7 @@ func TestDevEnvironmentEndToEnd(t *testing.T) {
 // burst has no room: it saves its workspace, says why it moves, and
 // resumes on burst capacity, once there is some, with its files.
 func TestDevEnvironmentMovedByAService(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	s := startStack(t, func(c *controlplane.Config) {
 		c.Provider, c.Pools = controlplane.ProviderLocal, testPools()
 	})
@@ -220,7 +220,7 @@ func TestDevEnvironmentMovedByAService(t *testing.T) {
 // its workspace within the notice, is replaced as a run is, and serves
 // its files again.
 func TestFlexibleDevEnvironmentPreemptedOnSpot(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	s := startStack(t, func(c *controlplane.Config) {
 		c.Provider = controlplane.ProviderSim
 		c.Sim = controlplane.SimConfig{Notice: 20 * time.Second}
@@ -256,7 +256,7 @@ func TestFlexibleDevEnvironmentPreemptedOnSpot(t *testing.T) {
 // fails to start fails, with the command's last lines, and nothing is
 // left held.
 func TestDevEnvironmentCommandThatExitsAtOnce(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	s := startStack(t, func(c *controlplane.Config) { c.Provider = controlplane.ProviderLocal })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

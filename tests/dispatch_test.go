@@ -56,7 +56,7 @@ func (d *dropFirstDispatch) intercept(ctx context.Context, method string, req, r
 // and trains on it: no failure, no restart, no second instance, the
 // uninterrupted model.
 func TestRunTrainingThatNeverReachesItsAgentIsSentAgain(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	drop := &dropFirstDispatch{dropped: map[string]bool{}}
 	wf := registry.New()
 	wf.Run.HeartbeatTimeout, wf.Run.ResendAfter = 10*time.Minute, time.Second
@@ -97,7 +97,7 @@ func TestRunTrainingThatNeverReachesItsAgentIsSentAgain(t *testing.T) {
 // checkpoint at once, as a preemption, without waiting for the heartbeat
 // timeout (10 minutes here).
 func TestInterruptWithoutGraceRecoversAtOnce(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	wf := registry.New()
 	wf.Run.HeartbeatTimeout = 10 * time.Minute
 	s := startStack(t, func(c *controlplane.Config) { c.Workflows = wf })

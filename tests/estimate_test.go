@@ -29,7 +29,7 @@ import (
 // it, and once it has completed what it cost and when it ended beside
 // it; the run's history, the estimate in its memo, replays.
 func TestSubmittedRunCarriesItsEstimate(t *testing.T) {
-	t.Parallel() // a stack of its own; it mostly waits on its run
+	parallel(t) // a stack of its own; it mostly waits on its run
 	_, starter := refuelBinaries(t)
 	s := startStack(t, nil)
 	ctx := context.Background()

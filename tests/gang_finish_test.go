@@ -41,7 +41,7 @@ echo "REFUEL_DONE step=$total total=$total"
 // gang it has, in one attempt: rank 1's end is no reason to stop rank 0,
 // whose checkpoint is the job's.
 func TestGangCompletesWhenRankZeroFinishesLast(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	workdir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(workdir, "train.sh"), []byte(lastRankScript), 0o600); err != nil {
 		t.Fatal(err)

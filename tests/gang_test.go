@@ -27,7 +27,7 @@ import (
 // waits on its instance, and the gang ends with exactly the model of two
 // nodes never interrupted.
 func TestGangDrill(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	s := startStack(t, nil)
 	ctx := context.Background()
 	rep, err := jobs.Drill(ctx, s.Client, jobs.DrillOptions{
@@ -79,7 +79,7 @@ func TestGangDrill(t *testing.T) {
 // node given back, resumed on three new ones), and checks the model is
 // still exactly the uninterrupted one after both.
 func TestGangNodeReplacementBeatsWholeGangRestart(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	s := startStack(t, nil)
 	ctx := context.Background()
 	wctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
@@ -176,7 +176,7 @@ func TestGangOnAPoolOfTwoBaseMachines(t *testing.T) {
 		"burst has room for two: waits holding nothing":    {burstCap: 2},
 	} {
 		t.Run(name, func(t *testing.T) {
-			t.Parallel()
+			parallel(t)
 			s := startStack(t, func(c *controlplane.Config) {
 				c.Provider, c.Pools = controlplane.ProviderLocal, gangPools(tc.burstCap)
 			})
@@ -264,7 +264,7 @@ func short(digest string) string {
 // stock returns, and ends with exactly the model of a gang never
 // interrupted that trained at the same widths from the same steps.
 func TestElasticGangDrill(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	s := startStack(t, nil)
 	ctx := context.Background()
 	rep, err := jobs.Drill(ctx, s.Client, jobs.DrillOptions{
@@ -302,7 +302,7 @@ func TestElasticGangDrill(t *testing.T) {
 // flexible` on the default stack: a spot gang on the simulated cloud's
 // built-in market, whose one-node traces stand for every node alike.
 func TestGangDrillOnTheBuiltInMarket(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	s := startStack(t, func(c *controlplane.Config) {
 		c.Provider = controlplane.ProviderSim
 		c.Sim = controlplane.SimConfig{Speed: 1, Notice: 5 * time.Second}

@@ -11,7 +11,7 @@ import (
 // starter sim". Every flag of the worker's commands shows its type, or
 // nothing for a switch.
 func TestWorkerHelpNamesOnlyArgumentTypes(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	worker, _ := refuelBinaries(t)
 	flagLine := regexp.MustCompile(`(?m)^  -([a-z0-9-]+)(?: (.+))?$`)
 	types := []string{"", "string", "duration", "float", "int", "int64", "uint", "uint64", "value"}

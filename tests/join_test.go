@@ -40,7 +40,7 @@ const (
 // and no spot preemption); a machine with a wrong token is refused; and
 // the killed machine restarted rejoins as one machine.
 func TestJoinedBaseMachines(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "join-token")
 	if err := os.WriteFile(tokenFile, []byte("3f9c2a7d1e8b4c6f0a5d9e2b7c1f4a8e\n"), 0o600); err != nil {

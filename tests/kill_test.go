@@ -72,7 +72,7 @@ func killWorkflows() *registry.Workflows {
 // lost, acquires a replacement, resumes from the latest checkpoint and
 // ends with the model an uninterrupted run makes.
 func TestAgentKilledMidTraining(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	s := startStack(t, func(c *controlplane.Config) { c.Workflows = killWorkflows() })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -199,7 +199,7 @@ func stackMain(dataDir, frontend, metrics string) int {
 // completes with the uninterrupted model. The logs learned before the
 // kill are still there, nothing is left running.
 func TestEmbeddedStackKilledWithRunsInFlight(t *testing.T) {
-	t.Parallel()
+	parallelFirst(t)
 	self, _ := os.Executable()
 	data := filepath.Join(t.TempDir(), "data")
 	frontend, metrics := freeAddr(t), freeAddr(t)
@@ -334,7 +334,7 @@ func readMarketMemory(t *testing.T, dataDir string) marketmem.View {
 // per run identity and attempt, ever), the retried Release finds its
 // instance gone, and nothing is left running.
 func TestWorkerKilledMidAcquireAndMidRelease(t *testing.T) {
-	t.Parallel()
+	parallelFirst(t)
 	worker, _ := refuelBinaries(t)
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -582,7 +582,7 @@ func TestCheckpointStoreFaults(t *testing.T) {
 	t.Parallel()
 	s := startStack(t, func(c *controlplane.Config) { c.Workflows = killWorkflows() })
 	t.Run("a store the agent cannot open", func(t *testing.T) {
-		t.Parallel()
+		parallel(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		js := quickJob("unreachable-store", spec.TierFlexible)
@@ -608,7 +608,7 @@ func TestCheckpointStoreFaults(t *testing.T) {
 	})
 	for name, fromScratch := range map[string]bool{"every checkpoint corrupt fails the run": false, "every checkpoint corrupt, restart_from_scratch trains again": true} {
 		t.Run(name, func(t *testing.T) {
-			t.Parallel()
+			parallel(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			store := t.TempDir()

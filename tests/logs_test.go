@@ -37,7 +37,7 @@ echo "done"
 // beside the checkpoints, in order, and the trainer's environment held
 // only the allowlist, the job's env and the contract's variables.
 func TestTrainerLogsAcrossAttempts(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	workdir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(workdir, "train.sh"), []byte(flakyTrainer), 0o600); err != nil {
 		t.Fatal(err)

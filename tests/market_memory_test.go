@@ -19,7 +19,7 @@ import (
 // worker started afterwards on an empty disk reads; a worker of another
 // deployment on the same bucket learned nothing.
 func TestWorkersOfADeploymentShareTheMarketMemory(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	memory := "file://" + filepath.Join(t.TempDir(), "bucket")
 	worker := func(deployment string) *controlplane.Stack {
 		return startStack(t, func(c *controlplane.Config) {

@@ -29,7 +29,7 @@ import (
 // may acquire; the pool's page has a summary and details; and a second
 // run under the same job id refuses the first one's checkpoints.
 func TestOperatorSeesTheRunAndThePool(t *testing.T) {
-	t.Parallel() // a stack of its own; it mostly waits
+	parallel(t) // a stack of its own; it mostly waits
 	var dataDir string
 	s := startStack(t, func(c *controlplane.Config) {
 		c.Provider, c.Pools = controlplane.ProviderLocal, testPools()

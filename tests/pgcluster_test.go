@@ -39,7 +39,7 @@ const pgOutage = 30 * time.Second
 // preemption, one instance each and nothing left running, with a ledger
 // whose breakdowns add up to its cost.
 func TestClusterFaultsSpareHealthyAttempts(t *testing.T) {
-	t.Parallel()
+	parallelFirst(t)
 	worker, _ := refuelBinaries(t)
 	pg := startPostgres(t)
 	began := time.Now()

@@ -106,7 +106,7 @@ func benchPool(b *testing.B, n int) {
 		ids[i] = fmt.Sprintf("bench-%05d", i)
 	}
 	b.StopTimer()
-	parallel(b, ids, func(id string) error {
+	forEach(b, ids, func(id string) error {
 		_, err := s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: benchHolderQueue}, "PoolBenchHolder")
 		return err
 	})
@@ -115,7 +115,7 @@ func benchPool(b *testing.B, n int) {
 	// The server's own rate: as many signals to one holder, which takes
 	// them and does nothing.
 	start := time.Now()
-	parallel(b, ids, func(string) error {
+	forEach(b, ids, func(string) error {
 		return s.Client.SignalWorkflow(ctx, ids[0], "", "nothing", nil)
 	})
 	raw := time.Since(start)
@@ -142,7 +142,7 @@ func benchPool(b *testing.B, n int) {
 	// (if any), and waits until done.
 	phase := func(what, signal string, arg func(id string) any, last any, done func(capacitypool.Status) bool) time.Time {
 		start := time.Now()
-		parallel(b, ids, func(id string) error {
+		forEach(b, ids, func(id string) error {
 			return s.Client.SignalWorkflow(ctx, workflows.PoolWorkflowID, "", signal, arg(id))
 		})
 		if last != nil {
@@ -209,8 +209,8 @@ func carrySize(b *testing.B, c client.Client) int {
 	return len(attrs.GetInput().GetPayloads()[0].GetData())
 }
 
-// parallel runs f for every id on 32 goroutines.
-func parallel(b *testing.B, ids []string, f func(string) error) {
+// forEach runs f for every id on 32 goroutines.
+func forEach(b *testing.B, ids []string, f func(string) error) {
 	b.Helper()
 	var wg sync.WaitGroup
 	var mu sync.Mutex

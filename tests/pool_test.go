@@ -48,7 +48,7 @@ func testPools() *pool.Config {
 // moves to base when the service goes (burst is given back first), and
 // completes. The pool continues as new all along and loses nothing.
 func TestPriorityPreemptionEndToEnd(t *testing.T) {
-	t.Parallel() // a stack and data dir of its own; most of its time is spent waiting
+	parallelFirst(t) // a stack and data dir of its own; most of its time is spent waiting
 	s := startStack(t, func(c *controlplane.Config) {
 		c.Provider, c.Pools, c.PoolMaxHistory = controlplane.ProviderLocal, testPools(), 60
 	})
@@ -203,7 +203,7 @@ func waitService(t *testing.T, ctx context.Context, s *controlplane.Stack, id st
 // granted a base machine: a base machine drained with notice is a
 // preemption like the market's.
 func TestDrillOnABaseMachine(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	s := startStack(t, func(c *controlplane.Config) {
 		c.Provider, c.Pools = controlplane.ProviderLocal, testPools()
 	})

@@ -44,7 +44,7 @@ var (
 // rank's trainer saw its place (REFUEL_NODE_RANK, REFUEL_NUM_NODES and
 // rank 0's loopback address), and the job's checkpoints are rank 0's.
 func TestPyTorchGang(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	python := torchPython(t)
 	workdir, err := filepath.Abs(filepath.Join("..", "examples", "pytorch"))
 	if err != nil {
@@ -188,7 +188,7 @@ func TestPyTorchGang(t *testing.T) {
 // the same bits; a rank killed outright leaves rank 0 to checkpoint the
 // last step done and stop.
 func TestPyTorchDistributedTrainer(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	python := torchPython(t)
 	workdir, err := filepath.Abs(filepath.Join("..", "examples", "pytorch"))
 	if err != nil {

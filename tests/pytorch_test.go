@@ -55,7 +55,7 @@ func torchPython(t *testing.T) string {
 // from the checkpoint there, and the final weights are bit-identical to an
 // uninterrupted run's. Its output, both attempts', is kept in the store.
 func TestPyTorchDrill(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	python := torchPython(t)
 	workdir, err := filepath.Abs(filepath.Join("..", "examples", "pytorch"))
 	if err != nil {

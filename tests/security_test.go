@@ -78,7 +78,7 @@ func runSecretJob(t *testing.T, s *controlplane.Stack, id, secret string) {
 // holds ciphertext while search attributes stay queryable; the codec
 // server decodes for the Web UI's origin and for the CLI's remote codec.
 func TestSecureEmbeddedStack(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	p := newPKI(t)
 	const apiKey, secret = "refuel-test-key-0123456789", "ckpt-path-nobody-may-read"
 	keyFile := writeSecret(t, p.dir, "api-keys", "# one key a line\n"+apiKey+"\nanother-key-abcdefghijklmnop\n")
@@ -342,7 +342,7 @@ func startedEvent(ctx context.Context, t *testing.T, c client.Client, id string)
 // but the standard client settings: the worker and its node agents run a
 // job; without the API key the control plane does not start, and says why.
 func TestExternalClusterWithClientSettings(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	p := newPKI(t)
 	const apiKey = "external-cluster-key-0123456789"
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -379,7 +379,7 @@ func TestExternalClusterWithClientSettings(t *testing.T) {
 // Its history then holds payloads of both keys, and the worker with both
 // replays it.
 func TestCodecKeyRotation(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	dir := t.TempDir()
 	oldLine, newLine := codecKeyLine(t, "2026-01"), codecKeyLine(t, "2026-02")
 	before := writeSecret(t, dir, "keys-before", oldLine)
@@ -463,7 +463,7 @@ func payloadsOf(ev *historypb.HistoryEvent) []*commonpb.Payload {
 // with an error naming the flag or setting to fix, never a stack that
 // quietly serves plaintext.
 func TestBadSecurityConfigurationFailsAtStart(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	p := newPKI(t)
 	const apiKey = "refuel-test-key-0123456789"
 	goodKeys := writeSecret(t, p.dir, "api-keys", apiKey+"\n")
@@ -526,7 +526,7 @@ func TestBadSecurityConfigurationFailsAtStart(t *testing.T) {
 // wrong secret is refused with AuthFailure; the sim's
 // controls want their token.
 func TestEC2EndpointChecksSignaturesAndControlToken(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	const token = "sim-control-token-0123456789"
 	s := startStack(t, func(c *controlplane.Config) {
 		c.Provider = controlplane.ProviderAWS

@@ -22,7 +22,7 @@ import (
 // the instance. The service finds the replica lost, releases it and
 // brings up a replacement in the zone that now has stock.
 func TestServiceReplacesAReclaimedSpotReplica(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	s := startAWSStack(t, map[string][]int{"us-west-2a": {1, 0, 0, 0}, "us-west-2b": {0, 1, 1, 1}}, sim.Quotas{}, func(c *controlplane.Config) {
 		c.Workflows = registry.New()
 		c.Workflows.Service.LossCheckInterval = time.Second

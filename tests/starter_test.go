@@ -24,7 +24,7 @@ import (
 // cancel (the run checkpoints, releases its instance and ends cancelled),
 // wait and status --watch, with the exit status each promises.
 func TestStarterListCancelWait(t *testing.T) {
-	t.Parallel() // a stack of its own; it mostly waits on runs
+	parallel(t) // a stack of its own; it mostly waits on runs
 	_, starter := refuelBinaries(t)
 	s := startStack(t, nil)
 	ctx := context.Background()
@@ -176,7 +176,7 @@ func TestStarterListCancelWait(t *testing.T) {
 // instance a running run holds, and the recovery reported as the drill
 // reports it.
 func TestStarterInterrupt(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	_, starter := refuelBinaries(t)
 	s := startStack(t, nil)
 	ctx := context.Background()

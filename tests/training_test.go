@@ -31,7 +31,7 @@ import (
 // resumes from the latest checkpoint, and the final model is bit-identical
 // to an uninterrupted run's.
 func TestDrill(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	s := startStack(t, nil)
 	ctx := context.Background()
 	rep, err := jobs.Drill(ctx, s.Client, jobs.DrillOptions{
@@ -105,7 +105,7 @@ func TestDrill(t *testing.T) {
 }
 
 func TestDuplicateIDIsRefused(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	s := startStack(t, nil)
 	ctx := context.Background()
 	js := quickJob("dup-1", spec.TierFlexible)
@@ -128,7 +128,7 @@ func TestDuplicateIDIsRefused(t *testing.T) {
 // TestBadPriorityLeavesNoTrace checks that the set-priority validator
 // rejects a bad value before anything reaches the run's history.
 func TestBadPriorityLeavesNoTrace(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	s := startStack(t, nil)
 	ctx := context.Background()
 	js := quickJob("prio-1", spec.TierFlexible)
@@ -170,7 +170,7 @@ func TestBadPriorityLeavesNoTrace(t *testing.T) {
 // instance back and holds nothing until resumed, then finishes from where
 // it stopped.
 func TestPauseAndResume(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	s := startStack(t, nil)
 	ctx := context.Background()
 	js := quickJob("pause-1", spec.TierFlexible)
@@ -213,7 +213,7 @@ func TestPauseAndResume(t *testing.T) {
 // TestCancelReleasesInstances cancels a running job and checks that its
 // instance is released and its agent gone.
 func TestCancelReleasesInstances(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	s := startStack(t, nil)
 	ctx := context.Background()
 	js := quickJob("cancel-1", spec.TierCritical)
@@ -255,7 +255,7 @@ func TestCancelReleasesInstances(t *testing.T) {
 // the way another SDK would (no client-side validation): the run fails
 // at once, naming the fields.
 func TestInvalidSpecFromAnyClient(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	s := startStack(t, nil)
 	ctx := context.Background()
 	raw := map[string]any{"id": "bad-1", "tier": "deadline", "work": "1h", "priority": 300}
@@ -331,7 +331,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 // idempotency tokens come from its own first run ID: it is not handed
 // the earlier run's instance, and completes on one of its own.
 func TestReusedJobIDGetsInstancesOfItsOwn(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	s := startStack(t, nil)
 	ctx := context.Background()
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)

@@ -35,7 +35,7 @@ const previousRelease = "a5eee473ef95bf4dd0d23c9cb47ea42ffe9cc800"
 // every run completes on its first attempt and one instance, with the
 // uninterrupted model.
 func TestRollingUpgradeMidRun(t *testing.T) {
-	t.Parallel()
+	parallelFirst(t)
 	worker, _ := refuelBinaries(t)
 	old := previousWorker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

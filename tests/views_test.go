@@ -25,7 +25,7 @@ import (
 // and with itself: the checkpoint at the notice is the newest the agent
 // had uploaded, and the run resumed from it or a newer one.
 func TestStatusAndInterruptReadTheAgentsLatestReport(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	_, starter := refuelBinaries(t)
 	s := startStack(t, func(c *controlplane.Config) {
 		c.Workflows = registry.New()
@@ -96,7 +96,7 @@ func TestStatusAndInterruptReadTheAgentsLatestReport(t *testing.T) {
 // (exit 0), wait says stopped, and service-status says since when, with
 // no replicas wanted.
 func TestStoppedServiceReadsAsStopped(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	_, starter := refuelBinaries(t)
 	s := startStack(t, nil)
 	ctx := context.Background()

@@ -59,7 +59,7 @@ func flatMarket(t *testing.T, stock int) string {
 // final model is the one an uninterrupted run on process instances makes.
 // No agent or trainer process is started for it.
 func TestDrillOnVirtualInstances(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	dataDir := t.TempDir()
 	virtual := virtualStack(t, func(c *controlplane.Config) {
 		c.DataDir = dataDir
@@ -140,7 +140,7 @@ func TestDrillOnVirtualInstances(t *testing.T) {
 // model an uninterrupted run makes, the five after recovering, and
 // nothing is left running.
 func TestManyRunsOnVirtualInstances(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	s := virtualStack(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -203,7 +203,7 @@ func TestManyRunsOnVirtualInstances(t *testing.T) {
 // heartbeat timeout, restarts on another instance from the checkpoint the
 // lost one had uploaded, and ends with the uninterrupted model.
 func TestVirtualInstanceTakenWithoutNotice(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	wf := registry.New()
 	wf.Run.HeartbeatTimeout, wf.Run.RestartBackoff = 3*time.Second, time.Second
 	s := virtualStack(t, func(c *controlplane.Config) { c.Workflows = wf })
@@ -254,7 +254,7 @@ func TestVirtualInstanceTakenWithoutNotice(t *testing.T) {
 // its own on a virtual instance: the instance is virtual, the user's
 // program is a real process under it.
 func TestOwnCommandOnVirtualInstanceIsAProcess(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	dataDir := t.TempDir()
 	s := virtualStack(t, func(c *controlplane.Config) { c.DataDir = dataDir })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

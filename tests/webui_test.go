@@ -22,7 +22,7 @@ import (
 // descriptions of its signals, updates and queries, and a summary on
 // each activity and timer of its history.
 func TestTheWebUITellsTheStory(t *testing.T) {
-	t.Parallel() // a stack of its own; it mostly waits
+	parallel(t) // a stack of its own; it mostly waits
 	s := startStack(t, nil)
 	ctx := context.Background()
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
