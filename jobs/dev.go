@@ -10,7 +10,6 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -237,27 +236,17 @@ func devListQuery(filter string) string {
 // status query; one that does not answer keeps what visibility says.
 func DevList(ctx context.Context, c client.Client, filter string, limit int) ([]DevRow, error) {
 	query := devListQuery(filter)
-	var rows []DevRow
-	var token []byte
-	for len(rows) < limit {
-		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token, PageSize: int32(min(limit, 1000))})
-		if err != nil {
-			return nil, fmt.Errorf("list environments (%s): %w", query, err)
-		}
-		for _, e := range resp.GetExecutions() {
-			if len(rows) == limit {
-				break
-			}
-			lr := listRowOf(e)
-			r := DevRow{ID: lr.ID, State: lr.State, Team: lr.Team, Tier: lr.Tier, Priority: lr.Priority, CostUSD: lr.CostUSD,
-				Result: lr.Result, StartedAt: lr.StartedAt, ClosedAt: lr.ClosedAt}
-			if p := e.GetMemo().GetFields()[devenv.MemoWho]; p != nil {
-				_ = converter.GetDefaultDataConverter().FromPayload(p, &r.Who)
-			}
-			rows = append(rows, r)
-		}
-		if token = resp.GetNextPageToken(); len(token) == 0 {
-			break
+	found, err := listExecutions(ctx, c, query, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list environments (%s): %w", query, err)
+	}
+	rows := make([]DevRow, len(found))
+	for i, e := range found {
+		lr := listRowOf(e)
+		rows[i] = DevRow{ID: lr.ID, State: lr.State, Team: lr.Team, Tier: lr.Tier, Priority: lr.Priority, CostUSD: lr.CostUSD,
+			Result: lr.Result, StartedAt: lr.StartedAt, ClosedAt: lr.ClosedAt}
+		if p := e.GetMemo().GetFields()[devenv.MemoWho]; p != nil {
+			_ = converter.GetDefaultDataConverter().FromPayload(p, &rows[i].Who)
 		}
 	}
 	sem := make(chan struct{}, listQueries)

@@ -54,6 +54,24 @@ func listQuery(filter string) string {
 	return q
 }
 
+// listExecutions pages through the executions query matches, the most
+// recently started first, and keeps at most limit.
+func listExecutions(ctx context.Context, c client.Client, query string, limit int) ([]*workflow.WorkflowExecutionInfo, error) {
+	var found []*workflow.WorkflowExecutionInfo
+	var token []byte
+	for len(found) < limit {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token, PageSize: int32(min(limit, 1000))})
+		if err != nil {
+			return nil, err
+		}
+		found = append(found, resp.GetExecutions()[:min(len(resp.GetExecutions()), limit-len(found))]...)
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			break
+		}
+	}
+	return found, nil
+}
+
 // List lists the runs and services the visibility filter matches (all
 // when it is empty), at most limit of them, the most recently started
 // first: each from its search attributes, then from its answer to the
@@ -61,21 +79,13 @@ func listQuery(filter string) string {
 // answer keeps what its attributes say.
 func List(ctx context.Context, c client.Client, filter string, limit int) ([]ListRow, error) {
 	query := listQuery(filter)
-	var rows []ListRow
-	var token []byte
-	for len(rows) < limit {
-		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token, PageSize: int32(min(limit, 1000))})
-		if err != nil {
-			return nil, fmt.Errorf("list runs and services (%s): %w; check the --query syntax", query, err)
-		}
-		for _, e := range resp.GetExecutions() {
-			if len(rows) < limit {
-				rows = append(rows, listRowOf(e))
-			}
-		}
-		if token = resp.GetNextPageToken(); len(token) == 0 {
-			break
-		}
+	found, err := listExecutions(ctx, c, query, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list runs and services (%s): %w; check the --query syntax", query, err)
+	}
+	rows := make([]ListRow, len(found))
+	for i, e := range found {
+		rows[i] = listRowOf(e)
 	}
 	sem := make(chan struct{}, listQueries)
 	var wg sync.WaitGroup

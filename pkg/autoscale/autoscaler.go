@@ -160,18 +160,8 @@ func (a *Autoscaler) Decide(now time.Time, f Fleet) Decision {
 			}
 		}
 	}
-	if floor := ScheduledFloor(s.Schedules, now, now.Add(lead)); floor > want {
-		want, reason = floor, "scheduled window"
-		why = func(n int) string {
-			return fmt.Sprintf("%s: a scheduled window asks for %d within %s", replicas(n), floor, minutes(lead))
-		}
-		if stale {
-			reason = "metrics stale; scheduled window"
-			why = func(n int) string {
-				return fmt.Sprintf("%s: no metrics for %s (stale after %s); a scheduled window asks for %d within %s",
-					replicas(n), minutes(silent), minutes(a.StaleAfter), floor, minutes(lead))
-			}
-		}
+	if floor, said := scheduledFloor(s.Schedules, now, lead, stale, silent, a.StaleAfter); floor > want {
+		want, reason, why = floor, said.reason, said.why
 	}
 	wanted := want
 	a.Wants = dropBefore(append(a.Wants, Point{now, float64(want)}), now.Add(-max(s.UpscaleDelay.D(), s.DownscaleDelay.D())))

@@ -273,18 +273,8 @@ func (f *ForecastScaler) Decide(now time.Time, fl Fleet) Decision {
 		basis = fmt.Sprintf("%s (%s) expects %.1f within %s, %s", fc.name, fc.about(lead), c.load, minutes(lead), margin)
 		why = func(n int) string { return fmt.Sprintf("%s: %s", replicas(n), basis) }
 	}
-	if floor := ScheduledFloor(s.Schedules, now, now.Add(lead)); floor > want {
-		want, reason = floor, "scheduled window"
-		why = func(n int) string {
-			return fmt.Sprintf("%s: a scheduled window asks for %d within %s", replicas(n), floor, minutes(lead))
-		}
-		if stale {
-			reason = "metrics stale; scheduled window"
-			why = func(n int) string {
-				return fmt.Sprintf("%s: no metrics for %s (stale after %s); a scheduled window asks for %d within %s",
-					replicas(n), minutes(silent), minutes(f.StaleAfter), floor, minutes(lead))
-			}
-		}
+	if floor, said := scheduledFloor(s.Schedules, now, lead, stale, silent, f.StaleAfter); floor > want {
+		want, reason, why = floor, said.reason, said.why
 	}
 	wanted := want
 	hold := f.hold()

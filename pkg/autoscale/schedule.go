@@ -1,6 +1,7 @@
 package autoscale
 
 import (
+	"fmt"
 	"time"
 
 	"refuel/pkg/spec"
@@ -28,4 +29,26 @@ func ScheduledFloor(windows []spec.ScalingWindow, from, to time.Time) int {
 		}
 	}
 	return floor
+}
+
+// floorSaid is why a decision holds a scheduled window's floor.
+type floorSaid struct {
+	reason string
+	why    func(n int) string
+}
+
+// scheduledFloor is the floor of the windows open within lead of now,
+// and how a decision that holds it says so: with the metrics stale
+// (silent for longer than staleAfter), it names that too.
+func scheduledFloor(windows []spec.ScalingWindow, now time.Time, lead time.Duration, stale bool, silent, staleAfter time.Duration) (int, floorSaid) {
+	floor := ScheduledFloor(windows, now, now.Add(lead))
+	if stale {
+		return floor, floorSaid{"metrics stale; scheduled window", func(n int) string {
+			return fmt.Sprintf("%s: no metrics for %s (stale after %s); a scheduled window asks for %d within %s",
+				replicas(n), minutes(silent), minutes(staleAfter), floor, minutes(lead))
+		}}
+	}
+	return floor, floorSaid{"scheduled window", func(n int) string {
+		return fmt.Sprintf("%s: a scheduled window asks for %d within %s", replicas(n), floor, minutes(lead))
+	}}
 }
