@@ -50,21 +50,7 @@ func FuzzParseServiceSpec(f *testing.F) {
 			checkRefusal(t, err)
 			return
 		}
-		j, err := json.Marshal(s)
-		if err != nil {
-			t.Fatalf("an accepted spec does not marshal: %v", err)
-		}
-		again, err := DecodeServiceSpecJSON(j)
-		if err != nil {
-			t.Fatalf("the workflow refuses what starter accepted: %v\n%s", err, j)
-		}
-		again.Normalize()
-		if err := again.Validate(); err != nil {
-			t.Fatalf("the spec is invalid once sent: %v\n%s", err, j)
-		}
-		if diff := cmp.Diff(s, again, cmpopts.EquateEmpty()); diff != "" {
-			t.Fatalf("the spec changed on its way to the workflow: got(-), want(+):\n%s", diff)
-		}
+		sentUnchanged(t, s, DecodeServiceSpecJSON)
 	})
 }
 
@@ -77,21 +63,7 @@ func FuzzParseDevSpec(f *testing.F) {
 			checkRefusal(t, err)
 			return
 		}
-		j, err := json.Marshal(s)
-		if err != nil {
-			t.Fatalf("an accepted spec does not marshal: %v", err)
-		}
-		again, err := DecodeDevSpecJSON(j)
-		if err != nil {
-			t.Fatalf("the workflow refuses what starter accepted: %v\n%s", err, j)
-		}
-		again.Normalize()
-		if err := again.Validate(); err != nil {
-			t.Fatalf("the spec is invalid once sent: %v\n%s", err, j)
-		}
-		if diff := cmp.Diff(s, again, cmpopts.EquateEmpty()); diff != "" {
-			t.Fatalf("the spec changed on its way to the workflow: got(-), want(+):\n%s", diff)
-		}
+		sentUnchanged(t, s, DecodeDevSpecJSON)
 		js := s.Job()
 		js.Normalize()
 		if err := js.Validate(now); err != nil {
@@ -131,5 +103,31 @@ func checkRefusal(t *testing.T, err error) {
 		if len(fe.Error()) > 1024 {
 			t.Errorf("field error of %d bytes: %.200s…", len(fe.Error()), fe.Error())
 		}
+	}
+}
+
+// sentUnchanged checks that a spec starter accepted reaches its workflow
+// as it was: it marshals, the workflow decodes it, and it is still valid
+// and the same.
+func sentUnchanged[S any, P interface {
+	*S
+	Normalize()
+	Validate() error
+}](t *testing.T, s S, decode func([]byte) (S, error)) {
+	t.Helper()
+	j, err := json.Marshal(s)
+	if err != nil {
+		t.Fatalf("an accepted spec does not marshal: %v", err)
+	}
+	again, err := decode(j)
+	if err != nil {
+		t.Fatalf("the workflow refuses what starter accepted: %v\n%s", err, j)
+	}
+	P(&again).Normalize()
+	if err := P(&again).Validate(); err != nil {
+		t.Fatalf("the spec is invalid once sent: %v\n%s", err, j)
+	}
+	if diff := cmp.Diff(s, again, cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("the spec changed on its way to the workflow: got(-), want(+):\n%s", diff)
 	}
 }
