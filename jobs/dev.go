@@ -189,15 +189,6 @@ func DeleteDev(ctx context.Context, c client.Client, id string, keep bool, timeo
 	return WaitEnding(ctx, c, id, timeout)
 }
 
-// SetDevPriority changes an environment's priority (0..100) with the
-// set-priority update, as for a run.
-func SetDevPriority(ctx context.Context, c client.Client, id string, p int) (int, error) {
-	if _, err := requireDev(ctx, c, id); err != nil {
-		return 0, err
-	}
-	return SetPriority(ctx, c, id, p)
-}
-
 // DevRow is one environment as DevList reads it; `starter dev list
 // --json` prints one a line.
 type DevRow struct {

@@ -172,7 +172,3 @@ func enum[T ~string](values ...T) func(*jsonschema.Schema) {
 		}
 	}
 }
-
-func format(f string) func(*jsonschema.Schema) {
-	return func(s *jsonschema.Schema) { s.Format = f }
-}
