@@ -172,6 +172,8 @@ type temporalServerProcess struct {
 	frontend string
 	starts   int
 	proc     *process
+	// held keeps the frontend's address while the server is away (hold).
+	held net.Listener
 }
 
 // startTemporalServer starts the server and returns once its frontend
@@ -179,6 +181,11 @@ type temporalServerProcess struct {
 func startTemporalServer(t *testing.T, worker, postgresURL string) *temporalServerProcess {
 	t.Helper()
 	s := &temporalServerProcess{t: t, worker: worker, postgres: postgresURL, frontend: freeAddr(t)}
+	t.Cleanup(func() {
+		if s.held != nil {
+			_ = s.held.Close()
+		}
+	})
 	s.start()
 	return s
 }
@@ -188,6 +195,10 @@ func (s *temporalServerProcess) start() {
 	t := s.t
 	t.Helper()
 	s.starts++
+	if s.held != nil {
+		_ = s.held.Close()
+		s.held = nil
+	}
 	s.proc = startProcess(t, fmt.Sprintf("temporal-server-%d", s.starts), cleanEnv(), s.worker, "temporal-server",
 		"--postgres", s.postgres, "--frontend", s.frontend, "--log-level", "warn")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -198,7 +209,37 @@ func (s *temporalServerProcess) start() {
 }
 
 // kill SIGKILLs the server: no handler sees it, nothing is flushed.
-func (s *temporalServerProcess) kill() { s.proc.kill() }
+// Until it starts again the test keeps its address (hold).
+func (s *temporalServerProcess) kill() {
+	s.proc.kill()
+	s.hold()
+}
+
+// hold keeps the frontend's address while the server is away: the suite
+// runs other tests beside this one, and a stack of theirs picking a free
+// port could take it, so that the server could not start again where its
+// workers and agents look for it. Every connection is reset at once, as
+// a server that is not there refuses it.
+func (s *temporalServerProcess) hold() {
+	l, err := net.Listen("tcp", s.frontend)
+	if err != nil {
+		s.t.Logf("the frontend's address cannot be held while the server is away: %v", err)
+		return
+	}
+	s.held = l
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0) // a reset, not a goodbye
+			}
+			_ = c.Close()
+		}
+	}()
+}
 
 // waitForFrontend polls the frontend until it answers for the default
 // namespace, failing early if proc exits.

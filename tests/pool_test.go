@@ -75,12 +75,14 @@ func TestPriorityPreemptionEndToEnd(t *testing.T) {
 	}
 
 	// Work long enough that low is still training when the service comes
-	// and mid still holds burst while q1 and q2 queue, on a busy machine.
+	// and mid still holds burst while q1 and q2 queue and are reordered,
+	// on a busy machine: once mid ends, q2 is admitted to its burst
+	// instance and the queue the test reads is gone.
 	low := submit("low", 10, 30*time.Second)
 	waitRun("low", "a checkpoint on base", func(st training.Status) bool {
 		return st.Admission != nil && st.Admission.Layer == "base" && st.LastCheckpoint != nil
 	})
-	mid := submit("mid", 30, 30*time.Second)
+	mid := submit("mid", 30, 60*time.Second)
 	waitRun("mid", "training on burst", func(st training.Status) bool {
 		return st.Admission != nil && st.Admission.Layer == "burst" && st.State == workflows.StateRunning
 	})
