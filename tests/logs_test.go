@@ -14,6 +14,7 @@ import (
 
 	"refuel/jobs"
 	"refuel/pkg/checkpoint"
+	"refuel/pkg/jobenv"
 	"refuel/pkg/spec"
 	"refuel/workflows"
 )
@@ -35,7 +36,8 @@ echo "done"
 // in its workdir, that fails once: its two attempts' output (every line of
 // the failure, not only the tail the run's status keeps) is in the store
 // beside the checkpoints, in order, and the trainer's environment held
-// only the allowlist, the job's env and the contract's variables.
+// the machine's less what refuel withholds, the job's env and the
+// contract's variables, whose names the attempt's output lists.
 func TestTrainerLogsAcrossAttempts(t *testing.T) {
 	parallel(t)
 	workdir := t.TempDir()
@@ -123,15 +125,37 @@ func TestTrainerLogsAcrossAttempts(t *testing.T) {
 		t.Errorf("second attempt's stdout %q; want it to run in the workdir under its attempt number", last.stdout)
 	}
 
-	allowed := map[string]bool{
-		"PATH": true, "HOME": true, "LANG": true, "LANGUAGE": true, "TZ": true, "TMPDIR": true, "JOB_TOKEN": true,
-		"REFUEL_CHECKPOINT_DIR": true, "REFUEL_JOB_ID": true, "REFUEL_INSTANCE_ID": true, "REFUEL_ATTEMPT": true,
-		"REFUEL_CHECKPOINT_INTERVAL_SECONDS": true,
+	// The trainer keeps the machine's environment (this process's, which
+	// the local cloud's machines stand on), less what refuel withholds.
+	machine := map[string]string{}
+	for _, kv := range jobenv.Machine(os.Environ()) {
+		name, value, _ := strings.Cut(kv, "=")
+		machine[name] = value
 	}
-	for name := range last.env {
-		if !allowed[name] && !strings.HasPrefix(name, "LC_") {
-			t.Errorf("the trainer's environment holds %s, which is neither allowlisted, the job's, nor the contract's", name)
+	own := map[string]bool{"JOB_TOKEN": true, "REFUEL_CHECKPOINT_DIR": true, "REFUEL_JOB_ID": true, "REFUEL_INSTANCE_ID": true,
+		"REFUEL_ATTEMPT": true, "REFUEL_CHECKPOINT_INTERVAL_SECONDS": true}
+	for name, value := range last.env {
+		if want, ok := machine[name]; !own[name] && (!ok || value != want) {
+			t.Errorf("the trainer's environment holds %s=%q, which is neither the machine's, the job's, nor the contract's", name, value)
 		}
+	}
+	if last.env[machineVar] != machineValue {
+		t.Errorf("the machine's %s=%s did not reach the trainer (it has %q)", machineVar, machineValue, last.env[machineVar])
+	}
+	if _, ok := last.env[workerSecretVar]; ok {
+		t.Errorf("the worker's %s reached the trainer", workerSecretVar)
+	}
+	var envLine string
+	for _, c := range chunks {
+		for _, l := range c.Lines {
+			if l.Stream == checkpoint.AgentStream && strings.HasPrefix(l.Text, "environment: ") && c.Attempt == last.Attempt {
+				envLine = l.Text
+			}
+		}
+	}
+	if !strings.Contains(envLine, " "+machineVar+" ") || !strings.Contains(envLine, "withheld from the machine's: ") ||
+		!strings.Contains(envLine, workerSecretVar) || strings.Contains(envLine, workerSecretValue) {
+		t.Errorf("the attempt's output says of its environment %q; want the names it got and those withheld, no value", envLine)
 	}
 	if last.env["JOB_TOKEN"] != "the-jobs-own" || last.env["REFUEL_JOB_ID"] != js.ID || last.env["REFUEL_ATTEMPT"] != fmt.Sprint(last.Attempt) ||
 		last.env["REFUEL_CHECKPOINT_INTERVAL_SECONDS"] != "1" {

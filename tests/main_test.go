@@ -35,8 +35,18 @@ func TestMain(m *testing.M) {
 			os.Exit(trainer.Main(os.Args[2:], os.Stdout, os.Stderr))
 		}
 	}
+	// What a GPU image sets for its fabric, and a secret of the worker's
+	// own: the first reaches every trainer of the suite's local machines,
+	// the second none (TestTrainerLogsAcrossAttempts).
+	os.Setenv(machineVar, machineValue)
+	os.Setenv(workerSecretVar, workerSecretValue)
 	os.Exit(m.Run())
 }
+
+const (
+	machineVar, machineValue           = "NCCL_SOCKET_IFNAME", "lo"
+	workerSecretVar, workerSecretValue = "REFUEL_E2E_WORKER_SECRET", "the-workers-own"
+)
 
 // demoStepTime makes demo-trainer jobs short: work 6s is 300 steps.
 const demoStepTime = 20 * time.Millisecond

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -60,6 +61,9 @@ func TestPyTorchGang(t *testing.T) {
 	js.Workdir = workdir
 	js.Command = append([]string{python, "train_distributed.py"}, gangArgs...)
 	js.Env["PYTHONDONTWRITEBYTECODE"] = "1" // no __pycache__ left in the checkout
+	if !maps.Equal(js.Env, gangJobEnv) {
+		t.Fatalf("the gang job's env %v; the uninterrupted gang runs with %v", js.Env, gangJobEnv)
+	}
 	bucket := (&url.URL{Scheme: "file", Path: filepath.ToSlash(t.TempDir())}).String()
 	js.Checkpoint.URL, js.Checkpoint.Interval = bucket, "1s"
 	s := startStack(t, nil)
@@ -324,13 +328,18 @@ func startRanks(t *testing.T, python, workdir string, dirs []string, args ...str
 	return ranks
 }
 
+// gangJobEnv is the env of the example gang job as TestPyTorchGang runs
+// it: the ranks a test starts itself run in the environment its agents
+// would give them.
+var gangJobEnv = map[string]string{"OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+
 // startRank starts rank of a gang of nodes whose rank 0 listens on port.
 func startRank(t *testing.T, python, workdir string, rank, nodes int, port, dir string, args ...string) *rankProcess {
 	t.Helper()
 	rp := &rankProcess{rank: rank, read: make(chan struct{})}
 	rp.cmd = exec.Command(python, append([]string{"train_distributed.py"}, args...)...)
 	rp.cmd.Dir = workdir
-	rp.cmd.Env = append(os.Environ(), "OMP_NUM_THREADS=1", "PYTHONDONTWRITEBYTECODE=1", "REFUEL_CHECKPOINT_DIR="+dir,
+	rp.cmd.Env = agentEnv(t, gangJobEnv, "REFUEL_CHECKPOINT_DIR="+dir,
 		"REFUEL_NODE_RANK="+strconv.Itoa(rank), "REFUEL_NUM_NODES="+strconv.Itoa(nodes),
 		"REFUEL_MASTER_ADDR=127.0.0.1", "REFUEL_MASTER_PORT="+port)
 	pr, pw, err := os.Pipe()

@@ -19,7 +19,9 @@ import (
 	"refuel/workflows/training"
 
 	"refuel/jobs"
+	"refuel/pkg/agent"
 	"refuel/pkg/checkpoint"
+	"refuel/pkg/cloud/local"
 	"refuel/pkg/spec"
 	"refuel/workflows"
 )
@@ -121,7 +123,7 @@ func TestPyTorchDrill(t *testing.T) {
 	}
 	defer store.Close()
 	got, gotState := storedWeights(t, store)
-	want := referenceWeights(t, python, workdir)
+	want := referenceWeights(t, python, workdir, js.Env)
 	if !bytes.Equal(got, want) {
 		t.Fatalf("final weights (sha256 %s) differ from an uninterrupted run's (%s)", sha(got), sha(want))
 	}
@@ -188,15 +190,16 @@ func storedWeights(t *testing.T, store *checkpoint.Store) ([]byte, weightsState)
 	return w, st
 }
 
-// referenceWeights runs the trainer straight through, uninterrupted.
-func referenceWeights(t *testing.T, python, workdir string) []byte {
+// referenceWeights runs the trainer straight through, uninterrupted, in
+// the environment the agent gives it (jobEnv is the job's env).
+func referenceWeights(t *testing.T, python, workdir string, jobEnv map[string]string) []byte {
 	t.Helper()
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, python, "train.py", "--steps", strconv.Itoa(pytorchSteps))
 	cmd.Dir = workdir
-	cmd.Env = append(os.Environ(), "REFUEL_CHECKPOINT_DIR="+dir, "OMP_NUM_THREADS=1")
+	cmd.Env = agentEnv(t, jobEnv, "REFUEL_CHECKPOINT_DIR="+dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("uninterrupted run: %v\n%s", err, out)
 	}
@@ -205,6 +208,26 @@ func referenceWeights(t *testing.T, python, workdir string) []byte {
 		t.Fatal(err)
 	}
 	return w
+}
+
+// agentEnv is the environment a node agent started by this process's
+// local cloud gives a trainer of a job whose env is jobEnv, with the
+// contract's variables: computed by the agent's own code from this
+// process's environment, as the launcher hands it to the agent (the
+// machine's less what refuel withholds). A reference run in any other
+// environment would compare two: OPENBLAS_CORETYPE, say, changes a BLAS
+// build's results.
+func agentEnv(t *testing.T, jobEnv map[string]string, contract ...string) []string {
+	t.Helper()
+	var job []string
+	for name, value := range jobEnv {
+		job = append(job, name+"="+value)
+	}
+	env, err := agent.TrainerEnv(local.MachineEnv(), job, contract)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
 }
 
 func sha(b []byte) string {

@@ -2,20 +2,27 @@ package agent
 
 import (
 	"context"
+	"maps"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"refuel/pkg/checkpoint"
+	"refuel/pkg/jobenv"
 )
 
-// TestTrainerHoldsOnlyItsOwnSecrets runs a real trainer process under an
-// agent whose environment holds the secrets an agent has (cloud
-// credentials, Temporal API key and TLS key, codec keys) and checks the
-// trainer's whole environment: the allowlist, the job's env, the contract.
-func TestTrainerHoldsOnlyItsOwnSecrets(t *testing.T) {
-	agentEnv := map[string]string{
+// TestTrainerKeepsTheMachineLessRefuelsSecrets runs a real trainer
+// process under an agent whose environment holds what a machine's image
+// sets for its hardware (BLAS, CUDA, NCCL, fabric settings) beside the
+// secrets an agent has (cloud credentials, Temporal address, API key and
+// TLS key, codec keys, join token): the first reach the trainer, the
+// second do not; the job's env overrides the machine's, and the
+// contract's variables override both.
+func TestTrainerKeepsTheMachineLessRefuelsSecrets(t *testing.T) {
+	secrets := map[string]string{
 		"AWS_ACCESS_KEY_ID":              "AKIAAGENT",
 		"AWS_SECRET_ACCESS_KEY":          "agent-secret",
 		"AWS_SESSION_TOKEN":              "agent-token",
@@ -24,26 +31,35 @@ func TestTrainerHoldsOnlyItsOwnSecrets(t *testing.T) {
 		"TEMPORAL_TLS_CLIENT_KEY_PATH":   "/etc/refuel/agent.key",
 		"TEMPORAL_TLS_CLIENT_CERT_PATH":  "/etc/refuel/agent.crt",
 		"REFUEL_CODEC_KEYS":              "/etc/refuel/codec.keys",
+		"REFUEL_JOIN_TOKEN_FILE":         "/etc/refuel/join.token",
 		"REFUEL_DEPLOYMENT":              "prod",
 		"GOOGLE_APPLICATION_CREDENTIALS": "/etc/refuel/gcp.json",
-		// The allowlist.
-		"PATH":     "/usr/bin:/bin",
-		"HOME":     "/home/agent",
-		"LANG":     "C.UTF-8",
-		"LC_ALL":   "C.UTF-8",
-		"LANGUAGE": "en",
-		"TZ":       "UTC",
-		"TMPDIR":   "/tmp",
 	}
-	for k, v := range agentEnv {
+	machine := map[string]string{
+		"OPENBLAS_CORETYPE":    "Haswell",
+		"OPENBLAS_L2_SIZE":     "512",
+		"LD_LIBRARY_PATH":      "/usr/local/cuda/lib64",
+		"CUDA_VISIBLE_DEVICES": "0,1",
+		"NCCL_SOCKET_IFNAME":   "eth0",
+		"FI_PROVIDER":          "efa",
+		"PATH":                 "/usr/bin:/bin",
+		"HOME":                 "/home/agent",
+		"LC_ALL":               "C.UTF-8",
+		"TZ":                   "UTC",
+	}
+	for k, v := range secrets {
+		t.Setenv(k, v)
+	}
+	for k, v := range machine {
 		t.Setenv(k, v)
 	}
 	h := newHarness(t)
 	cfg := h.config("env",
 		"JOB_SECRET=the-jobs-own",
 		"WANDB_API_KEY=wandb-key",
+		"NCCL_SOCKET_IFNAME=ib0",     // the job's env overrides the machine's
 		"REFUEL_JOB_ID=not-this-job", // the contract's variables win
-		"HOME=/home/trainer",         // the job may set what it inherits
+		"HOME=/home/trainer",
 	)
 	cfg.Attempt = 4
 	cfg.CheckpointInterval = 1500 * time.Millisecond
@@ -59,22 +75,48 @@ func TestTrainerHoldsOnlyItsOwnSecrets(t *testing.T) {
 			got[name] = value
 		}
 	}
-	want := map[string]string{
-		"PATH": "/usr/bin:/bin", "HOME": "/home/trainer", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "LANGUAGE": "en",
-		"TZ": "UTC", "TMPDIR": "/tmp",
+	want := maps.Clone(machine)
+	maps.Copy(want, map[string]string{
+		"NCCL_SOCKET_IFNAME": "ib0", "HOME": "/home/trainer",
 		"JOB_SECRET": "the-jobs-own", "WANDB_API_KEY": "wandb-key", fakeTrainerEnv: "env",
 		"REFUEL_CHECKPOINT_DIR":              filepath.Join(cfg.Dir, "checkpoints"),
 		"REFUEL_JOB_ID":                      "job-1",
 		"REFUEL_INSTANCE_ID":                 "i-0123",
 		"REFUEL_ATTEMPT":                     "4",
 		"REFUEL_CHECKPOINT_INTERVAL_SECONDS": "2",
+	})
+	for name, value := range want {
+		if got[name] != value {
+			t.Errorf("the trainer's %s = %q, want %q", name, got[name], value)
+		}
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("the trainer's environment (-want +got):\n%s", diff)
+	for name, value := range got {
+		if _, ok := want[name]; !ok && jobenv.Withheld(name) {
+			t.Errorf("the machine's %s=%q reached the trainer", name, value)
+		}
 	}
-	for name, secret := range agentEnv {
-		if _, allowed := want[name]; !allowed && strings.Contains(h.stdout.String(), secret) {
+	for name, secret := range secrets {
+		if strings.Contains(h.stdout.String(), secret) {
 			t.Errorf("the value of the agent's %s reached the trainer", name)
+		}
+	}
+
+	// The attempt's output names what the trainer got and what was
+	// withheld, never a value.
+	var line string
+	for _, l := range streamLines(h.storedOutput(4), checkpoint.AgentStream) {
+		if strings.Contains(l, "environment: ") {
+			line = l
+		}
+	}
+	for _, name := range []string{"OPENBLAS_CORETYPE", "NCCL_SOCKET_IFNAME", "REFUEL_ATTEMPT", "withheld from the machine's:", "AWS_SECRET_ACCESS_KEY", "TEMPORAL_API_KEY"} {
+		if !strings.Contains(line, name) {
+			t.Errorf("the environment line lacks %s: %q", name, line)
+		}
+	}
+	for _, value := range []string{"Haswell", "agent-secret", "ib0"} {
+		if strings.Contains(line, value) {
+			t.Errorf("the environment line shows the value %q: %q", value, line)
 		}
 	}
 }
@@ -90,7 +132,7 @@ func TestTrainerEnv(t *testing.T) {
 		},
 		"job PATH replaces the agent's": {
 			agent: []string{"PATH=/agent", "SHELL=/bin/sh"}, job: []string{"PATH=/venv/bin:/usr/bin"},
-			want: []string{"PATH=/venv/bin:/usr/bin"},
+			want: []string{"PATH=/venv/bin:/usr/bin", "SHELL=/bin/sh"},
 		},
 		"values may hold =": {
 			job: []string{"OPTS=a=b"}, want: []string{"OPTS=a=b", "PATH=" + defaultPath},
@@ -99,9 +141,13 @@ func TestTrainerEnv(t *testing.T) {
 			job: []string{"REFUEL_ATTEMPT=9"}, contract: []string{"REFUEL_ATTEMPT=2"},
 			want: []string{"PATH=" + defaultPath, "REFUEL_ATTEMPT=2"},
 		},
-		"LC_ prefix only": {
-			agent: []string{"LC_CTYPE=C", "LCX=1", "XLC_ALL=1", "PATHS=1"},
-			want:  []string{"LC_CTYPE=C", "PATH=" + defaultPath},
+		"the machine's, less refuel's": {
+			agent: []string{"LC_CTYPE=C", "OPENBLAS_CORETYPE=Haswell", "AWS_SECRET_ACCESS_KEY=s", "REFUEL_CODEC_KEYS=/k", "TEMPORAL_ADDRESS=t"},
+			want:  []string{"LC_CTYPE=C", "OPENBLAS_CORETYPE=Haswell", "PATH=" + defaultPath},
+		},
+		"job over machine": {
+			agent: []string{"OMP_NUM_THREADS=8"}, job: []string{"OMP_NUM_THREADS=1"},
+			want: []string{"OMP_NUM_THREADS=1", "PATH=" + defaultPath},
 		},
 		"bad names": {
 			job: []string{"=x", "A\x00B=1"}, wantErr: `env: "=x", "A\x00B=1": a variable needs a name`,

@@ -37,6 +37,7 @@ func (r *run) start(stderrTail *tail) (running, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.say("%s", environmentLine(env, os.Environ()))
 	stdout := &lineWriter{copy: r.cfg.Stdout, line: func(s string, partial bool) {
 		r.log.add(checkpoint.Stdout, s, partial)
 		if !partial {

@@ -6,8 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -16,6 +14,7 @@ import (
 
 	"refuel/pkg/capacity"
 	"refuel/pkg/cloud/metadata"
+	"refuel/pkg/jobenv"
 )
 
 // AgentLaunch says how to start the node agent of one instance.
@@ -60,9 +59,10 @@ type LauncherConfig struct {
 	// ReadyTimeout bounds an agent's start-up; default 60s.
 	ReadyTimeout time.Duration
 	// Env is what an agent needs to connect (TEMPORAL_* settings, the
-	// codec key file), added to the few variables every process needs
-	// (BaseEnv). Nothing else of this process's environment reaches an
-	// agent: not the cloud credentials of the worker that started it.
+	// codec key file), added to the machine's environment (MachineEnv):
+	// this host's, standing for an instance image's, less what refuel
+	// withholds, so not the cloud credentials of the worker that started
+	// it.
 	Env    []string
 	Logger *zap.Logger
 	// OnTaken, when set, is told once of each instance taken at the end of
@@ -132,22 +132,10 @@ func NewLauncher(cfg LauncherConfig) (*Launcher, error) {
 	return &Launcher{cfg: cfg, ownDir: ownDir, log: cfg.Logger, machines: map[string]*machine{}}, nil
 }
 
-// baseEnv are the variables of this process an agent gets whatever its
-// job: where programs are, whose home, the locale and the time zone.
-var baseEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR"}
-
-// BaseEnv is the part of this process's environment every agent gets:
-// the variables of baseEnv and the locale's LC_* that are set.
-func BaseEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if slices.Contains(baseEnv, name) || strings.HasPrefix(name, "LC_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
+// MachineEnv is the environment a local instance's image sets: this
+// host's, as its drivers and libraries need it (CUDA, NCCL, BLAS
+// settings), less refuel's own settings and secrets (package jobenv).
+func MachineEnv() []string { return jobenv.Machine(os.Environ()) }
 
 // TaskQueueFor is the task queue the agent of an instance serves.
 func TaskQueueFor(instanceID string) string { return "refuel-node-" + instanceID }
@@ -177,7 +165,7 @@ func (l *Launcher) Start(ctx context.Context, id string) error {
 	argv := l.cfg.AgentCommand(launch)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
-	cmd.Env = append(BaseEnv(), l.cfg.Env...)
+	cmd.Env = append(MachineEnv(), l.cfg.Env...)
 	logf, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err == nil {
 		cmd.Stdout, cmd.Stderr = logf, logf

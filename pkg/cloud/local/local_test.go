@@ -213,9 +213,13 @@ func TestSetStockComesAndGoes(t *testing.T) {
 }
 
 // TestAgentsGetOnlyWhatTheyNeed starts an agent that writes its own
-// environment down: the launcher's Env and the base variables are there,
-// the worker's cloud credentials are not.
+// environment down: the launcher's Env and the machine's variables are
+// there (this host's, as an image's: the BLAS and NCCL settings), the
+// worker's cloud credentials and Temporal settings are not.
 func TestAgentsGetOnlyWhatTheyNeed(t *testing.T) {
+	t.Setenv("OPENBLAS_CORETYPE", "Haswell")
+	t.Setenv("NCCL_SOCKET_IFNAME", "eth0")
+	t.Setenv("TEMPORAL_API_KEY", "worker-api-key")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "worker-secret")
 	t.Setenv("AWS_ACCESS_KEY_ID", "worker-key-id")
 	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", "/etc/worker-sa.json")
@@ -241,12 +245,12 @@ func TestAgentsGetOnlyWhatTheyNeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := string(data)
-	for _, want := range []string{"TEMPORAL_API_KEY=agent-key", "REFUEL_CODEC_KEYS=/keys", "PATH=", "LC_ALL=C.UTF-8"} {
+	for _, want := range []string{"TEMPORAL_API_KEY=agent-key", "REFUEL_CODEC_KEYS=/keys", "PATH=", "LC_ALL=C.UTF-8", "OPENBLAS_CORETYPE=Haswell", "NCCL_SOCKET_IFNAME=eth0"} {
 		if !strings.Contains(env, want) {
 			t.Errorf("agent environment lacks %s:\n%s", want, env)
 		}
 	}
-	for _, leaked := range []string{"worker-secret", "worker-key-id", "worker-sa.json"} {
+	for _, leaked := range []string{"worker-secret", "worker-key-id", "worker-sa.json", "worker-api-key"} {
 		if strings.Contains(env, leaked) {
 			t.Errorf("agent environment holds the worker's %s:\n%s", leaked, env)
 		}
