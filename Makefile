@@ -157,7 +157,7 @@ bench-estimate: traces
 # and on are its hold-out. SEED sets the first seed, SEEDS how many; about
 # a minute on two cores.
 SEED ?= 1
-SEEDS ?= 5
+SEEDS ?= 10
 bench-autoscale: traces
 	$(GO) run ./starter autoscale-bench --trace $(TRACES)/inference/azure-llm-conv-2023-11-16.csv --seed $(SEED) --seeds $(SEEDS)
 
