@@ -25,6 +25,7 @@ type balancer struct {
 	// missed counts requests answered late or failed since it was reset.
 	missed    int
 	latencies []float64 // one per request: answered, or the timeout for a failure
+	waits     []float64 // one per answered request: its wait for a slot
 }
 
 // pending is a request waiting for a slot.
@@ -101,6 +102,7 @@ func (b *balancer) pull(t float64) {
 		b.answered++
 		latency := t - p.arrived + p.firstToken
 		b.latencies = append(b.latencies, latency)
+		b.waits = append(b.waits, t-p.arrived)
 		if latency <= b.slo+1e-9 {
 			b.met++
 		} else {

@@ -68,7 +68,10 @@ type Result struct {
 	Failed     int     `json:"failed"`
 	// P99Latency is the 99th percentile time to the first token, in
 	// seconds; a failed request counts as the queue timeout.
-	P99Latency   float64 `json:"p99_latency_seconds"`
+	P99Latency float64 `json:"p99_latency_seconds"`
+	// P99Wait is the 99th percentile of answered requests' waits for a
+	// slot, in seconds.
+	P99Wait      float64 `json:"p99_wait_seconds"`
 	ReplicaHours float64 `json:"replica_hours"`
 	// WarmHours are stopped warm-pool entries' hours, paid at their volume
 	// price; running entries are in ReplicaHours.
@@ -368,6 +371,7 @@ func (f *fleet) result(end time.Duration) Result {
 		Attainment:   1,
 		Failed:       lb.failed,
 		P99Latency:   percentile(lb.latencies, 0.99),
+		P99Wait:      percentile(lb.waits, 0.99),
 		ReplicaHours: f.paid.Hours(),
 		WarmHours:    f.warmPaid.Hours(),
 		MeanReady:    float64(f.readySecs) / ticks,
