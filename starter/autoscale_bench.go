@@ -23,10 +23,11 @@ import (
 
 // The autoscaling benchmark (`starter autoscale-bench`, make
 // bench-autoscale) replays request traffic against one inference service
-// under four policies and prints SLO attainment and cost side by side,
-// for every scenario at every seed asked for (--seeds), with each
-// policy's worst row. refuel was tuned on seed 1 and the real hour only:
-// every other seed is a hold-out.
+// under four policies and prints the share of requests within the SLO,
+// p99 time to first token and cost side by side, for every scenario at
+// every seed asked for (--seeds), with each policy's worst row. The rows
+// refuel was tuned on (seeds up to --tuned-seeds, the real hour left out)
+// print apart from those held out.
 //
 // Traffic. "hour" is the real trace as recorded. "day" lays the trace's
 // steady part (its thin first and last seconds dropped) end to end over
@@ -43,28 +44,38 @@ import (
 // ramp, traffic that switches on and off, and the real hour at a quarter
 // and at four times its rate. Request sizes are always the real hour's.
 //
-// Service (servingsim.BenchConfig). A replica prefills 2,000 context tokens/s and decodes 200
-// tokens/s summed over its batch (one mid-range GPU serving a 13B model
-// with continuous batching); a request's work is its context over the
-// first plus its generated tokens over the second, in replica-seconds.
-// Demand at a moment is the work that arrived in the trailing minute
-// divided by the minute; the SLO is met in each second in which the
-// ready replicas are at least the demand. A requested replica takes
-// 60-180 s to provision, 30-90 s to initialise and 45-105 s to load the
-// model (uniform, seeded: the n-th replica requested takes the same time
-// under every policy). A warm-pool instance is stopped with its runtime
-// and weights on disk: it resumes in 20-40 s and loads in 30-60 s, and
-// costs only its disk while it waits. Replicas are paid from the moment
-// they are requested until released.
+// Service (servingsim.BenchConfig). A replica prefills 2,000 context
+// tokens/s and decodes 200 tokens/s summed over up to 8 requests at once
+// (max_concurrency); a request holds its slot for its work (context over
+// the first, generated tokens over the second) times 8. Requests are
+// simulated one by one, event by event: each takes a free slot of a ready
+// replica, or waits in arrival order; it is met when its first token (its
+// wait, then its prefill) comes within 5 s (slo.latency), and fails when
+// it waits 30 s (queue_timeout). Demand, for the oracle and for static
+// provisioning, is the work arriving over the trailing minute.
+//
+// Start-up paths, the same for every policy: a warm-pool entry while the
+// pool has one (the spec's warm_pool of 2: stopped instances that start in
+// 30-60 s and load in 30-60 s, paid at their volume's price while they
+// wait; --warm-running prices them as a provider that cannot stop them
+// has them, running at full price); a machine from lower-priority work
+// where --borrowable grants any (its checkpoint, 10-40 s, then a cold
+// load); else a cold start (60-180 s to provision, 30-90 s to initialise,
+// 45-105 s to load). The n-th start on a path takes the same time under
+// every policy. A replica released while the pool is short is stopped
+// into it; otherwise the pool is refilled by a cold preparation paid in
+// full. Replicas are paid from request to release.
 //
 // Policies. refuel is autoscale.ForecastScaler, the policy of every
-// InferenceService started now, with servingsim.BenchSpec;
-// the reactive baseline is shaped like SkyServe's (QPS per replica, 300 s
-// up and 1200 s down delays) with the replica's throughput at the
-// traffic's mean request size as its target; static provisions for the
-// peak demand; the oracle knows demand one longest start-up ahead. Every
+// InferenceService started now, with servingsim.BenchSpec; the reactive
+// baseline is shaped like SkyServe's (QPS per replica, 300 s up and 1200
+// s down delays) with the replica's throughput at the traffic's mean
+// request size as its target; static provisions for the peak demand; the
+// oracle (servingsim.Oracle) knows the demand and every start-up ahead
+// and plans greedily, at the cheapest of a set of headrooms over demand
+// that meets the SLO target: the best forecaster in hindsight. Every
 // dynamic policy starts with the replicas the first start-up window
-// needs, serving, as a service that was already running.
+// needs, serving, and a full warm pool, as a service already running.
 
 // benchEpoch is the virtual clock's origin: a Monday at midnight UTC, so
 // composed days start at 00:00 and cron windows read naturally.
