@@ -109,6 +109,17 @@ type autoscaleRow struct {
 	CostVsStatic float64 `json:"cost_vs_static"`
 	// Headroom is the oracle's over demand, chosen in hindsight.
 	Headroom float64 `json:"headroom,omitempty"`
+	// Hindsight is, on refuel's row where it misses its targets, the best
+	// forecaster in hindsight on the same trace.
+	Hindsight *hindsightRow `json:"best_in_hindsight,omitempty"`
+}
+
+// hindsightRow is the best forecaster in hindsight on one trace.
+type hindsightRow struct {
+	Attainment   float64 `json:"slo_attainment"`
+	P99Latency   float64 `json:"p99_latency_seconds"`
+	CostVsOracle float64 `json:"cost_vs_oracle"`
+	Headroom     float64 `json:"headroom"`
 }
 
 // autoscaleBenchFlags are autoscale-bench's flags.
@@ -306,9 +317,30 @@ func runAutoscaleBench(f autoscaleBenchFlags, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// oracleHeadrooms are the headrooms over demand the oracle is run at;
-// the bench keeps the cheapest that meets the SLO target.
-var oracleHeadrooms = []float64{0.8, 0.85, 0.9, 0.95, 1, 1.05, 1.1, 1.15, 1.2, 1.3, 1.4, 1.5, 1.75, 2}
+// oracleHeadrooms are the headrooms over demand the oracle is run at,
+// and hindsightHeadrooms the best forecaster in hindsight's over the
+// recent peak; the bench keeps the cheapest that meets the SLO target.
+var (
+	oracleHeadrooms    = []float64{0.8, 0.85, 0.9, 0.95, 1, 1.05, 1.1, 1.15, 1.2, 1.3, 1.4, 1.5, 1.75, 2}
+	hindsightHeadrooms = []float64{0.9, 1, 1.1, 1.2, 1.3, 1.4, 1.5, 1.75, 2, 2.5, 3}
+)
+
+// cheapest runs a policy at every headroom and returns the cheapest run
+// that meets the SLO target, else the one that serves most.
+func cheapest(headrooms []float64, run func(h float64) servingsim.Result) (servingsim.Result, float64) {
+	var best servingsim.Result
+	bestHeadroom := 0.0
+	for _, h := range headrooms {
+		res := run(h)
+		better := bestHeadroom == 0 ||
+			(res.Attainment >= targetAttainment && (best.Attainment < targetAttainment || res.CostUSD < best.CostUSD)) ||
+			(res.Attainment < targetAttainment && best.Attainment < targetAttainment && res.Attainment > best.Attainment)
+		if better {
+			best, bestHeadroom = res, h
+		}
+	}
+	return best, bestHeadroom
+}
 
 // benchScenario runs every policy on one traffic pattern, in the order
 // of autoscalePolicies, with each one's timeline when cfg asks for it.
@@ -347,25 +379,25 @@ func benchScenario(name string, tr *traffic.Trace, cfg servingsim.Config, window
 	}
 	// The oracle: the cheapest headroom that meets the target, else the
 	// one that serves most.
-	var best servingsim.Result
-	bestHeadroom := 0.0
-	for _, h := range oracleHeadrooms {
+	best, headroom := cheapest(oracleHeadrooms, func(h float64) servingsim.Result {
 		o := &servingsim.Oracle{Demand: demand, Headroom: h, Every: cfg.Every, Max: svc.MaxReplicas}
-		res := servingsim.Run(tr, demand, o, ceilReplicas(h*demand.Peak(benchEpoch, benchEpoch.Add(lead))), cfg)
-		better := bestHeadroom == 0 ||
-			(res.Attainment >= targetAttainment && (best.Attainment < targetAttainment || res.CostUSD < best.CostUSD)) ||
-			(res.Attainment < targetAttainment && best.Attainment < targetAttainment && res.Attainment > best.Attainment)
-		if better {
-			best, bestHeadroom = res, h
-		}
-	}
+		return servingsim.Run(tr, demand, o, ceilReplicas(h*demand.Peak(benchEpoch, benchEpoch.Add(lead))), cfg)
+	})
 	oracle := len(policies)
 	row(oracle, best)
-	rows[oracle].Headroom = bestHeadroom
+	rows[oracle].Headroom = headroom
 	static, oracleCost := rows[2].CostUSD, rows[oracle].CostUSD
 	for i := range rows {
 		rows[i].CostVsOracle = rows[i].CostUSD / oracleCost
 		rows[i].CostVsStatic = rows[i].CostUSD / static
+	}
+	if refuelVerdict(rows[0], rows[1]) != "ok" {
+		// Out of reach: what a forecaster without foresight reaches here.
+		hold := (cfg.Startup.Provision.Min + cfg.Startup.Provision.Max + cfg.Startup.Init.Min + cfg.Startup.Init.Max + cfg.Startup.Load.Min + cfg.Startup.Load.Max) / 2
+		res, h := cheapest(hindsightHeadrooms, func(h float64) servingsim.Result {
+			return servingsim.Run(tr, demand, servingsim.Hindsight{Demand: demand, Headroom: h, Hold: hold, Max: svc.MaxReplicas}, initial, cfg)
+		})
+		rows[0].Hindsight = &hindsightRow{Attainment: res.Attainment, P99Latency: res.P99Latency, CostVsOracle: res.CostUSD / oracleCost, Headroom: h}
 	}
 	return rows, steps
 }
@@ -472,6 +504,23 @@ func printAutoscaleRows(w io.Writer, rows []autoscaleRow) {
 		fmt.Fprintf(w, "  %-26s %7.2f%% (%s, seed %d)  %.3fx (%s, seed %d)\n", p+":", 100*low.Attainment, low.Scenario, low.Seed, high.CostVsOracle, high.Scenario, high.Seed)
 	}
 	fmt.Fprintf(w, "refuel met its targets on %d of %d rows; worse than the reactive baseline on both figures at once on %d\n", met, len(rows)/n, worseOnBoth)
+	var missed []autoscaleRow
+	for _, r := range rows {
+		if r.Hindsight != nil {
+			missed = append(missed, r)
+		}
+	}
+	if len(missed) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "where refuel misses its targets, the best forecaster in hindsight (the recent peak times the cheapest headroom that meets the SLO target, else the one that serves most; no foresight, the same start-up paths):")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tseed\trefuel SLO\tcost\tbest in hindsight SLO\tp99\tcost\theadroom\t")
+	for _, r := range missed {
+		b := r.Hindsight
+		fmt.Fprintf(tw, "%s\t%d\t%.2f%%\t%.3fx\t%.2f%%\t%.1fs\t%.3fx\t%.2f\t\n", r.Scenario, r.Seed, 100*r.Attainment, r.CostVsOracle, 100*b.Attainment, b.P99Latency, b.CostVsOracle, b.Headroom)
+	}
+	tw.Flush()
 }
 
 // refuelVerdict says whether refuel's row meets its targets: "ok", or

@@ -64,3 +64,27 @@ func (o *Oracle) Decide(now time.Time, fl autoscale.Fleet) autoscale.Decision {
 	}
 	return autoscale.Decision{Replicas: want, Reason: "oracle"}
 }
+
+// Hindsight is the simplest forecaster, with its one parameter chosen in
+// hindsight: it keeps Headroom times the highest demand of the last Hold
+// (the demand a balancer measured, nothing ahead), so a replica idle for
+// less than Hold is kept (ski rental). Run at several headrooms, the
+// cheapest that meets the SLO target is the best a policy without
+// foresight and with the same start-up paths reaches on a trace: what
+// bounds a forecaster where the oracle, which knows the future, is out of
+// reach.
+type Hindsight struct {
+	Demand   *Demand
+	Headroom float64
+	Hold     time.Duration
+	Max      int
+}
+
+func (Hindsight) Observe(autoscale.Metrics) {}
+func (Hindsight) Started(autoscale.Startup) {}
+
+// Decide keeps Headroom times the recent peak.
+func (h Hindsight) Decide(now time.Time, _ autoscale.Fleet) autoscale.Decision {
+	n := int(math.Ceil(h.Headroom*h.Demand.Peak(now.Add(-h.Hold), now.Add(-time.Second)) - 1e-9))
+	return autoscale.Decision{Replicas: min(max(1, n), h.Max), Reason: "hindsight"}
+}
