@@ -291,6 +291,16 @@ func (f *fleet) start(k int) time.Duration {
 	return path.peek(i).Total()
 }
 
+// restart is the start-up a replica released now costs to get back: a
+// warm start where it is stopped into a short pool, else a cold one (the
+// next cold start-up), since a warm entry taken is refilled cold.
+func (f *fleet) restart() time.Duration {
+	if len(f.pool)+len(f.preparing) < f.c.WarmPool {
+		return f.warm.peek(0).Total()
+	}
+	return f.cold.peek(0).Total()
+}
+
 // scale requests replicas on the fastest path there is, or releases
 // them: first those furthest from serving, then serving ones, which are
 // stopped into the warm pool while it is short.

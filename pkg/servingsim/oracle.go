@@ -18,10 +18,13 @@ import (
 //     would serve plus one decision interval, needs it; so each serves
 //     just before it is needed, and a replica needed later than a cold
 //     start-up starts cold now rather than take a warm entry early.
-//   - A replica is released when none of the demand until a replica asked
-//     for now would serve needs it: keeping it idle for longer costs more
-//     than starting one again (the ski-rental rule, with the start-up
-//     known instead of guessed); none while one it asked for is starting.
+//   - A replica is released when none of the demand within the start-up
+//     that getting it back would pay needs it: keeping it idle for longer
+//     costs more than starting one again (the ski-rental rule, with the
+//     start-up known instead of guessed). Getting it back costs a warm
+//     start where releasing it stops it into a short pool, and a cold one
+//     where the pool is full (a warm entry taken is refilled cold). None
+//     is released while one it asked for is starting.
 //
 // Headroom is the one thing it does not know: how many replicas above
 // the demand (work over the trailing minute) keep requests within the
@@ -44,7 +47,7 @@ func (o *Oracle) Decide(now time.Time, fl autoscale.Fleet) autoscale.Decision {
 	need := func(ahead time.Duration) int {
 		return int(math.Ceil(o.Headroom*o.Demand.Peak(now, now.Add(ahead)) - 1e-9))
 	}
-	want := min(have, need(o.fleet.start(0)+o.Every))
+	want := min(have, need(o.fleet.restart()+o.Every))
 	if fl.Starting > 0 {
 		// Each was asked for a need ahead, maybe beyond a faster path's
 		// start-up; the fleet would release it before a serving one.
