@@ -279,3 +279,35 @@ func TestTimeline(t *testing.T) {
 		t.Error("a timeline kept without Config.Timeline")
 	}
 }
+
+func TestHindsightFollowsTheRecentPeak(t *testing.T) {
+	// Demand of 1 replica, 4 from 10 s to 20 s, 1 again after.
+	tr := &traffic.Trace{Span: time.Minute}
+	for i := range 60 {
+		n := 1
+		if i >= 10 && i < 20 {
+			n = 4
+		}
+		for range n {
+			tr.Requests = append(tr.Requests, traffic.Request{At: time.Duration(i) * time.Second, ContextTokens: 1})
+		}
+	}
+	d := NewDemand(tr, model, time.Second, epoch)
+	tests := []struct {
+		at       time.Duration
+		headroom float64
+		want     int
+	}{
+		{10 * time.Second, 1, 1},   // the rise is not seen before it comes
+		{15 * time.Second, 1, 4},   // seen
+		{15 * time.Second, 1.5, 6}, // with headroom
+		{35 * time.Second, 1, 4},   // held for 20 s after
+		{45 * time.Second, 1, 1},   // then released
+	}
+	for _, tt := range tests {
+		h := Hindsight{Demand: d, Headroom: tt.headroom, Hold: 20 * time.Second, Max: 10}
+		if got := h.Decide(epoch.Add(tt.at), autoscale.Fleet{}).Replicas; got != tt.want {
+			t.Errorf("at %s with headroom %g: %d; want %d", tt.at, tt.headroom, got, tt.want)
+		}
+	}
+}
