@@ -43,13 +43,24 @@ type Janitor struct {
 }
 
 // ListManagedInstances lists every running instance refuel launched for
-// the janitor's deployment.
+// the janitor's deployment, and every stopped one where a provider stops
+// instances.
 func (a *Janitor) ListManagedInstances(ctx context.Context) ([]ManagedInstance, error) {
 	var out []ManagedInstance
 	for _, p := range a.Providers {
-		insts, err := p.List(ctx, map[string]string{capacity.TagManagedBy: capacity.ManagedBy, capacity.TagDeployment: deploymentOf(a.Deployment)})
+		tags := map[string]string{capacity.TagManagedBy: capacity.ManagedBy, capacity.TagDeployment: deploymentOf(a.Deployment)}
+		insts, err := p.List(ctx, tags)
 		if err != nil {
 			return nil, err
+		}
+		// A stopped instance (a warm-pool entry) still costs its volume:
+		// one no run owns is released as a running one is.
+		if s, ok := p.(capacity.Stopper); ok {
+			stopped, err := s.ListStopped(ctx, tags)
+			if err != nil {
+				return nil, err
+			}
+			insts = append(insts, stopped...)
 		}
 		for _, inst := range insts {
 			out = append(out, ManagedInstance{Instance: inst, RunID: inst.Tags[capacity.TagRun]})

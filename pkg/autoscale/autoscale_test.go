@@ -304,12 +304,7 @@ func TestReactiveBaseline(t *testing.T) {
 	}
 }
 
-func TestOracleAndStatic(t *testing.T) {
-	demand := func(from, to time.Time) float64 { return to.Sub(monday).Minutes() } // rises a replica a minute
-	o := Oracle{Lead: 5 * time.Minute, Peak: demand}
-	if d := o.Decide(monday.Add(10*time.Minute), Fleet{}); d.Replicas != 15 {
-		t.Errorf("oracle: %d; want the demand 5 min ahead, 15", d.Replicas)
-	}
+func TestStatic(t *testing.T) {
 	if d := (Static{Replicas: 7}).Decide(monday, Fleet{Ready: 3}); d.Replicas != 7 {
 		t.Errorf("static: %d; want 7", d.Replicas)
 	}

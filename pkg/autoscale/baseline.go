@@ -80,19 +80,3 @@ func (Static) Started(Startup) {}
 func (s Static) Decide(time.Time, Fleet) Decision {
 	return Decision{Replicas: s.Replicas, Reason: "static"}
 }
-
-// Oracle knows the demand ahead: it keeps the replicas needed at any
-// moment within Lead from now, so every replica it requests is serving
-// before it is needed, and it releases one as soon as none of the next
-// Lead needs it. It is the benchmark's reference, not a usable policy.
-type Oracle struct {
-	Lead time.Duration
-	// Peak is the most replicas demand needs at any moment in [from, to].
-	Peak func(from, to time.Time) float64
-}
-
-func (Oracle) Observe(Metrics) {}
-func (Oracle) Started(Startup) {}
-func (o Oracle) Decide(now time.Time, _ Fleet) Decision {
-	return Decision{Replicas: replicasFor(o.Peak(now, now.Add(o.Lead))), Reason: "oracle"}
-}

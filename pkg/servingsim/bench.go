@@ -6,16 +6,14 @@ import (
 	"refuel/pkg/spec"
 )
 
-// BenchSpec is refuel's configuration in the autoscaling benchmark. The
-// bench's SLO counts capacity equal to demand as met, so refuel targets
-// full utilisation, like every other policy there; the margin for
-// forecast error is learned, not configured.
+// BenchSpec is refuel's configuration in the autoscaling benchmark: a
+// warm pool of two stopped instances (about what this service adds within
+// one cold start-up at its busiest, for the price of two volumes) that
+// every policy in the bench is given alike.
 func BenchSpec() spec.ServiceSpec {
 	s := spec.ServiceSpec{
 		ID: "bench-chat", MinReplicas: 1, MaxReplicas: 1000,
-		Target: spec.ScalingTarget{GPUUtilization: 1, QueueLength: 2},
-		// Two stopped instances: about what this service adds within one
-		// cold start-up at its busiest, for the price of two disks.
+		Target:   spec.ScalingTarget{GPUUtilization: 1, QueueLength: 2},
 		WarmPool: 2,
 	}
 	s.Normalize()
@@ -24,13 +22,18 @@ func BenchSpec() spec.ServiceSpec {
 
 // BenchConfig is the service the autoscaling benchmark simulates. A
 // replica prefills 2,000 context tokens/s and decodes 200 tokens/s summed
-// over its batch (one mid-range GPU serving a 13B model with continuous
-// batching). A requested replica takes 60-180 s to provision, 30-90 s to
-// initialise and 45-105 s to load the model. A warm-pool instance is
-// stopped with its runtime and weights on disk: it resumes in 20-40 s and
-// loads in 30-60 s, and costs only its disk while it waits. The fleet
-// reports every 10 s; prices are a g5.xlarge's on demand and a 200 GB
-// volume's.
+// over a batch of up to 8 requests (one mid-range GPU serving a 13B model
+// with continuous batching). A request is met when its first token comes
+// within 5 s of its arrival (its wait for a slot, then its prefill); one
+// that waits 30 s for a slot fails. A cold start takes 60-180 s to
+// provision, 30-90 s to initialise and 45-105 s to load the model. A
+// warm-pool entry is a stopped instance with its runtime and weights on
+// its volume: it starts in 30-60 s (EC2 StartInstances to a booted
+// instance) and loads in 30-60 s, and costs only its volume while it
+// waits. A machine taken from lower-priority work (none unless asked for)
+// is handed over after that work's checkpoint, 10-40 s, and loads the
+// model cold. The fleet reports every 10 s; prices are a g5.xlarge's on
+// demand and a 200 GB gp3 volume's.
 func BenchConfig() Config {
 	return Config{
 		Model: Model{PrefillTokensPerSecond: 2000, DecodeTokensPerSecond: 200},
@@ -40,12 +43,20 @@ func BenchConfig() Config {
 			Load:      Range{Min: 45 * time.Second, Max: 105 * time.Second},
 		},
 		Warm: Startup{
-			Provision: Range{Min: 20 * time.Second, Max: 40 * time.Second},
+			Provision: Range{Min: 30 * time.Second, Max: 60 * time.Second},
 			Load:      Range{Min: 30 * time.Second, Max: 60 * time.Second},
 		},
+		WarmPool: BenchSpec().WarmPool,
+		Borrow: Startup{
+			Provision: Range{Min: 10 * time.Second, Max: 40 * time.Second},
+			Load:      Range{Min: 45 * time.Second, Max: 105 * time.Second},
+		},
+		MaxConcurrency:   8,
+		SLOLatency:       5 * time.Second,
+		QueueTimeout:     30 * time.Second,
 		Every:            10 * time.Second,
 		PricePerHour:     1.006, // a g5.xlarge (1x A10G) on demand
-		WarmPricePerHour: 0.02,  // a stopped instance's 200 GB volume
+		WarmPricePerHour: 0.022, // a stopped instance's 200 GB gp3 volume ($0.08 per GB-month)
 		Seed:             1,
 	}
 }

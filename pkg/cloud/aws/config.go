@@ -57,9 +57,12 @@ type Config struct {
 	MaxAttempts int
 	// MaxBackoff caps the SDK's delay between attempts; default the SDK's.
 	MaxBackoff time.Duration
-	// PollInterval is how often Acquire checks a pending instance until
-	// it runs; default 5s.
+	// PollInterval is how often Acquire and Start check a pending
+	// instance until it runs; default 5s.
 	PollInterval time.Duration
+	// VolumePricePerHour is what a stopped instance costs an hour (its
+	// EBS volumes); default DefaultVolumePricePerHour.
+	VolumePricePerHour float64
 	// Clock is the time source; default time.Now.
 	Clock func() time.Time
 	// Logger defaults to a no-op logger.

@@ -286,7 +286,8 @@ func (l *Launcher) RecommendRebalance(id string, at time.Time) error {
 }
 
 // Stop ends the instance's agent (a process's whole group), waits for it
-// and removes its scratch space. An unknown id is *capacity.NotFoundError.
+// and removes its scratch space (a halted one's too). An id without an
+// agent is *capacity.NotFoundError.
 func (l *Launcher) Stop(id string) error {
 	l.mu.Lock()
 	m, ok := l.machines[id]
@@ -297,12 +298,29 @@ func (l *Launcher) Stop(id string) error {
 	}
 	l.mu.Unlock()
 	if !ok {
+		// A halted instance's scratch space is all that is left of it.
+		_ = os.RemoveAll(filepath.Join(l.cfg.Dir, id))
 		return &capacity.NotFoundError{ID: id}
 	}
 	m.terminate()
 	if !noticeEnds.IsZero() && !time.Now().Before(noticeEnds) {
 		l.taken(id, m)
 	}
+	return nil
+}
+
+// Halt ends the instance's agent and keeps its scratch space, for Start
+// to launch the agent again in it: a stopped instance. An unknown id is
+// *capacity.NotFoundError.
+func (l *Launcher) Halt(id string) error {
+	l.mu.Lock()
+	m, ok := l.machines[id]
+	delete(l.machines, id)
+	l.mu.Unlock()
+	if !ok {
+		return &capacity.NotFoundError{ID: id}
+	}
+	m.halt()
 	return nil
 }
 
@@ -344,10 +362,16 @@ func (l *Launcher) machine(id string) *machine {
 }
 
 func (m *machine) terminate() {
+	m.halt()
+	_ = os.RemoveAll(m.dir)
+}
+
+// halt ends the machine's agent and keeps its scratch space, as a stopped
+// instance keeps its volume.
+func (m *machine) halt() {
 	if m.kill != nil {
 		m.kill.Stop()
 	}
 	m.end()
 	_ = m.meta.Close()
-	_ = os.RemoveAll(m.dir)
 }

@@ -44,6 +44,12 @@ type Config struct {
 	Stock map[string]int
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// StartTime is how long starting a stopped instance takes; default
+	// DefaultStartTime.
+	StartTime time.Duration
+	// VolumePricePerHour is what a stopped instance costs an hour; default
+	// DefaultVolumePricePerHour.
+	VolumePricePerHour float64
 }
 
 // DefaultOfferings is a small catalogue shaped like a real one: one GPU
@@ -316,7 +322,7 @@ func (c *Cloud) HoldStock(id string, d time.Duration) error {
 
 // stateLocked is the instance's state, terminated once its agent is gone.
 func (c *Cloud) stateLocked(inst *instance) capacity.State {
-	if inst.state != capacity.StatePending && !c.launcher.Alive(inst.ID) {
+	if inst.state != capacity.StatePending && inst.state != capacity.StateStopped && !c.launcher.Alive(inst.ID) {
 		return capacity.StateTerminated
 	}
 	return inst.state
@@ -339,7 +345,7 @@ func (c *Cloud) List(_ context.Context, tags map[string]string) ([]capacity.Inst
 	defer c.mu.Unlock()
 	var out []capacity.Instance
 	for _, inst := range c.instances {
-		if c.stateLocked(inst) != capacity.StateTerminated && HasTags(inst.Tags, tags) {
+		if st := c.stateLocked(inst); st != capacity.StateTerminated && st != capacity.StateStopped && HasTags(inst.Tags, tags) {
 			out = append(out, inst.Instance)
 		}
 	}

@@ -77,6 +77,12 @@ type Config struct {
 	// instance (see capacity.MarketClock); default DefaultRestartOverhead.
 	RestartOverhead time.Duration
 	Quotas          Quotas
+	// StartTime is how long starting a stopped instance takes, on the wall
+	// clock, before its agent starts again; default DefaultStartTime.
+	StartTime time.Duration
+	// VolumePricePerHour is what a stopped instance costs an hour: its
+	// volume; default DefaultVolumePricePerHour.
+	VolumePricePerHour float64
 	// APIRateLimit throttles calls (RequestLimitExceeded) beyond this many
 	// per second, with bursts of APIBurst (default the rate, at least 1);
 	// 0 means no limit.
@@ -158,6 +164,15 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.NoticeWindow == 0 {
 		cfg.NoticeWindow = 2 * time.Minute
+	}
+	if cfg.StartTime < 0 || cfg.VolumePricePerHour < 0 {
+		return cfg, fmt.Errorf("sim: StartTime and VolumePricePerHour must not be negative")
+	}
+	if cfg.StartTime == 0 {
+		cfg.StartTime = DefaultStartTime
+	}
+	if cfg.VolumePricePerHour == 0 {
+		cfg.VolumePricePerHour = DefaultVolumePricePerHour
 	}
 	if cfg.RestartOverhead == 0 {
 		cfg.RestartOverhead = DefaultRestartOverhead

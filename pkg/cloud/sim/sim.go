@@ -274,7 +274,7 @@ func (c *Cloud) List(_ context.Context, tags map[string]string) ([]capacity.Inst
 	}
 	var out []capacity.Instance
 	for _, st := range c.Instances() {
-		if st.State != capacity.StateTerminated && local.HasTags(st.Tags, tags) {
+		if st.State != capacity.StateTerminated && st.State != capacity.StateStopped && local.HasTags(st.Tags, tags) {
 			out = append(out, st.Instance)
 		}
 	}
@@ -337,7 +337,7 @@ func (c *Cloud) Interrupt(id string, grace time.Duration) (time.Time, error) {
 	now := c.cfg.Now()
 	stops := c.refreshLocked(now)
 	inst, ok := c.instances[id]
-	live := ok && inst.state != capacity.StateTerminated
+	live := ok && inst.state != capacity.StateTerminated && inst.state != capacity.StateStopped
 	if live {
 		c.noticeLocked(inst, now.Add(grace), "manual interruption")
 	}

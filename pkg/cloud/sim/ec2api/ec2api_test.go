@@ -985,7 +985,7 @@ func TestRequestsRefusedBeforeAnyAction(t *testing.T) {
 
 func TestActions(t *testing.T) {
 	want := []string{"CreateFleet", "CreateTags", "DescribeAvailabilityZones", "DescribeInstanceTypeOfferings", "DescribeInstanceTypes",
-		"DescribeInstances", "DescribeSpotPriceHistory", "GetSpotPlacementScores", "RunInstances", "TerminateInstances"}
+		"DescribeInstances", "DescribeSpotPriceHistory", "GetSpotPlacementScores", "RunInstances", "StartInstances", "StopInstances", "TerminateInstances"}
 	if diff := cmp.Diff(Actions(), want); diff != "" {
 		t.Errorf("actions got(-), want(+):\n%s", diff)
 	}

@@ -76,6 +76,8 @@ var actions = map[string]action{
 	"RunInstances":                  (*Handler).runInstances,
 	"DescribeInstances":             (*Handler).describeInstances,
 	"TerminateInstances":            (*Handler).terminateInstances,
+	"StopInstances":                 (*Handler).stopInstances,
+	"StartInstances":                (*Handler).startInstances,
 	"CreateTags":                    (*Handler).createTags,
 	"DescribeInstanceTypeOfferings": (*Handler).describeInstanceTypeOfferings,
 	"DescribeInstanceTypes":         (*Handler).describeInstanceTypes,

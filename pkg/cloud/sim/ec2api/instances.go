@@ -3,6 +3,7 @@ package ec2api
 import (
 	"context"
 	"encoding/xml"
+	"errors"
 	"maps"
 	"regexp"
 	"slices"
@@ -67,6 +68,8 @@ func ec2State(s capacity.State) stateXML {
 		return stateXML{0, "pending"}
 	case capacity.StateTerminated:
 		return stateXML{48, "terminated"}
+	case capacity.StateStopped:
+		return stateXML{80, "stopped"}
 	}
 	return stateXML{16, "running"}
 }
@@ -514,4 +517,77 @@ func (h *Handler) createTags(_ context.Context, p *params) (response, error) {
 		}
 	}
 	return &createTagsResponse{Return: true}, nil
+}
+
+type stopInstancesResponse struct {
+	XMLName xml.Name `xml:"StopInstancesResponse"`
+	meta
+	Instances []stateChangeXML `xml:"instancesSet>item"`
+}
+
+type startInstancesResponse struct {
+	XMLName xml.Name `xml:"StartInstancesResponse"`
+	meta
+	Instances []stateChangeXML `xml:"instancesSet>item"`
+}
+
+// stopInstances stops on-demand instances, keeping their volumes; a spot
+// instance is refused as EC2 refuses one that is not persistent.
+func (h *Handler) stopInstances(_ context.Context, p *params) (response, error) {
+	ids, err := h.stateChangeIDs(p)
+	if err != nil {
+		return nil, err
+	}
+	resp := &stopInstancesResponse{}
+	for _, id := range ids {
+		prev, err := h.cloud.StopInstance(id)
+		var ns *capacity.NotStoppableError
+		switch {
+		case errors.As(err, &ns):
+			return nil, errorf("UnsupportedOperation", "The instance '%s' is a spot instance and cannot be stopped.", id)
+		case err != nil:
+			return nil, errorf("IncorrectInstanceState", "The instance '%s' is not in a state from which it can be stopped.", id)
+		}
+		resp.Instances = append(resp.Instances, stateChangeXML{InstanceID: id, Current: ec2State(capacity.StateStopped), Previous: ec2State(prev)})
+	}
+	return resp, nil
+}
+
+// startInstances starts stopped instances: they are pending for the
+// sim's start time, then run.
+func (h *Handler) startInstances(_ context.Context, p *params) (response, error) {
+	ids, err := h.stateChangeIDs(p)
+	if err != nil {
+		return nil, err
+	}
+	resp := &startInstancesResponse{}
+	for _, id := range ids {
+		prev, _, err := h.cloud.StartInstance(id)
+		if err != nil {
+			return nil, errorf("IncorrectInstanceState", "The instance '%s' is not in a state from which it can be started.", id)
+		}
+		current := ec2State(prev)
+		if prev == capacity.StateStopped {
+			current = ec2State(capacity.StatePending)
+		}
+		resp.Instances = append(resp.Instances, stateChangeXML{InstanceID: id, Current: current, Previous: ec2State(prev)})
+	}
+	return resp, nil
+}
+
+// stateChangeIDs are the instances a Stop or Start names, each known, once
+// the request may go ahead.
+func (h *Handler) stateChangeIDs(p *params) ([]string, error) {
+	ids := p.list("InstanceId")
+	if len(ids) == 0 {
+		return nil, missing("InstanceId")
+	}
+	dryRun, err := p.boolean("DryRun")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := h.findInstances(ids); err != nil {
+		return nil, err
+	}
+	return ids, checkRequest(p, dryRun)
 }
