@@ -214,6 +214,13 @@ func TestPreemptionIsSeenInStateAndOperations(t *testing.T) {
 	if len(ops.Items) != 1 || !strings.HasSuffix(ops.Items[0].TargetLink, "/instances/"+inst.ID) {
 		t.Fatalf("preempted operations: %+v", ops.Items)
 	}
+	got, err := c.Preemptions(t.Context(), nil, time.Now().Add(-time.Minute))
+	if err != nil || len(got) != 1 || got[0].Instance != inst.ID || got[0].Zone != "us-central1-a" {
+		t.Errorf("preemptions: %+v %v", got, err)
+	}
+	if later, _ := c.Preemptions(t.Context(), nil, time.Now().Add(time.Minute)); len(later) != 0 {
+		t.Errorf("preemptions since a later time: %+v", later)
+	}
 	// The notice runs out: with DELETE the VM is gone.
 	if _, err := cloud.Interrupt(inst.ID, 0); err != nil {
 		t.Fatal(err)
