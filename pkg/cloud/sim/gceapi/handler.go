@@ -32,6 +32,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -437,13 +438,7 @@ func (h *Handler) bulkInsert(c call) {
 		writeJSON(c.w, h.opView(op))
 		return
 	}
-	names := slices.Sorted(func(yield func(string) bool) {
-		for n := range req.PerInstanceProperties {
-			if !yield(n) {
-				return
-			}
-		}
-	})
+	names := slices.Sorted(maps.Keys(req.PerInstanceProperties))
 	for i := len(names); int64(i) < req.Count; i++ {
 		if !strings.Contains(req.NamePattern, "#") {
 			writeError(c.w, http.StatusBadRequest, "invalid", "Invalid value for field 'resource.namePattern': '%s'. It needs # for the instance's number when count exceeds the named instances.", req.NamePattern)
@@ -603,6 +598,15 @@ func (h *Handler) aggregatedInstances(c call) {
 // noResults is the warning of a zone with nothing to list.
 const noResults = "NO_RESULTS_ON_PAGE"
 
+// statuses are the sim's instances by ID, from one look at the market.
+func (h *Handler) statuses() map[string]sim.Status {
+	out := map[string]sim.Status{}
+	for _, st := range h.cloud.Instances() {
+		out[st.ID] = st
+	}
+	return out
+}
+
 // instances are the project's instances that match, by name.
 func (h *Handler) instances(c call, match func(func(string) string) bool) []*compute.Instance {
 	h.mu.Lock()
@@ -613,16 +617,11 @@ func (h *Handler) instances(c call, match func(func(string) string) bool) []*com
 		}
 	}
 	h.mu.Unlock()
+	statuses := h.statuses()
 	var out []*compute.Instance
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for n := range recs {
-			if !yield(n) {
-				return
-			}
-		}
-	}) {
-		st, err := h.cloud.Status(name)
-		if err != nil {
+	for _, name := range slices.Sorted(maps.Keys(recs)) {
+		st, ok := statuses[name]
+		if !ok {
 			continue
 		}
 		inst := h.view(c, recs[name], st)
@@ -705,11 +704,12 @@ func (h *Handler) simulateMaintenance(c call) {
 // taken gets its compute.instances.preempted operation, and one taken
 // with instanceTerminationAction DELETE, or forgotten by the sim, is gone.
 func (h *Handler) sync() {
+	statuses := h.statuses()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for name, rec := range h.records {
-		st, err := h.cloud.Status(name)
-		if err != nil {
+		st, ok := statuses[name]
+		if !ok {
 			delete(h.records, name)
 			continue
 		}
