@@ -6,8 +6,9 @@
 //     bulkInsert; zones/{z}/instances/{i}/simulateMaintenanceEvent;
 //     aggregated/instances;
 //   - zones, machineTypes, acceleratorTypes (get and list);
-//   - zones/{z}/operations: get, wait, list; a spot VM the market
-//     preempts leaves a compute.instances.preempted operation.
+//   - zones/{z}/operations: get, wait, list; aggregated/operations; a
+//     spot VM the market preempts leaves a compute.instances.preempted
+//     operation.
 //
 // It runs over the same market as the EC2 endpoint (stock, prices,
 // quotas, notices): a Compute Engine instance is a sim instance whose ID
@@ -23,8 +24,14 @@
 // The sim serves any project id unless WithProjects names some, and asks
 // for no credentials. Its simplifications: an instance name is unique
 // across zones (the sim's IDs are global); list filters take only terms
-// `field = "value"` or `field eq "regexp"` joined by AND (fields name, status, zone,
-// operationType, targetLink and labels.KEY); lists come in one page.
+// `field = "value"` or `field eq "regexp"` (and their negations) joined
+// by AND, on the fields name, status, zone, operationType, targetLink
+// and labels.KEY; lists come in one page; a maintenance event migrates an
+// on-demand instance live, which changes nothing.
+//
+// The control plane serves it in-process (--gce-sim ADDR) as worker
+// gce-sim does: AddMarket adds the Compute Engine pools to the sim's
+// config before sim.New, and Start serves the endpoint on ADDR.
 package gceapi
 
 import (
