@@ -259,3 +259,39 @@ func TestThrottledAcquireLeavesTheRetryToTheActivity(t *testing.T) {
 		t.Errorf("%d instances after a throttled call", n)
 	}
 }
+
+func TestAttachedGPUsNeedTheZonesAcceleratorType(t *testing.T) {
+	_, srv := simCloud(t, 0, sim.Quotas{})
+	// Machine types that attach their GPUs (N1 with guestAccelerators):
+	// the sim's zones list nvidia-h100-80gb, not nvidia-tesla-t4.
+	c, err := gce.New(t.Context(), gce.Config{Project: "p", Zones: []string{"us-central1-a"}, Endpoint: srv.Endpoint(), PollInterval: 10 * time.Millisecond,
+		MachineTypes: []gce.MachineType{
+			{Name: "a3-highgpu-1g", Accelerator: "nvidia-h100-80gb", GPUs: 1},
+			{Name: "g2-standard-4", Accelerator: "nvidia-tesla-t4", GPUs: 1},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Offerings(t.Context(), spec.Resources{GPUs: 1, Providers: []string{"gce"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].InstanceType != "a3-highgpu-1g" || got[1].InstanceType != "a3-highgpu-1g" {
+		t.Fatalf("offerings %v, want a3-highgpu-1g's two markets only", got)
+	}
+	inst, err := c.Acquire(t.Context(), request("attached", 1, got[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := compute.NewService(t.Context(), option.WithEndpoint(srv.Endpoint()), option.WithoutAuthentication())
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm, err := svc.Instances.Get("p", "us-central1-a", inst.ID).Do()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := vm.GuestAccelerators; len(a) != 1 || a[0].AcceleratorCount != 1 || !strings.HasSuffix(a[0].AcceleratorType, "/acceleratorTypes/nvidia-h100-80gb") {
+		t.Errorf("guestAccelerators %+v", a)
+	}
+}
