@@ -2,7 +2,11 @@ package gceapi_test
 
 import (
 	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,5 +146,23 @@ func TestBulkInsertAllOrNothing(t *testing.T) {
 	}
 	if live != 2 {
 		t.Errorf("%d instances run after a failed bulk insert, want the first gang's 2", live)
+	}
+}
+
+func TestEC2DoesNotListComputeEngineInstances(t *testing.T) {
+	cloud, svc := market(t, 0)
+	if _, err := svc.Instances.Insert("p", "us-central1-a", spotVM("vm-1", "g2-standard-4")).Do(); err != nil {
+		t.Fatal(err)
+	}
+	ec2 := httptest.NewServer(ec2api.New(cloud, nil))
+	defer ec2.Close()
+	resp, err := http.PostForm(ec2.URL, url.Values{"Action": {"DescribeInstances"}, "Version": {ec2api.Version}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || strings.Contains(string(body), "vm-1") || !strings.Contains(string(body), "DescribeInstancesResponse") {
+		t.Errorf("EC2's DescribeInstances (%d) lists a Compute Engine instance or fails:\n%s", resp.StatusCode, body)
 	}
 }
