@@ -19,6 +19,7 @@ import (
 	"refuel/pkg/cloud/sim"
 	"refuel/pkg/cloud/sim/ec2api"
 	"refuel/pkg/cloud/sim/gceapi"
+	"refuel/pkg/spec"
 )
 
 // market is the EC2 default market and the built-in Compute Engine one
@@ -164,5 +165,18 @@ func TestEC2DoesNotListComputeEngineInstances(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK || strings.Contains(string(body), "vm-1") || !strings.Contains(string(body), "DescribeInstancesResponse") {
 		t.Errorf("EC2's DescribeInstances (%d) lists a Compute Engine instance or fails:\n%s", resp.StatusCode, body)
+	}
+	// Nor does the sim's own provider sell or list them.
+	if listed, err := cloud.List(t.Context(), map[string]string{gce.LabelRun: "r"}); err != nil || len(listed) != 0 {
+		t.Errorf("the sim provider lists %v (%v)", listed, err)
+	}
+	offered, err := cloud.Offerings(t.Context(), spec.Resources{GPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range offered {
+		if strings.HasPrefix(o.Zone, "us-central1") {
+			t.Errorf("the sim provider offers %s", o.Key())
+		}
 	}
 }
