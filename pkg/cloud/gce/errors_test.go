@@ -44,8 +44,10 @@ func TestAPIErrorClasses(t *testing.T) {
 		"rate limit on 403":   {&googleapi.Error{Code: http.StatusForbidden, Errors: []googleapi.ErrorItem{{Reason: "rateLimitExceeded"}}}, "rateLimitExceeded", capacity.Throttled, true},
 		"quota on 403":        {&googleapi.Error{Code: http.StatusForbidden, Errors: []googleapi.ErrorItem{{Reason: "quotaExceeded"}}}, "quotaExceeded", capacity.Quota, true},
 		"429":                 {&googleapi.Error{Code: http.StatusTooManyRequests}, "HTTP 429", capacity.Throttled, true},
-		"server error":        {&googleapi.Error{Code: http.StatusInternalServerError, Errors: []googleapi.ErrorItem{{Reason: "backendError"}}}, "backendError", capacity.Unknown, true},
-		"not an API error":    {errors.New("connection refused"), "", capacity.Unknown, false},
+		"type not in the zone": {&googleapi.Error{Code: http.StatusBadRequest, Errors: []googleapi.ErrorItem{{Reason: "invalid",
+			Message: "Invalid value for field 'resource.machineType': 'zones/us-east4-a/machineTypes/a2-highgpu-1g'. Machine type with name 'a2-highgpu-1g' does not exist in zone 'us-east4-a'."}}}, "invalid", capacity.SpecMismatch, true},
+		"server error":     {&googleapi.Error{Code: http.StatusInternalServerError, Errors: []googleapi.ErrorItem{{Reason: "backendError"}}}, "backendError", capacity.Unknown, true},
+		"not an API error": {errors.New("connection refused"), "", capacity.Unknown, false},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -240,6 +240,11 @@ func TestWrongProjectNamesTheSetting(t *testing.T) {
 	if _, err := c.List(t.Context(), nil); err == nil || !strings.Contains(err.Error(), "--gce-project") {
 		t.Errorf("list: %v", err)
 	}
+	o := capacity.Offering{Provider: "gce", InstanceType: "a3-highgpu-1g", Zone: "us-central1-a", Market: capacity.Spot, GPUs: 1}
+	_, err = c.Acquire(t.Context(), request("wrong-project", 1, o))
+	if capacity.ClassOf(err) != capacity.Config || !strings.Contains(err.Error(), "--gce-project") {
+		t.Errorf("acquire: %v (class %s), want config naming --gce-project", err, capacity.ClassOf(err))
+	}
 }
 
 func TestThrottledAcquireLeavesTheRetryToTheActivity(t *testing.T) {
