@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -27,7 +28,7 @@ func gcesim(args []string) int {
 	var (
 		listen    = fs.String("listen", "127.0.0.1:8085", "address to serve Compute Engine's API on (point clients at http://ADDR/compute/v1/); the sim's controls are under /sim/")
 		traces    = fs.String("traces", "", "directory of availability traces named ZONE_GPU_COUNT.json (such as us-central1-a_h100_1.json), or "+sim.BuiltIn+gceapi.BuiltInMarket+" (the default: 13 zones of H100 spot)")
-		ec2Traces = fs.String("ec2-traces", "", "also sell the EC2 market of these traces (as worker ec2-sim --traces) in the same market; default none")
+		ec2Traces = fs.String("ec2-traces", "", "also sell the EC2 market of these traces (as worker ec2-sim --traces) in the same market, over EC2's Query API at http://ADDR/; default none")
 		speed     = fs.Float64("speed", 1, "trace ticks per second; 0 keeps the market still until POST /sim/advance")
 		start     = fs.Int("start", 0, "trace tick the market opens at")
 		odGPUs    = fs.Int("quota-ondemand-gpus", 0, "account quota of on-demand GPUs (QUOTA_EXCEEDED); 0 is unlimited")
@@ -111,7 +112,12 @@ func gcesim(args []string) int {
 	if *projects != "" {
 		opts = append(opts, gceapi.WithProjects(strings.Split(*projects, ",")...))
 	}
-	srv, err := gceapi.Start(cloud, *listen, log, ec2api.RequireToken(token, cloud.ControlHandler()), opts...)
+	others := http.NewServeMux()
+	others.Handle("/sim/", ec2api.RequireToken(token, cloud.ControlHandler()))
+	if *ec2Traces != "" {
+		others.Handle("/", ec2api.New(cloud, log))
+	}
+	srv, err := gceapi.Start(cloud, *listen, log, others, opts...)
 	if err != nil {
 		return bad("--listen %s: %v", *listen, err)
 	}
