@@ -165,9 +165,31 @@ func (c *Cloud) applyStockLocked(now time.Time) {
 		running := spot[key] // newest first
 		stock = p.stock(c.tick, c.cfg.Tick)
 		for i := 0; i < len(running)-stock; i++ {
-			c.noticeLocked(running[i], now.Add(c.cfg.NoticeWindow), fmt.Sprintf("spot stock of %s fell to %d at tick %d with %d running", key, stock, c.tick, len(running)))
+			c.noticeLocked(running[i], now.Add(c.noticeWindow(p)), fmt.Sprintf("spot stock of %s fell to %d at tick %d with %d running", key, stock, c.tick, len(running)))
 		}
 	}
+}
+
+// noticeWindow is the time a notice in pool p leaves before the instance
+// is taken.
+func (c *Cloud) noticeWindow(p *pool) time.Duration {
+	if p.NoticeWindow > 0 {
+		return p.NoticeWindow
+	}
+	return c.cfg.NoticeWindow
+}
+
+// noticeWindowOf is the notice its pool gives an instance (the cloud's
+// default for one unknown).
+func (c *Cloud) noticeWindowOf(id string) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if inst, ok := c.instances[id]; ok {
+		if p := c.pools[Pool{Zone: inst.Offering.Zone, InstanceType: inst.Offering.InstanceType}]; p != nil {
+			return c.noticeWindow(p)
+		}
+	}
+	return c.cfg.NoticeWindow
 }
 
 // runningSpotLocked groups the spot instances holding stock (pending or

@@ -157,6 +157,7 @@ func New(cfg Config) (*Cloud, error) {
 		if lc.Logger == nil {
 			lc.Logger = cfg.Logger
 		}
+		lc.Placement = c.placement
 		if c.launcher, err = local.NewLauncher(lc); err != nil {
 			return nil, fmt.Errorf("sim: %w", err)
 		}
@@ -173,13 +174,18 @@ func New(cfg Config) (*Cloud, error) {
 func (c *Cloud) Name() string { return ProviderName }
 
 // Offerings implements capacity.Provider: every pool's on-demand offering,
-// and its spot offering if it sells spot, at today's prices.
+// and its spot offering if it sells spot, at today's prices. Pools of
+// Compute Engine's machine types are sold through its endpoint
+// (gceapi) and the gce provider, not here.
 func (c *Cloud) Offerings(_ context.Context, r spec.Resources) ([]capacity.Offering, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var all []capacity.Offering
 	for _, key := range c.order {
 		p := c.pools[key]
+		if p.itype.Cloud == CloudGCE {
+			continue
+		}
 		if p.Spot != nil {
 			all = append(all, p.offering(capacity.Spot))
 		}
@@ -267,18 +273,30 @@ func (c *Cloud) Describe(_ context.Context, id string) (capacity.Instance, capac
 }
 
 // List implements capacity.Provider; nil tags list the instances refuel
-// manages.
+// manages, but for Compute Engine's, which the gce provider lists.
 func (c *Cloud) List(_ context.Context, tags map[string]string) ([]capacity.Instance, error) {
 	if tags == nil {
 		tags = map[string]string{capacity.TagManagedBy: capacity.ManagedBy}
 	}
 	var out []capacity.Instance
 	for _, st := range c.Instances() {
-		if st.State != capacity.StateTerminated && st.State != capacity.StateStopped && local.HasTags(st.Tags, tags) {
+		if st.State != capacity.StateTerminated && st.State != capacity.StateStopped && local.HasTags(st.Tags, tags) && c.types[st.Offering.InstanceType].Cloud != CloudGCE {
 			out = append(out, st.Instance)
 		}
 	}
 	return out, nil
+}
+
+// placement is an instance's zone and whether its type is Compute
+// Engine's, for its agent's metadata.
+func (c *Cloud) placement(id string) (zone string, gce bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	inst, ok := c.instances[id]
+	if !ok {
+		return "", false
+	}
+	return inst.Offering.Zone, c.types[inst.Offering.InstanceType].Cloud == CloudGCE
 }
 
 // Status returns an instance as the sim sees it, or *capacity.NotFoundError.
