@@ -71,9 +71,10 @@ func TestOutputKeptInStore(t *testing.T) {
 		t.Errorf("stored stderr (-want +got):\n%s", diff)
 	}
 	agent := streamLines(out, checkpoint.AgentStream)
-	if len(agent) != 3 || !strings.HasPrefix(agent[0], "no checkpoint in ") ||
-		!strings.HasPrefix(agent[1], fmt.Sprintf("attempt 3 on i-0123: running [%q] in %s", os.Args[0], cfg.Dir)) ||
-		agent[2] != "trainer exited with code 0: completed" {
+	if len(agent) != 4 || !strings.HasPrefix(agent[0], "no checkpoint in ") ||
+		!strings.HasPrefix(agent[1], "environment: ") ||
+		!strings.HasPrefix(agent[2], fmt.Sprintf("attempt 3 on i-0123: running [%q] in %s", os.Args[0], cfg.Dir)) ||
+		agent[3] != "trainer exited with code 0: completed" {
 		t.Errorf("the agent's lines: %q", agent)
 	}
 	if h.storedOutput(1) != "" {

@@ -45,9 +45,11 @@ func TestMachineKeepsTheImageAndWithholdsRefuels(t *testing.T) {
 }
 
 // notSecret are the variables refuel's code reads that are no secret of
-// refuel's and so reach a job as the machine has them: where the user is,
-// whether it runs in Kubernetes, the demo trainer's knobs.
-var notSecret = []string{"USER", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "FAKE_STEPS", "FAKE_LINES"}
+// refuel's and so reach a job as the machine has them: who the user is,
+// whether it runs in Kubernetes, where a Compute Engine instance's
+// metadata server is (as Google's own clients read it), the demo
+// trainer's knobs.
+var notSecret = []string{"USER", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "GCE_METADATA_HOST", "FAKE_STEPS", "FAKE_LINES"}
 
 // TestEveryVariableRefuelReadsIsWithheld reads refuel's source for every
 // environment variable it reads (os.Getenv, os.LookupEnv, the flag
