@@ -32,11 +32,15 @@ func TestServiceWithCommandRunsReplicasAsWorkloads(t *testing.T) {
 			mu.Lock()
 			started = append(started, in.ID)
 			mu.Unlock()
-			if workflow.GetSignalChannel(ctx, workflows.SignalReplicaDrain).Receive(ctx, nil); ctx.Err() == nil {
+			sel := workflow.NewSelector(ctx)
+			sel.AddReceive(workflow.GetSignalChannel(ctx, workflows.SignalReplicaDrain), func(c workflow.ReceiveChannel, _ bool) {
+				c.Receive(ctx, nil)
 				mu.Lock()
 				drained = append(drained, in.ID)
 				mu.Unlock()
-			}
+			})
+			sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
+			sel.Select(ctx)
 			err := workflow.Await(ctx, func() bool { return false })
 			mu.Lock()
 			cancelled = append(cancelled, in.ID)
@@ -115,6 +119,6 @@ func TestServiceWithCommandRunsReplicasAsWorkloads(t *testing.T) {
 		t.Errorf("after the drained replicas went: %v, cost %g; want one replica left and their cost kept", replicaIDs(*after), after.CostUSD)
 	}
 	if len(after.Replicas) == 1 && !slices.Contains(cancelled, after.Replicas[0].ID) || final.Endpoint != "" {
-		t.Errorf("cancel cancelled %v, final endpoint %q; want the replica left cancelled and no endpoint", cancelled, final.Endpoint)
+		t.Errorf("cancel cancelled %v with %v left, final endpoint %q; want the replica left cancelled and no endpoint", cancelled, replicaIDs(*after), final.Endpoint)
 	}
 }
