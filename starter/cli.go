@@ -72,7 +72,7 @@ was cancelled or terminated, or the check it runs failed; 2 a usage mistake.`,
 	}
 	add(groupRuns, submitCommand(), estimateCommand(), listCommand(), statusCommand(), waitCommand(), cancelCommand(), logsCommand(),
 		pauseCommand(), resumeCommand(), priorityCommand(), budgetCommand(), interruptCommand())
-	add(groupServices, serveCommand(), loadCommand(), serviceStatusCommand(), stopServiceCommand(), poolCommand(),
+	add(groupServices, serveCommand(), loadCommand(), metricsCommand(), serviceStatusCommand(), stopServiceCommand(), poolCommand(),
 		nodesCommand(), drainCommand(), undrainCommand())
 	add(groupDev, devCommand())
 	add(groupCluster, setupCommand(), drillCommand(), demoCommand(), costCommand(), uiCommand(), simCommand(), completionCommand())

@@ -72,30 +72,32 @@ func idTaken(ctx context.Context, c client.Client, id string) error {
 	return fmt.Errorf("id %s is taken by a workflow that is still running: choose another id", id)
 }
 
-// loadFlags are what `starter load` reports, and how often.
-type loadFlags struct {
+// metricsFlags are what `starter metrics` reports, and how often.
+type metricsFlags struct {
 	metrics autoscale.Metrics // At is set as each report is sent
 	every   time.Duration     // 0 sends one report
 	span    time.Duration
 }
 
 // reports is how many reports cover span, one every interval.
-func (f loadFlags) reports() int {
+func (f metricsFlags) reports() int {
 	if f.every == 0 {
 		return 1
 	}
 	return int((f.span + f.every - 1) / f.every)
 }
 
-func loadCommand() *cobra.Command {
+// metricsCommand is `starter metrics`: the metrics signal, for load an
+// external source observes (a balancer reports its own as traffic).
+func metricsCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:     "load ID --qps N [--every D --for D]",
-		Short:   "report a service's load (also --queue, --gpu-util, --replicas)",
-		Example: "  starter load chat-13b --qps 40 --every 5s --for 2m",
-		Args:    exactArgs(1, "give one service id: starter load ID --qps N"),
+		Use:     "metrics ID --qps N [--every D --for D]",
+		Short:   "report a service's load as the metrics signal (also --queue, --gpu-util, --replicas)",
+		Example: "  starter metrics chat-13b --qps 40 --every 5s --for 2m",
+		Args:    exactArgs(1, "give one service id: starter metrics ID --qps N"),
 	}
 	conn := addClientFlags(cmd)
-	f := addLoadFlags(cmd.Flags())
+	f := addMetricsFlags(cmd.Flags())
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := f.check(cmd.Flags()); err != nil {
 			return err
@@ -103,14 +105,14 @@ func loadCommand() *cobra.Command {
 		// Ctrl-C ends a long run of reports cleanly.
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 		defer stop()
-		return conn.withClient(ctx, func(c client.Client) error { return sendLoad(ctx, c, args[0], *f, cmd.OutOrStdout()) })
+		return conn.withClient(ctx, func(c client.Client) error { return sendMetrics(ctx, c, args[0], *f, cmd.OutOrStdout()) })
 	}
 	return cmd
 }
 
-// addLoadFlags adds load's flags to fs.
-func addLoadFlags(fs *pflag.FlagSet) *loadFlags {
-	f := &loadFlags{}
+// addMetricsFlags adds metrics' flags to fs.
+func addMetricsFlags(fs *pflag.FlagSet) *metricsFlags {
+	f := &metricsFlags{}
 	fs.Float64Var(&f.metrics.QPS, "qps", 0, "requests per second arriving (required)")
 	fs.Float64Var(&f.metrics.QueueLength, "queue", 0, "requests waiting for a replica")
 	fs.Float64Var(&f.metrics.GPUUtilization, "gpu-util", 0, "ready replicas' mean GPU busy share, 0 to 1")
@@ -120,8 +122,8 @@ func addLoadFlags(fs *pflag.FlagSet) *loadFlags {
 	return f
 }
 
-// check rejects values and combinations load cannot send, naming the flag.
-func (f loadFlags) check(fs *pflag.FlagSet) error {
+// check rejects values and combinations metrics cannot send, naming the flag.
+func (f metricsFlags) check(fs *pflag.FlagSet) error {
 	set := map[string]bool{}
 	fs.Visit(func(fl *pflag.Flag) { set[fl.Name] = true })
 	m := f.metrics
@@ -146,7 +148,7 @@ func (f loadFlags) check(fs *pflag.FlagSet) error {
 	return nil
 }
 
-func sendLoad(ctx context.Context, c client.Client, id string, f loadFlags, stdout io.Writer) error {
+func sendMetrics(ctx context.Context, c client.Client, id string, f metricsFlags, stdout io.Writer) error {
 	w, err := jobs.RequireType(ctx, c, id, workflows.InferenceServiceName, "only services take load reports")
 	if err != nil {
 		return err
@@ -187,7 +189,7 @@ func sendLoad(ctx context.Context, c client.Client, id string, f loadFlags, stdo
 	return nil
 }
 
-// metricsLine is one report as load prints it.
+// metricsLine is one report as metrics prints it.
 func metricsLine(id string, m autoscale.Metrics, i, n int) string {
 	replicas := "the ready replicas"
 	if m.Replicas > 0 {

@@ -81,7 +81,7 @@ var (
 	endedService   = jobs.Workflow{Type: workflows.InferenceServiceName}
 )
 
-func TestParseLoadFlags(t *testing.T) {
+func TestParseMetricsFlags(t *testing.T) {
 	cases := map[string]struct {
 		args     []string
 		want     autoscale.Metrics
@@ -108,11 +108,11 @@ func TestParseLoadFlags(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			fs := pflag.NewFlagSet("load", pflag.ContinueOnError)
-			f := addLoadFlags(fs)
+			fs := pflag.NewFlagSet("metrics", pflag.ContinueOnError)
+			f := addMetricsFlags(fs)
 			err := fs.Parse(tc.args)
 			if err == nil {
-				err = loadCommand().Args(nil, fs.Args())
+				err = metricsCommand().Args(nil, fs.Args())
 			}
 			if err == nil {
 				err = f.check(fs)
@@ -210,10 +210,10 @@ func TestCommandsRefuseOtherWorkflowTypes(t *testing.T) {
 			return sendRunSignal(ctx, c, "pause", workflows.SignalPause, jobs.Pause, "nope", &bytes.Buffer{})
 		}, "nope: no workflow with this id in the namespace"},
 		"load a training run": {func(c *fakeTemporal) error {
-			return sendLoad(ctx, c, "train", loadFlags{metrics: autoscale.Metrics{QPS: 1}}, &bytes.Buffer{})
+			return sendMetrics(ctx, c, "train", metricsFlags{metrics: autoscale.Metrics{QPS: 1}}, &bytes.Buffer{})
 		}, "train is a training run, not an inference service: only services take load reports"},
 		"load an ended service": {func(c *fakeTemporal) error {
-			return sendLoad(ctx, c, "old", loadFlags{metrics: autoscale.Metrics{QPS: 1}}, &bytes.Buffer{})
+			return sendMetrics(ctx, c, "old", metricsFlags{metrics: autoscale.Metrics{QPS: 1}}, &bytes.Buffer{})
 		}, "service old has ended"},
 		"stop a training run": {func(c *fakeTemporal) error { return jobs.StopService(ctx, c, "train") },
 			"train is a TrainingRun, not an InferenceService"},
@@ -254,12 +254,12 @@ func TestPauseAndStopReachTheirWorkflow(t *testing.T) {
 	}
 }
 
-func TestSendLoadRepeats(t *testing.T) {
+func TestSendMetricsRepeats(t *testing.T) {
 	c := &fakeTemporal{workflows: map[string]jobs.Workflow{"chat": runningService}}
-	f := loadFlags{metrics: autoscale.Metrics{QPS: 12, QueueLength: 3}, every: 10 * time.Millisecond, span: 30 * time.Millisecond}
+	f := metricsFlags{metrics: autoscale.Metrics{QPS: 12, QueueLength: 3}, every: 10 * time.Millisecond, span: 30 * time.Millisecond}
 	var out bytes.Buffer
 	start := time.Now()
-	if err := sendLoad(context.Background(), c, "chat", f, &out); err != nil {
+	if err := sendMetrics(context.Background(), c, "chat", f, &out); err != nil {
 		t.Fatal(err)
 	}
 	if len(c.signals) != 3 {
