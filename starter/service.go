@@ -54,9 +54,38 @@ func serve(ctx context.Context, c client.Client, ss spec.ServiceSpec, stdout io.
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "started service %s (run %s)\n  watch: starter service-status %s --watch\n  load:  starter load %s --qps N\n  stop:  starter stop-service %s\n",
-		ss.ID, run.GetRunID(), ss.ID, ss.ID, ss.ID)
+	fmt.Fprintf(stdout, "started service %s (run %s)\n", ss.ID, run.GetRunID())
+	if !ss.Serves() {
+		fmt.Fprintln(stdout, "  endpoint: none, capacity-only (no command)")
+	} else if ep := awaitEndpoint(ctx, c, ss.ID, endpointWait); ep != "" {
+		fmt.Fprintf(stdout, "  endpoint: http://%s\n", ep)
+	} else {
+		fmt.Fprintf(stdout, "  endpoint: not yet (a balancer reports it once the service runs): starter service-status %s\n", ss.ID)
+	}
+	fmt.Fprintf(stdout, "  watch: starter service-status %s --watch\n  load:  starter load %s --qps N\n  stop:  starter stop-service %s\n",
+		ss.ID, ss.ID, ss.ID)
 	return nil
+}
+
+// endpointWait is how long `starter serve` waits for a balancer to
+// report the service's endpoint before it says where to look.
+const endpointWait = 10 * time.Second
+
+// awaitEndpoint polls the service's status until its endpoint is known,
+// for at most wait; "" when it is not by then.
+func awaitEndpoint(ctx context.Context, c client.Client, id string, wait time.Duration) string {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		if st, err := jobs.ServiceStatus(ctx, c, id); err == nil && st.Endpoint != "" {
+			return st.Endpoint
+		}
+		select {
+		case <-ctx.Done():
+			return ""
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // idTaken explains a refused start. Unlike a job id, a service id can be
@@ -289,6 +318,18 @@ func printServiceStatus(w io.Writer, st inference.Status) {
 	if m := st.Market; m != nil {
 		fmt.Fprintf(w, "why        %s\n", m.Why)
 	}
+	switch {
+	case st.Mode == inference.ModeCapacityOnly:
+		fmt.Fprintln(w, "endpoint   none: capacity-only (no command), its replicas hold instances and serve nothing")
+	case st.Endpoint != "":
+		fmt.Fprintf(w, "endpoint   http://%s\n", st.Endpoint)
+	case st.Mode == inference.ModeServing:
+		fmt.Fprintln(w, "endpoint   not yet: no balancer has reported (every worker runs one, or `worker balancer`)")
+	}
+	if t := st.Traffic; t != nil {
+		fmt.Fprintf(w, "traffic    %.1f req/s, %d in flight, %d queued, p50 %s p99 %s, %d errors, %.1f%% within the SLO\n",
+			t.RPS, t.InFlight, t.Queued, latency(t.LatencyP50Seconds), latency(t.LatencyP99Seconds), t.Errors, 100*t.SLOShare)
+	}
 	fmt.Fprintf(w, "fleet      %d ready, %d starting, %d warm\n", st.Ready, st.Starting, st.Warm)
 	if st.ReplicasLost > 0 {
 		fmt.Fprintf(w, "lost       %d replicas whose instance the cloud took back, each replaced\n", st.ReplicasLost)
@@ -317,9 +358,9 @@ func printServiceStatus(w io.Writer, st inference.Status) {
 	if len(st.Replicas) == 0 {
 		fmt.Fprintln(w, "replicas   none")
 	} else {
-		rows := [][]string{{"ID", "STATE", "LAYER", "MARKET", "ZONE", "INSTANCE", "$/H"}}
+		rows := [][]string{{"ID", "STATE", "LAYER", "MARKET", "ZONE", "INSTANCE", "$/H", "ENDPOINT"}}
 		for _, r := range st.Replicas {
-			row := []string{r.ID, string(r.State), orDash(string(r.Layer)), "-", "-", "-", "-"}
+			row := []string{r.ID, string(r.State), orDash(string(r.Layer)), "-", "-", "-", "-", orDash(r.Endpoint)}
 			if in := r.Instance; in != nil {
 				row[3], row[4], row[5], row[6] = in.Market, in.Zone, in.ID, fmt.Sprintf("%.4f", in.PricePerHour)
 			}
@@ -486,4 +527,9 @@ func writeTable(w io.Writer, indent string, rows [][]string) {
 		fmt.Fprintln(tw, indent+strings.Join(r, "\t"))
 	}
 	tw.Flush()
+}
+
+// latency is a latency in seconds, to the millisecond.
+func latency(s float64) time.Duration {
+	return time.Duration(s * float64(time.Second)).Round(time.Millisecond)
 }
