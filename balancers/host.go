@@ -98,8 +98,11 @@ type service struct {
 	ln       net.Listener
 	addr     string
 	settings serving.Settings // as last read
-	statusAt time.Time // last status read
-	running  bool      // in the latest list
+	statusAt time.Time        // last status read
+	running  bool             // in the latest list
+	// capacityOnly services have no balancer; a spec does not change, so
+	// their status is not read again.
+	capacityOnly bool
 	// reportedAt is when its latest report went; active whether that
 	// report carried any traffic.
 	reportedAt time.Time
@@ -183,7 +186,7 @@ func (h *Host) Sync(ctx context.Context) {
 	h.mu.Lock()
 	var ids []string
 	for id, s := range h.services {
-		if s.running {
+		if s.running && !s.capacityOnly {
 			ids = append(ids, id)
 		}
 	}
@@ -264,6 +267,7 @@ func (h *Host) apply(ctx context.Context, id string, st Status, err error, now t
 			h.closeLocked(s, "the service serves no requests (capacity only)")
 			h.services[id] = &service{id: id, statusAt: now, running: true}
 		}
+		h.services[id].capacityOnly = true
 		return
 	}
 	if s.srv == nil {

@@ -24,10 +24,11 @@ type fakeSource struct {
 	errs     map[string]error
 	listErr  error
 	reported map[string][]serving.Report
+	reads    map[string]int
 }
 
 func newFake() *fakeSource {
-	return &fakeSource{status: map[string]Status{}, errs: map[string]error{}, reported: map[string][]serving.Report{}}
+	return &fakeSource{status: map[string]Status{}, errs: map[string]error{}, reported: map[string][]serving.Report{}, reads: map[string]int{}}
 }
 
 func (f *fakeSource) Services(context.Context) ([]string, error) {
@@ -39,6 +40,7 @@ func (f *fakeSource) Services(context.Context) ([]string, error) {
 func (f *fakeSource) Status(_ context.Context, id string) (Status, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.reads[id]++
 	return f.status[id], f.errs[id]
 }
 
@@ -117,7 +119,9 @@ func TestLearnsReplicaChangesWithinASecond(t *testing.T) {
 	// list is not due yet; the status is read all the same.
 	draining := r1
 	draining.State = serving.ReplicaDraining
-	src.set(func() { src.status["chat"] = Status{Replicas: []serving.Replica{draining, r2}, Serving: &serving.Settings{}} })
+	src.set(func() {
+		src.status["chat"] = Status{Replicas: []serving.Replica{draining, r2}, Serving: &serving.Settings{}}
+	})
 	c.t = c.t.Add(DefaultPollEvery)
 	h.Sync(context.Background())
 	for range 3 {
@@ -132,6 +136,11 @@ func TestLearnsReplicaChangesWithinASecond(t *testing.T) {
 	if got := ask(t, ep); got != "200 r1" {
 		t.Fatalf("after r2 is lost: %q", got)
 	}
+	src.set(func() {
+		if src.reads["batch"] != 1 || src.reads["chat"] != 3 {
+			t.Errorf("status reads %v: want chat's every round, the capacity-only batch's once", src.reads)
+		}
+	})
 }
 
 func TestKeepsTheLastSetWhileStatusFailsAndClosesEndedServices(t *testing.T) {
@@ -234,7 +243,9 @@ func TestRestartedHostRelearns(t *testing.T) {
 	ep := h.Endpoint("chat")
 	h.Close()
 
-	src.set(func() { src.status["chat"] = Status{Endpoint: ep, Replicas: []serving.Replica{r1}, Serving: &serving.Settings{}} })
+	src.set(func() {
+		src.status["chat"] = Status{Endpoint: ep, Replicas: []serving.Replica{r1}, Serving: &serving.Settings{}}
+	})
 	h2 := newHost(src, c)
 	defer h2.Close()
 	h2.Sync(context.Background())

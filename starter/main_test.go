@@ -24,6 +24,7 @@ var documented = map[string]bool{
 	"sim": false, "completion": false, "ui": true, "scale-bench": false, "sim-bench": false, "autoscale-bench": false,
 	"bench scale": false, "bench sim": false, "bench autoscale": false,
 	"estimate": false, "estimate-bench": false, "bench estimate": false,
+	"serve-bench": false, "bench serve": false,
 }
 
 func TestEveryDocumentedCommandExistsWithTheClientFlags(t *testing.T) {
