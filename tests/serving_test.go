@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"refuel/balancers"
 	"refuel/controlplane"
 	"refuel/jobs"
 	"refuel/pkg/spec"
@@ -36,24 +35,6 @@ func servingSpec(id string, edit func(*spec.ServiceSpec)) spec.ServiceSpec {
 	}
 	ss.Normalize()
 	return ss
-}
-
-// startBalancers runs a balancer host against the stack, as every worker
-// (or `worker balancer`) does, until the test ends.
-func startBalancers(t *testing.T, s *controlplane.Stack) *balancers.Host {
-	t.Helper()
-	h := balancers.New(balancers.Temporal{Client: s.Client, Namespace: "default"}, balancers.Config{Host: "127.0.0.1", ListEvery: 200 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		h.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	return h
 }
 
 // load sends GETs through endpoint at about rps until stopped, counting
@@ -115,7 +96,7 @@ func TestServiceServesThroughItsBalancer(t *testing.T) {
 	}
 	parallel(t)
 	s := startStack(t, func(c *controlplane.Config) { c.Provider = controlplane.ProviderLocal })
-	h := startBalancers(t, s)
+	h := s.Balancers // every control-plane worker hosts the services' balancers
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ss := servingSpec("chat-serve", nil)
