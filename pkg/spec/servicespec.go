@@ -42,6 +42,7 @@ const (
 	DefaultInitialDelay     = 10 * time.Minute
 	DefaultReadinessPeriod  = 2 * time.Second
 	DefaultReadinessTimeout = time.Second
+	DefaultMaxConcurrency   = 16
 	DefaultQueueTimeout     = 30 * time.Second
 	DefaultDrainTimeout     = 30 * time.Second
 	DefaultSLOLatency       = time.Second
@@ -108,7 +109,7 @@ type ServiceSpec struct {
 	// fills it for a service with a command.
 	Readiness *Readiness `json:"readiness,omitempty"`
 	// MaxConcurrency is the requests one replica takes at once; more
-	// wait at the balancer. 0 is no limit.
+	// wait at the balancer. 0 means DefaultMaxConcurrency.
 	MaxConcurrency int `json:"max_concurrency,omitempty"`
 	// QueueTimeout is how long a request waits at the balancer for a
 	// replica before it is answered 503 with Retry-After.
@@ -209,6 +210,9 @@ func (s *ServiceSpec) Normalize() {
 	}
 	if r.Timeout == 0 {
 		r.Timeout = Duration(min(DefaultReadinessTimeout, r.Period.D()))
+	}
+	if s.MaxConcurrency == 0 {
+		s.MaxConcurrency = DefaultMaxConcurrency
 	}
 	if s.QueueTimeout == 0 {
 		s.QueueTimeout = Duration(DefaultQueueTimeout)
@@ -356,7 +360,7 @@ func (s *ServiceSpec) validateServing(fe *fieldErrors) {
 		}
 	}
 	if s.MaxConcurrency < 0 || s.MaxConcurrency > MaxConcurrency {
-		fe.add("max_concurrency", fmt.Sprintf("%d is outside 0..%d", s.MaxConcurrency, MaxConcurrency), "give the requests one replica takes at once, e.g. 8, or 0 for no limit")
+		fe.add("max_concurrency", fmt.Sprintf("%d is outside 0..%d", s.MaxConcurrency, MaxConcurrency), "give the requests one replica takes at once, e.g. 8")
 	}
 	checkRange(fe, "queue_timeout", s.QueueTimeout.D(), 0, MaxQueueTimeout, "give how long a request may wait for a replica, e.g. 30s")
 	checkRange(fe, "drain_timeout", s.DrainTimeout.D(), 0, MaxDrainTimeout, "give how long a replica finishes its requests before release, e.g. 30s")

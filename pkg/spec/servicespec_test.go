@@ -172,7 +172,7 @@ func TestParseServiceSpecServingDefaults(t *testing.T) {
 	if diff := cmp.Diff(*got.Readiness, want); diff != "" {
 		t.Errorf("readiness got(-), want(+):\n%s", diff)
 	}
-	if !got.Serves() || got.QueueTimeout.D() != DefaultQueueTimeout || got.DrainTimeout.D() != DefaultDrainTimeout || got.SLO.Latency.D() != DefaultSLOLatency {
+	if !got.Serves() || got.QueueTimeout.D() != DefaultQueueTimeout || got.DrainTimeout.D() != DefaultDrainTimeout || got.SLO.Latency.D() != DefaultSLOLatency || got.MaxConcurrency != DefaultMaxConcurrency {
 		t.Errorf("serving defaults not filled: %+v", got)
 	}
 	if by := got.Readiness.ReadyBy(); by != DefaultInitialDelay+DefaultReadinessPeriod+DefaultReadinessTimeout {
@@ -182,7 +182,7 @@ func TestParseServiceSpecServingDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plain.Serves() || plain.Readiness != nil || plain.SLO != nil || plain.QueueTimeout != 0 {
+	if plain.Serves() || plain.Readiness != nil || plain.SLO != nil || plain.QueueTimeout != 0 || plain.MaxConcurrency != 0 {
 		t.Errorf("a capacity-only spec got serving fields: %+v", plain)
 	}
 }
@@ -207,7 +207,7 @@ func TestServiceSpecValidateNamesBadServingFields(t *testing.T) {
 		"slo":                 {func(s *ServiceSpec) { s.SLO.Latency = Duration(-time.Second) }, []string{"slo.latency"}},
 		"concurrency target":  {func(s *ServiceSpec) { s.Target.Concurrency = -1 }, []string{"target.concurrency"}},
 		"serving without command": {func(s *ServiceSpec) { s.Command = nil; s.Target.Concurrency = 2 },
-			[]string{"readiness", "queue_timeout", "drain_timeout", "slo", "target.concurrency"}},
+			[]string{"readiness", "max_concurrency", "queue_timeout", "drain_timeout", "slo", "target.concurrency"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
