@@ -23,7 +23,8 @@ const (
 	// as a ServiceReplica child (a workload: acquisition, attempt and
 	// recovery of runs and environments) instead of acquiring it itself,
 	// drains it on scale-in, and takes its balancer's traffic reports.
-	// Only services with a command reach it. Guarded by
-	// TestServiceWithCommandRunsReplicasAsWorkloads.
+	// Only services with a command reach it. Recorded in
+	// inference-service-serving.json; the history of one of its
+	// replicas, a ServiceReplica, is recorded beside it (service-replica).
 	servingReplicasVersion = "serving-replicas"
 )
