@@ -201,3 +201,67 @@ func waitNoInstances(t *testing.T, ctx context.Context, s *controlplane.Stack) {
 		}
 	}
 }
+
+// TestServiceDrainsASpotReplicaOnNotice: a spot replica of a serving
+// service on the simulated cloud is served an interruption notice under
+// load: status shows it draining at once, the balancer sends it nothing
+// new, what it held finishes, and it comes back on a new instance; no
+// request fails.
+func TestServiceDrainsASpotReplicaOnNotice(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed")
+	}
+	parallel(t)
+	s := startStack(t, func(c *controlplane.Config) {
+		c.Provider = controlplane.ProviderSim
+		c.Sim = controlplane.SimConfig{Notice: 20 * time.Second}
+	})
+	h := s.Balancers
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ss := servingSpec("chat-spot-serve", func(ss *spec.ServiceSpec) {
+		ss.MinReplicas, ss.MaxReplicas = 2, 2
+		ss.Placement = spec.PlacementSpotFirst
+	})
+	if _, err := jobs.StartService(ctx, s.Client, ss); err != nil {
+		t.Fatal(err)
+	}
+	first := waitService(t, ctx, s, ss.ID, func(st inference.Status) bool { return st.Ready == 2 && h.Endpoint(ss.ID) != "" })
+	victim := first.Replicas[0]
+	if victim.Instance == nil || victim.Instance.Market != "spot" {
+		t.Fatalf("replica %+v; want it on spot", victim)
+	}
+	l := sendLoad(func() string { return h.Endpoint(ss.ID) }, 20)
+	time.Sleep(time.Second)
+	if _, err := jobs.Interrupt(ctx, s.Client, victim.Instance.ID, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitService(t, ctx, s, ss.ID, func(st inference.Status) bool {
+		for _, r := range st.Replicas {
+			if r.ID == victim.ID && r.State == inference.ReplicaDraining {
+				return true
+			}
+		}
+		return false
+	})
+	back := waitService(t, ctx, s, ss.ID, func(st inference.Status) bool {
+		for _, r := range st.Replicas {
+			if r.ID == victim.ID && r.State == inference.ReplicaReady && r.Instance != nil && r.Instance.ID != victim.Instance.ID {
+				return st.Ready == 2
+			}
+		}
+		return false
+	})
+	time.Sleep(time.Second)
+	ok, failed := l.end()
+	if failed != 0 || ok == 0 {
+		t.Errorf("through the notice: %d answered, %d failed; want every request answered", ok, failed)
+	}
+	if back.ReplicasLost != 0 {
+		t.Errorf("replicas_lost %d; a replica preempted with notice drains, it is not lost", back.ReplicasLost)
+	}
+	if err := jobs.StopService(ctx, s.Client, ss.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitNoInstances(t, ctx, s)
+}
