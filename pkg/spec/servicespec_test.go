@@ -232,3 +232,14 @@ func TestServiceSpecValidateNamesBadServingFields(t *testing.T) {
 		})
 	}
 }
+
+// The serving example beside the PyTorch trainer is valid as shipped.
+func TestExampleServingSpec(t *testing.T) {
+	s, err := ReadServiceSpec(filepath.Join("..", "..", "examples", "pytorch", "serve.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Serves() || s.Readiness.Path != "/healthz" || s.Target.Concurrency != 4 {
+		t.Errorf("serving example read as %+v", s)
+	}
+}
