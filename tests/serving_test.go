@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"refuel/balancers"
 	"refuel/controlplane"
 	"refuel/jobs"
 	"refuel/pkg/spec"
@@ -259,6 +260,69 @@ func TestServiceDrainsASpotReplicaOnNotice(t *testing.T) {
 	}
 	if back.ReplicasLost != 0 {
 		t.Errorf("replicas_lost %d; a replica preempted with notice drains, it is not lost", back.ReplicasLost)
+	}
+	if err := jobs.StopService(ctx, s.Client, ss.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitNoInstances(t, ctx, s)
+}
+
+// runBalancers runs a balancer host against the stack, as `worker
+// balancer` does; the returned func kills it (its listeners close).
+func runBalancers(s *controlplane.Stack) (*balancers.Host, func()) {
+	h := balancers.New(balancers.Temporal{Client: s.Client, Namespace: "default"}, balancers.Config{Host: "127.0.0.1", ListEvery: 200 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.Run(ctx)
+	}()
+	return h, func() { cancel(); <-done }
+}
+
+// TestServiceOutlivesItsBalancer: the balancer is killed and started
+// again; the service goes on, and the new balancer learns its replicas
+// from status and serves at the endpoint status names.
+func TestServiceOutlivesItsBalancer(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed")
+	}
+	parallel(t)
+	s := startStack(t, func(c *controlplane.Config) {
+		c.Provider = controlplane.ProviderLocal
+		c.Balancers.Off = true // the test runs its own, as `worker balancer`
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ss := servingSpec("chat-relearn", func(ss *spec.ServiceSpec) { ss.MaxReplicas = 1 })
+	if _, err := jobs.StartService(ctx, s.Client, ss); err != nil {
+		t.Fatal(err)
+	}
+	h, kill := runBalancers(s)
+	before := waitService(t, ctx, s, ss.ID, func(st inference.Status) bool { return st.Ready == 1 && st.Endpoint != "" && h.Endpoint(ss.ID) != "" })
+	l := sendLoad(func() string { return before.Endpoint }, 10)
+	time.Sleep(time.Second)
+	ok, failed := l.end()
+	if ok == 0 || failed != 0 {
+		t.Fatalf("before the kill: %d answered, %d failed", ok, failed)
+	}
+	kill()
+	h2, kill2 := runBalancers(s)
+	defer kill2()
+	for ctx.Err() == nil && h2.Endpoint(ss.ID) == "" {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := h2.Endpoint(ss.ID); got != before.Endpoint {
+		t.Errorf("the new balancer listens at %q; want the endpoint status names, %q", got, before.Endpoint)
+	}
+	l = sendLoad(func() string { return h2.Endpoint(ss.ID) }, 10)
+	time.Sleep(2 * time.Second)
+	ok, failed = l.end()
+	if ok == 0 || failed != 0 {
+		t.Errorf("after the restart: %d answered, %d failed; want the replica learned again and every request answered", ok, failed)
+	}
+	if st, err := jobs.ServiceStatus(ctx, s.Client, ss.ID); err != nil || st.Ready != 1 {
+		t.Errorf("service after its balancer's restart: %+v, %v; want it running on with its replica", st.Ready, err)
 	}
 	if err := jobs.StopService(ctx, s.Client, ss.ID); err != nil {
 		t.Fatal(err)
