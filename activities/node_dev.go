@@ -37,6 +37,18 @@ type DevInput struct {
 	NoticeGrace time.Duration `json:"notice_grace,omitempty"`
 	// SampleEvery is how often the agent samples use; 0 is 5s.
 	SampleEvery time.Duration `json:"sample_every,omitempty"`
+	// Ready, when set, makes the attempt a service replica's: its
+	// command is the model server, ready at the first 2xx of the probe
+	// (agent.Readiness), its files never saved.
+	Ready *ReadyInput `json:"ready,omitempty"`
+}
+
+// ReadyInput is a service replica's readiness probe (spec.Readiness).
+type ReadyInput struct {
+	Path         string        `json:"path"`
+	InitialDelay time.Duration `json:"initial_delay"`
+	Period       time.Duration `json:"period"`
+	Timeout      time.Duration `json:"timeout"`
 }
 
 // Progress kinds of a development environment's attempt, signalled
@@ -71,6 +83,9 @@ type DevProgress struct {
 	InUse      bool      `json:"in_use,omitempty"`
 	// Usage is the latest sample: connections and GPU use.
 	Usage devenv.Sample `json:"usage"`
+	// LoadSeconds is how long a model server took from its start to its
+	// first ready probe: its model-load time.
+	LoadSeconds float64 `json:"load_seconds,omitempty"`
 }
 
 // Activity is what the report says of the environment's use, with the
@@ -88,8 +103,10 @@ type DevResult struct {
 	// RanSeconds is how long the command ran, and Served whether its
 	// endpoint ever answered: what devenv.CommandExit judges a command
 	// that ended by itself on.
-	RanSeconds float64   `json:"ran_seconds"`
-	Served     bool      `json:"served"`
+	RanSeconds float64 `json:"ran_seconds"`
+	Served     bool    `json:"served"`
+	// NeverReady: a model server stopped for not getting ready in time.
+	NeverReady bool      `json:"never_ready,omitempty"`
 	LastActive time.Time `json:"last_active,omitzero"`
 	// Saved reports that the workspace as the command left it is in the
 	// store. When it is not (the final save missed the notice's window,
@@ -115,10 +132,14 @@ func (n *Node) devConfig(in TrainingInput) (*agent.Dev, error) {
 		}
 		ws = dir
 	}
-	return &agent.Dev{
+	out := &agent.Dev{
 		Workspace: ws, SaveEvery: d.SaveEvery, Host: d.Host, Port: d.Port, SharedHost: n.SharedHost,
 		NoticeGrace: d.NoticeGrace, SampleEvery: d.SampleEvery, QuietAfter: devenv.QuietAfter(d.IdleTimeout),
-	}, nil
+	}
+	if r := d.Ready; r != nil {
+		out.Ready = &agent.Readiness{Path: r.Path, InitialDelay: r.InitialDelay, Period: r.Period, Timeout: r.Timeout}
+	}
+	return out, nil
 }
 
 // devOutcome adds to out what a development environment's attempt did,
@@ -133,7 +154,18 @@ func devOutcome(in TrainingInput, res agent.Result, out *TrainingResult) {
 	}
 	out.Dev = &DevResult{
 		Endpoint: d.Endpoint, Workspace: d.Workspace, Started: d.Started, RanSeconds: d.Ran.Seconds(), Served: d.Served,
-		LastActive: d.LastActive, Saved: d.Saved, SaveError: d.SaveError, UnsavedSeconds: d.Unsaved.Seconds(),
+		LastActive: d.LastActive, Saved: d.Saved, SaveError: d.SaveError, UnsavedSeconds: d.Unsaved.Seconds(), NeverReady: d.NeverReady,
+	}
+	if r := in.Dev.Ready; r != nil && (res.Outcome == agent.Completed || res.Outcome == agent.Failed) {
+		// A model server ends only when stopped: any other end fails the
+		// replica, which is replaced.
+		why := "the model server exited with code " + fmt.Sprint(res.ExitCode)
+		if d.NeverReady {
+			why = fmt.Sprintf("the model server did not answer GET %s with 2xx within %s", r.Path, r.InitialDelay+r.Period+r.Timeout)
+		}
+		out.Outcome = OutcomeFailed
+		out.Message = fmt.Sprintf("%s; its last lines:\n%s\n(whole output: starter logs %s --attempt %d)", why, res.Stderr, in.Spec.ID, in.Attempt)
+		return
 	}
 	if res.Outcome == agent.Completed || res.Outcome == agent.Failed {
 		state, why := devenv.CommandExit{Code: res.ExitCode, Ran: d.Ran, Served: d.Served, Output: res.Stderr}.Verdict()
@@ -155,7 +187,8 @@ func (r *reporter) devEvent(e agent.Event) bool {
 	d := e.Dev
 	r.mu.Lock()
 	prev := r.progress.Dev
-	now := &DevProgress{Endpoint: d.Endpoint, Workspace: d.Workspace, Serving: d.Serving, LastActive: d.LastActive, InUse: d.InUse, Usage: d.Sample}
+	now := &DevProgress{Endpoint: d.Endpoint, Workspace: d.Workspace, Serving: d.Serving, LastActive: d.LastActive, InUse: d.InUse, Usage: d.Sample,
+		LoadSeconds: d.LoadTime.Seconds()}
 	if prev != nil {
 		now.Since = prev.Since
 	}

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc"
 
 	"refuel/activities"
+	"refuel/balancers"
 	"refuel/internal/cluster"
 	"refuel/internal/inflight"
 	"refuel/internal/telemetry"
@@ -115,6 +116,15 @@ type Config struct {
 	// of the deployment shares (see marketmem); default
 	// file://<DataDir>/market-memory, or mem:// with InMemory.
 	MarketMemory string
+	// Balancers is this worker's host of the running services' balancers.
+	Balancers BalancersConfig
+}
+
+// BalancersConfig is where a control plane's balancers listen, or that
+// it runs none.
+type BalancersConfig struct {
+	Off  bool
+	Host string // default 127.0.0.1
 }
 
 // How instances are hosted (Config.Instances, worker --instances).
@@ -142,6 +152,8 @@ type Stack struct {
 	// Virtual starts the node agents of virtual instances; nil unless
 	// Config.Instances is InstancesVirtual.
 	Virtual *nodeagent.Virtual
+	// Balancers hosts the running services' balancers; nil when off.
+	Balancers *balancers.Host
 	// EC2Endpoint is where the in-process sim serves EC2's API, if it does.
 	EC2Endpoint string
 	// CodecURL is where the codec server answers, "" when none runs.
@@ -263,6 +275,11 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	}
 	if err := s.Metrics.Registry.Register(newStateCollector(layered, s.Client, opts.Namespace, cfg.Pools != nil, cfg.Logger.Named("metrics"))); err != nil {
 		return nil, err
+	}
+	if !cfg.Balancers.Off {
+		if err := s.startBalancers(opts.Namespace); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.MetricsAddr != "-" {
 		if s.metrics, err = s.Metrics.Serve(cfg.MetricsAddr, telemetry.Health(s.readiness(), 5*time.Second)); err != nil {

@@ -72,7 +72,7 @@ was cancelled or terminated, or the check it runs failed; 2 a usage mistake.`,
 	}
 	add(groupRuns, submitCommand(), estimateCommand(), listCommand(), statusCommand(), waitCommand(), cancelCommand(), logsCommand(),
 		pauseCommand(), resumeCommand(), priorityCommand(), budgetCommand(), interruptCommand())
-	add(groupServices, serveCommand(), loadCommand(), serviceStatusCommand(), stopServiceCommand(), poolCommand(),
+	add(groupServices, serveCommand(), loadCommand(), metricsCommand(), serviceStatusCommand(), stopServiceCommand(), poolCommand(),
 		nodesCommand(), drainCommand(), undrainCommand())
 	add(groupDev, devCommand())
 	add(groupCluster, setupCommand(), drillCommand(), demoCommand(), costCommand(), uiCommand(), simCommand(), completionCommand())
@@ -85,7 +85,7 @@ was cancelled or terminated, or the check it runs failed; 2 a usage mistake.`,
 // top-level commands (as the Makefile and README call them) and the
 // members of `starter bench`.
 func benchCommands() []*cobra.Command {
-	return []*cobra.Command{scaleBenchCommand(), simBenchCommand(), autoscaleBenchCommand(), estimateBenchCommand()}
+	return []*cobra.Command{scaleBenchCommand(), simBenchCommand(), autoscaleBenchCommand(), estimateBenchCommand(), serveBenchCommand()}
 }
 
 // benchGroup is `starter bench`: the benchmarks apart from the commands
@@ -93,7 +93,7 @@ func benchCommands() []*cobra.Command {
 func benchGroup() *cobra.Command {
 	b := &cobra.Command{
 		Use:   "bench",
-		Short: "the benchmarks: scale, sim (market policies), autoscale and estimate",
+		Short: "the benchmarks: scale, sim (market policies), autoscale, estimate and serve",
 		Long: `The benchmarks, apart from everyday commands. Each is also a top-level
 command of the same name with -bench: starter bench scale is starter
 scale-bench.`,

@@ -18,12 +18,13 @@ import (
 var documented = map[string]bool{
 	"submit": true, "list": true, "status": true, "wait": true, "cancel": true, "logs": true,
 	"pause": true, "resume": true, "priority": true, "budget": true, "interrupt": true,
-	"serve": true, "load": true, "service-status": true, "stop-service": true, "pool": true,
+	"serve": true, "load": true, "metrics": true, "service-status": true, "stop-service": true, "pool": true,
 	"nodes": true, "drain": true, "undrain": true,
 	"setup": true, "drill": true, "demo": true, "cost": true,
 	"sim": false, "completion": false, "ui": true, "scale-bench": false, "sim-bench": false, "autoscale-bench": false,
 	"bench scale": false, "bench sim": false, "bench autoscale": false,
 	"estimate": false, "estimate-bench": false, "bench estimate": false,
+	"serve-bench": false, "bench serve": false,
 }
 
 func TestEveryDocumentedCommandExistsWithTheClientFlags(t *testing.T) {
@@ -101,6 +102,7 @@ func TestUsageMistakesExitTwoNamingTheFix(t *testing.T) {
 		"priority not a number":   {[]string{"priority", "chat", "high"}, `priority "high" is not an integer`},
 		"budget not money":        {[]string{"budget", "run", "NaN"}, "0 or more"},
 		"load without --qps":      {[]string{"load", "chat"}, "--qps is required"},
+		"metrics without --qps":   {[]string{"metrics", "chat"}, "--qps is required"},
 		"interrupt without an id": {[]string{"interrupt"}, "starter interrupt ID"},
 		"interrupt, rank -1":      {[]string{"interrupt", "run", "--node", "-1"}, "ranks count from 0"},
 		"completion of fish":      {[]string{"completion", "fish"}, "bash, or starter completion zsh"},

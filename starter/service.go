@@ -54,9 +54,38 @@ func serve(ctx context.Context, c client.Client, ss spec.ServiceSpec, stdout io.
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "started service %s (run %s)\n  watch: starter service-status %s --watch\n  load:  starter load %s --qps N\n  stop:  starter stop-service %s\n",
-		ss.ID, run.GetRunID(), ss.ID, ss.ID, ss.ID)
+	fmt.Fprintf(stdout, "started service %s (run %s)\n", ss.ID, run.GetRunID())
+	if !ss.Serves() {
+		fmt.Fprintln(stdout, "  endpoint: none, capacity-only (no command)")
+	} else if ep := awaitEndpoint(ctx, c, ss.ID, endpointWait); ep != "" {
+		fmt.Fprintf(stdout, "  endpoint: http://%s\n", ep)
+	} else {
+		fmt.Fprintf(stdout, "  endpoint: not yet (a balancer reports it once the service runs): starter service-status %s\n", ss.ID)
+	}
+	fmt.Fprintf(stdout, "  watch: starter service-status %s --watch\n  load:  starter load %s --qps N\n  stop:  starter stop-service %s\n",
+		ss.ID, ss.ID, ss.ID)
 	return nil
+}
+
+// endpointWait is how long `starter serve` waits for a balancer to
+// report the service's endpoint before it says where to look.
+const endpointWait = 10 * time.Second
+
+// awaitEndpoint polls the service's status until its endpoint is known,
+// for at most wait; "" when it is not by then.
+func awaitEndpoint(ctx context.Context, c client.Client, id string, wait time.Duration) string {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		if st, err := jobs.ServiceStatus(ctx, c, id); err == nil && st.Endpoint != "" {
+			return st.Endpoint
+		}
+		select {
+		case <-ctx.Done():
+			return ""
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // idTaken explains a refused start. Unlike a job id, a service id can be
@@ -72,30 +101,32 @@ func idTaken(ctx context.Context, c client.Client, id string) error {
 	return fmt.Errorf("id %s is taken by a workflow that is still running: choose another id", id)
 }
 
-// loadFlags are what `starter load` reports, and how often.
-type loadFlags struct {
+// metricsFlags are what `starter metrics` reports, and how often.
+type metricsFlags struct {
 	metrics autoscale.Metrics // At is set as each report is sent
 	every   time.Duration     // 0 sends one report
 	span    time.Duration
 }
 
 // reports is how many reports cover span, one every interval.
-func (f loadFlags) reports() int {
+func (f metricsFlags) reports() int {
 	if f.every == 0 {
 		return 1
 	}
 	return int((f.span + f.every - 1) / f.every)
 }
 
-func loadCommand() *cobra.Command {
+// metricsCommand is `starter metrics`: the metrics signal, for load an
+// external source observes (a balancer reports its own as traffic).
+func metricsCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:     "load ID --qps N [--every D --for D]",
-		Short:   "report a service's load (also --queue, --gpu-util, --replicas)",
-		Example: "  starter load chat-13b --qps 40 --every 5s --for 2m",
-		Args:    exactArgs(1, "give one service id: starter load ID --qps N"),
+		Use:     "metrics ID --qps N [--every D --for D]",
+		Short:   "report a service's load as the metrics signal (also --queue, --gpu-util, --replicas)",
+		Example: "  starter metrics chat-13b --qps 40 --every 5s --for 2m",
+		Args:    exactArgs(1, "give one service id: starter metrics ID --qps N"),
 	}
 	conn := addClientFlags(cmd)
-	f := addLoadFlags(cmd.Flags())
+	f := addMetricsFlags(cmd.Flags())
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := f.check(cmd.Flags()); err != nil {
 			return err
@@ -103,14 +134,14 @@ func loadCommand() *cobra.Command {
 		// Ctrl-C ends a long run of reports cleanly.
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 		defer stop()
-		return conn.withClient(ctx, func(c client.Client) error { return sendLoad(ctx, c, args[0], *f, cmd.OutOrStdout()) })
+		return conn.withClient(ctx, func(c client.Client) error { return sendMetrics(ctx, c, args[0], *f, cmd.OutOrStdout()) })
 	}
 	return cmd
 }
 
-// addLoadFlags adds load's flags to fs.
-func addLoadFlags(fs *pflag.FlagSet) *loadFlags {
-	f := &loadFlags{}
+// addMetricsFlags adds metrics' flags to fs.
+func addMetricsFlags(fs *pflag.FlagSet) *metricsFlags {
+	f := &metricsFlags{}
 	fs.Float64Var(&f.metrics.QPS, "qps", 0, "requests per second arriving (required)")
 	fs.Float64Var(&f.metrics.QueueLength, "queue", 0, "requests waiting for a replica")
 	fs.Float64Var(&f.metrics.GPUUtilization, "gpu-util", 0, "ready replicas' mean GPU busy share, 0 to 1")
@@ -120,8 +151,8 @@ func addLoadFlags(fs *pflag.FlagSet) *loadFlags {
 	return f
 }
 
-// check rejects values and combinations load cannot send, naming the flag.
-func (f loadFlags) check(fs *pflag.FlagSet) error {
+// check rejects values and combinations metrics cannot send, naming the flag.
+func (f metricsFlags) check(fs *pflag.FlagSet) error {
 	set := map[string]bool{}
 	fs.Visit(func(fl *pflag.Flag) { set[fl.Name] = true })
 	m := f.metrics
@@ -146,7 +177,7 @@ func (f loadFlags) check(fs *pflag.FlagSet) error {
 	return nil
 }
 
-func sendLoad(ctx context.Context, c client.Client, id string, f loadFlags, stdout io.Writer) error {
+func sendMetrics(ctx context.Context, c client.Client, id string, f metricsFlags, stdout io.Writer) error {
 	w, err := jobs.RequireType(ctx, c, id, workflows.InferenceServiceName, "only services take load reports")
 	if err != nil {
 		return err
@@ -187,7 +218,7 @@ func sendLoad(ctx context.Context, c client.Client, id string, f loadFlags, stdo
 	return nil
 }
 
-// metricsLine is one report as load prints it.
+// metricsLine is one report as metrics prints it.
 func metricsLine(id string, m autoscale.Metrics, i, n int) string {
 	replicas := "the ready replicas"
 	if m.Replicas > 0 {
@@ -287,6 +318,18 @@ func printServiceStatus(w io.Writer, st inference.Status) {
 	if m := st.Market; m != nil {
 		fmt.Fprintf(w, "why        %s\n", m.Why)
 	}
+	switch {
+	case st.Mode == inference.ModeCapacityOnly:
+		fmt.Fprintln(w, "endpoint   none: capacity-only (no command), its replicas hold instances and serve nothing")
+	case st.Endpoint != "":
+		fmt.Fprintf(w, "endpoint   http://%s\n", st.Endpoint)
+	case st.Mode == inference.ModeServing:
+		fmt.Fprintln(w, "endpoint   not yet: no balancer has reported (every worker runs one, or `worker balancer`)")
+	}
+	if t := st.Traffic; t != nil {
+		fmt.Fprintf(w, "traffic    %.1f req/s, %d in flight, %d queued, p50 %s p99 %s, %d errors, %.1f%% within the SLO\n",
+			t.RPS, t.InFlight, t.Queued, latency(t.LatencyP50Seconds), latency(t.LatencyP99Seconds), t.Errors, 100*t.SLOShare)
+	}
 	fmt.Fprintf(w, "fleet      %d ready, %d starting, %d warm\n", st.Ready, st.Starting, st.Warm)
 	if st.ReplicasLost > 0 {
 		fmt.Fprintf(w, "lost       %d replicas whose instance the cloud took back, each replaced\n", st.ReplicasLost)
@@ -315,9 +358,9 @@ func printServiceStatus(w io.Writer, st inference.Status) {
 	if len(st.Replicas) == 0 {
 		fmt.Fprintln(w, "replicas   none")
 	} else {
-		rows := [][]string{{"ID", "STATE", "LAYER", "MARKET", "ZONE", "INSTANCE", "$/H"}}
+		rows := [][]string{{"ID", "STATE", "LAYER", "MARKET", "ZONE", "INSTANCE", "$/H", "ENDPOINT"}}
 		for _, r := range st.Replicas {
-			row := []string{r.ID, string(r.State), orDash(string(r.Layer)), "-", "-", "-", "-"}
+			row := []string{r.ID, string(r.State), orDash(string(r.Layer)), "-", "-", "-", "-", orDash(r.Endpoint)}
 			if in := r.Instance; in != nil {
 				row[3], row[4], row[5], row[6] = in.Market, in.Zone, in.ID, fmt.Sprintf("%.4f", in.PricePerHour)
 			}
@@ -484,4 +527,9 @@ func writeTable(w io.Writer, indent string, rows [][]string) {
 		fmt.Fprintln(tw, indent+strings.Join(r, "\t"))
 	}
 	tw.Flush()
+}
+
+// latency is a latency in seconds, to the millisecond.
+func latency(s float64) time.Duration {
+	return time.Duration(s * float64(time.Second)).Round(time.Millisecond)
 }

@@ -74,7 +74,7 @@ func (s *stoppingService) QueryWorkflow(context.Context, string, string, string,
 // A load generator whose service is stopped ends saying so, as a
 // success; one whose service ended otherwise fails.
 func TestLoadEndsWhenTheServiceStops(t *testing.T) {
-	f := loadFlags{metrics: autoscale.Metrics{QPS: 12}, every: time.Millisecond, span: 5 * time.Millisecond}
+	f := metricsFlags{metrics: autoscale.Metrics{QPS: 12}, every: time.Millisecond, span: 5 * time.Millisecond}
 	for name, tc := range map[string]struct {
 		state   string
 		wantErr string
@@ -85,7 +85,7 @@ func TestLoadEndsWhenTheServiceStops(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			var out bytes.Buffer
-			err := sendLoad(context.Background(), &stoppingService{stopAfter: 2, state: tc.state}, "chat-13b", f, &out)
+			err := sendMetrics(context.Background(), &stoppingService{stopAfter: 2, state: tc.state}, "chat-13b", f, &out)
 			lines := strings.SplitAfter(out.String(), "\n")
 			switch {
 			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"refuel/pkg/serving"
 	"refuel/workflows/capacitypool"
 	"refuel/workflows/inference"
 	"refuel/workflows/workload"
@@ -81,7 +82,7 @@ var (
 	endedService   = jobs.Workflow{Type: workflows.InferenceServiceName}
 )
 
-func TestParseLoadFlags(t *testing.T) {
+func TestParseMetricsFlags(t *testing.T) {
 	cases := map[string]struct {
 		args     []string
 		want     autoscale.Metrics
@@ -108,11 +109,11 @@ func TestParseLoadFlags(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			fs := pflag.NewFlagSet("load", pflag.ContinueOnError)
-			f := addLoadFlags(fs)
+			fs := pflag.NewFlagSet("metrics", pflag.ContinueOnError)
+			f := addMetricsFlags(fs)
 			err := fs.Parse(tc.args)
 			if err == nil {
-				err = loadCommand().Args(nil, fs.Args())
+				err = metricsCommand().Args(nil, fs.Args())
 			}
 			if err == nil {
 				err = f.check(fs)
@@ -210,10 +211,10 @@ func TestCommandsRefuseOtherWorkflowTypes(t *testing.T) {
 			return sendRunSignal(ctx, c, "pause", workflows.SignalPause, jobs.Pause, "nope", &bytes.Buffer{})
 		}, "nope: no workflow with this id in the namespace"},
 		"load a training run": {func(c *fakeTemporal) error {
-			return sendLoad(ctx, c, "train", loadFlags{metrics: autoscale.Metrics{QPS: 1}}, &bytes.Buffer{})
+			return sendMetrics(ctx, c, "train", metricsFlags{metrics: autoscale.Metrics{QPS: 1}}, &bytes.Buffer{})
 		}, "train is a training run, not an inference service: only services take load reports"},
 		"load an ended service": {func(c *fakeTemporal) error {
-			return sendLoad(ctx, c, "old", loadFlags{metrics: autoscale.Metrics{QPS: 1}}, &bytes.Buffer{})
+			return sendMetrics(ctx, c, "old", metricsFlags{metrics: autoscale.Metrics{QPS: 1}}, &bytes.Buffer{})
 		}, "service old has ended"},
 		"stop a training run": {func(c *fakeTemporal) error { return jobs.StopService(ctx, c, "train") },
 			"train is a TrainingRun, not an InferenceService"},
@@ -254,12 +255,12 @@ func TestPauseAndStopReachTheirWorkflow(t *testing.T) {
 	}
 }
 
-func TestSendLoadRepeats(t *testing.T) {
+func TestSendMetricsRepeats(t *testing.T) {
 	c := &fakeTemporal{workflows: map[string]jobs.Workflow{"chat": runningService}}
-	f := loadFlags{metrics: autoscale.Metrics{QPS: 12, QueueLength: 3}, every: 10 * time.Millisecond, span: 30 * time.Millisecond}
+	f := metricsFlags{metrics: autoscale.Metrics{QPS: 12, QueueLength: 3}, every: 10 * time.Millisecond, span: 30 * time.Millisecond}
 	var out bytes.Buffer
 	start := time.Now()
-	if err := sendLoad(context.Background(), c, "chat", f, &out); err != nil {
+	if err := sendMetrics(context.Background(), c, "chat", f, &out); err != nil {
 		t.Fatal(err)
 	}
 	if len(c.signals) != 3 {
@@ -351,6 +352,12 @@ func TestPrintServiceStatus(t *testing.T) {
 	for i := range 7 {
 		placed.Decisions = append(placed.Decisions, inference.DecisionRecord{Time: *at(time.Duration(i) * time.Minute), Replicas: i + 1, Reason: "step"})
 	}
+	served := base
+	served.Mode, served.Endpoint = inference.ModeServing, "127.0.0.1:9000"
+	served.Traffic = &serving.Traffic{RPS: 12.5, InFlight: 3, Queued: 1, LatencyP50Seconds: 0.0123, LatencyP99Seconds: 0.25, Errors: 2, SLOShare: 0.987}
+	served.Replicas = []inference.ReplicaStatus{{ID: "chat/r1", State: inference.ReplicaDraining, Endpoint: "127.0.0.1:8001"}}
+	capacityOnly := base
+	capacityOnly.Mode = inference.ModeCapacityOnly
 	held := base
 	held.AcquiringHeldUntil = at(10 * time.Minute)
 	held.ReplicasLost = 2
@@ -372,10 +379,10 @@ func TestPrintServiceStatus(t *testing.T) {
 				"for 09:05": strings.Fields("for 09:05:00 it expected 6.9, and 7.2 came"),
 				"lead time": strings.Fields("lead time 2m30s"),
 				"cost":      strings.Fields("cost $1.2346"),
-				"ID":        strings.Fields("ID STATE LAYER MARKET ZONE INSTANCE $/H"),
-				"chat/r1":   strings.Fields("chat/r1 ready base on-demand dc-1 i-base-1 1.2000"),
-				"chat/r2":   strings.Fields("chat/r2 starting - - - - -"),
-				"chat/r3":   strings.Fields("chat/r3 warm burst spot us-west-2a i-77 0.9701"),
+				"ID":        strings.Fields("ID STATE LAYER MARKET ZONE INSTANCE $/H ENDPOINT"),
+				"chat/r1":   strings.Fields("chat/r1 ready base on-demand dc-1 i-base-1 1.2000 -"),
+				"chat/r2":   strings.Fields("chat/r2 starting - - - - - -"),
+				"chat/r3":   strings.Fields("chat/r3 warm burst spot us-west-2a i-77 0.9701 -"),
 				"decisions": strings.Fields("decisions 09:02:00 3 replicas, 0 warm: step"),
 				"09:06:00":  strings.Fields("09:06:00 7 replicas, 0 warm: step"),
 				"failure":   strings.Fields("failure 09:03:00 capacity sim/p3.2xlarge/us-west-2b/spot: no spot stock"),
@@ -390,6 +397,19 @@ func TestPrintServiceStatus(t *testing.T) {
 				"replicas": strings.Fields("replicas none"),
 			},
 			absent: []string{"decisions", "failure", "acquiring", "lost", "forecast"},
+		},
+		"serving through its balancer": {
+			st: served,
+			fields: map[string][]string{
+				"endpoint": strings.Fields("endpoint http://127.0.0.1:9000"),
+				"traffic":  strings.Fields("traffic 12.5 req/s, 3 in flight, 1 queued, p50 12ms p99 250ms, 2 errors, 98.7% within the SLO"),
+				"chat/r1":  strings.Fields("chat/r1 draining - - - - - 127.0.0.1:8001"),
+			},
+		},
+		"capacity-only": {
+			st:     capacityOnly,
+			fields: map[string][]string{"endpoint": strings.Fields("endpoint none: capacity-only (no command), its replicas hold instances and serve nothing")},
+			absent: []string{"traffic"},
 		},
 		"acquisitions held, replicas lost": {
 			st: held,

@@ -111,7 +111,7 @@ func TestStoppedServiceReadsAsStopped(t *testing.T) {
 	if _, err := jobs.StartService(ctx, s.Client, ss); err != nil {
 		t.Fatal(err)
 	}
-	load := exec.Command(starter, "load", ss.ID, "--qps", "5", "--every", "200ms", "--for", "10m", "--temporal-address", s.Address)
+	load := exec.Command(starter, "metrics", ss.ID, "--qps", "5", "--every", "200ms", "--for", "10m", "--temporal-address", s.Address)
 	load.Env = cleanEnv()
 	var loadOut, loadErr bytes.Buffer
 	load.Stdout, load.Stderr = &loadOut, &loadErr

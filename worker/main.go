@@ -3,7 +3,9 @@
 // a profile names a cluster). Subcommands run the other roles of the same
 // binary: `agent` (a node agent on an instance), `join` (a machine of the
 // team's joining the base group), `trainer` (the demo
-// trainer the node agent runs for specs without a command), `ec2-sim`, `gce-sim` and
+// trainer the node agent runs for specs without a command), `model-server`
+// (the demo model server a service's replicas run), `balancer` (services'
+// balancers on their own, apart from a control plane), `ec2-sim`, `gce-sim` and
 // `temporal-server` (a Temporal cluster of its own on PostgreSQL).
 package main
 
@@ -12,6 +14,7 @@ import (
 	"os"
 
 	"refuel/nodeagent"
+	"refuel/pkg/modelserver"
 	"refuel/pkg/trainer"
 )
 
@@ -30,6 +33,10 @@ func main() {
 		os.Exit(nodeagent.JoinMain(args, os.Stderr))
 	case "trainer":
 		os.Exit(trainer.Main(args, os.Stdout, os.Stderr))
+	case "model-server":
+		os.Exit(modelserver.Main(args, os.Stdout, os.Stderr))
+	case "balancer":
+		os.Exit(balancerMain(args))
 	case "ec2-sim":
 		os.Exit(ec2sim(args))
 	case "gce-sim":
@@ -51,6 +58,8 @@ func usage() {
        worker join --name NAME --gpus N [--instance-type T] [--zone Z] [--price-per-hour P] [--token-file F]
                                 make this machine a base machine of the deployment's pool while it runs
        worker trainer [flags]   run the demo trainer (started by node agents)
+       worker model-server [--weights FILE] [flags]   run the demo model server (on $REFUEL_PORT)
+       worker balancer [--balancer-host H] [flags]   run the balancers of every running service
        worker ec2-sim --traces DIR [flags]   serve a trace-driven simulated cloud over EC2's API
        worker gce-sim --listen ADDR [flags]   serve a trace-driven simulated cloud over Compute Engine's API
        worker temporal-server --postgres URL [flags]   serve a Temporal cluster on PostgreSQL

@@ -65,6 +65,8 @@ func serve(args []string) int {
 		tolerance  = fs.Duration("control-plane-tolerance", wf.Run.ControlPlaneTolerance, "how long a run waits to hear again from the agent of an instance its cloud still runs (Temporal or its database away or slow) before it counts the instance lost; the agent trains on meanwhile")
 		stale      = fs.Duration("metrics-stale-after", wf.Service.MetricsStaleAfter, "how long a service's latest metrics signal counts: past it with none newer it scales to what its schedules and min_replicas say, and its status says why; 0 keeps the latest for ever")
 		memory     = fs.String("market-memory", os.Getenv("REFUEL_MARKET_MEMORY"), "bucket URL of the market memory (stock logs, checkpoint logs) every worker of the deployment shares and learns from as one, e.g. s3://BUCKET?prefix=refuel-memory/; default file://DATA_DIR/market-memory, this worker's alone (env REFUEL_MARKET_MEMORY)")
+		noBalance  = fs.Bool("no-balancers", envOr("REFUEL_NO_BALANCERS", "") == "true", "run no balancers for the services here (then run worker balancer elsewhere; env REFUEL_NO_BALANCERS=true)")
+		balHost    = fs.String("balancer-host", envOr("REFUEL_BALANCER_HOST", "127.0.0.1"), "address each service's balancer listens on (a port each) and reports as the service's endpoint (env REFUEL_BALANCER_HOST)")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
 		logJSON    = fs.Bool("log-json", false, "log JSON lines instead of console text")
 		tlsCert    = fs.String("tls-cert", os.Getenv("REFUEL_TLS_CERT"), "serve the embedded frontend and Web UI over TLS with this certificate (PEM), with --tls-key; refuel's clients then need TEMPORAL_TLS_SERVER_CA_CERT_PATH (env REFUEL_TLS_CERT)")
@@ -171,6 +173,7 @@ func serve(args []string) int {
 		PlanCacheMB:  planCacheMB,
 		StopTimeout:  *stopWait,
 		MarketMemory: *memory,
+		Balancers:    controlplane.BalancersConfig{Off: *noBalance, Host: *balHost},
 	})
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))

@@ -6,6 +6,8 @@ package workflows
 import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
+
+	"refuel/pkg/serving"
 )
 
 // Names in the external contract (docs/contracts.md). Add, never rename.
@@ -26,6 +28,17 @@ const (
 	InferenceServiceName = "InferenceService"
 	// SignalMetrics carries autoscale.Metrics: a service's observed load.
 	SignalMetrics = "metrics"
+	// ServiceReplicaName is one replica of a service with a command: a
+	// workload running the model server, started by its InferenceService
+	// as a child, workflow ID the replica's id.
+	ServiceReplicaName = "ServiceReplica"
+	// SignalReplica carries a replica's report (inference.ReplicaReport)
+	// from its ServiceReplica to its service.
+	SignalReplica = "replica"
+	// SignalReplicaDrain asks a ServiceReplica to drain (no payload): it
+	// takes no new requests, finishes those it holds within the
+	// service's drain_timeout, then stops and gives its instance back.
+	SignalReplicaDrain = "drain-replica"
 
 	// DevEnvironmentName is a development environment's workflow: input
 	// one DevSpec as JSON, workflow ID the spec's id. It answers
@@ -64,16 +77,19 @@ type InstanceTaken struct {
 // HandlerDescriptions say what each signal, update and query does, for
 // the Web UI and `temporal workflow metadata`.
 var HandlerDescriptions = map[string]string{
-	SignalPause:    "checkpoint, give the instance back and wait, spending nothing",
-	SignalResume:   "acquire again and go on from the latest checkpoint",
-	SignalProgress: "a node agent's report: restored, checkpoint, interruption notice",
-	SignalMetrics:  "observed load of a service: QPS, queue length, GPU utilisation",
-	UpdatePriority: "change the priority (0..100): a queued run moves at once",
-	UpdateBudget:   "change a run's budget in USD (0 for none): a run waiting over budget goes on",
-	QueryStatus:    "state, progress, instance, cost, failures",
-	SignalStop:     "save the workspace, give the instance back and wait, spending nothing",
-	SignalTouch:    "count as activity now: the idle clock starts again",
-	SignalDelete:   "give the instance back and end, deleting the workspace unless asked to keep it",
+	SignalPause:           "checkpoint, give the instance back and wait, spending nothing",
+	SignalResume:          "acquire again and go on from the latest checkpoint",
+	SignalProgress:        "a node agent's report: restored, checkpoint, interruption notice",
+	SignalMetrics:         "observed load of a service: QPS, queue length, GPU utilisation",
+	SignalReplica:         "a replica's state: starting, ready (with its endpoint and model-load time), draining, gone",
+	SignalReplicaDrain:    "take no new requests, finish those in flight within drain_timeout, then give the instance back",
+	serving.SignalTraffic: "what the service's balancer measured: rate, in flight, queued, latency, errors, SLO share",
+	UpdatePriority:        "change the priority (0..100): a queued run moves at once",
+	UpdateBudget:          "change a run's budget in USD (0 for none): a run waiting over budget goes on",
+	QueryStatus:           "state, progress, instance, cost, failures",
+	SignalStop:            "save the workspace, give the instance back and wait, spending nothing",
+	SignalTouch:           "count as activity now: the idle clock starts again",
+	SignalDelete:          "give the instance back and end, deleting the workspace unless asked to keep it",
 
 	SignalCapacityGranted: "the capacity pool granted a base machine or a burst pool",
 	SignalYield:           "the capacity pool asks for its capacity back: checkpoint, release, requeue",

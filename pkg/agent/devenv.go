@@ -83,6 +83,9 @@ type Dev struct {
 	// Connections counts the established TCP connections to a local
 	// port; default reads /proc/net/tcp and tcp6.
 	Connections func(port int) int
+	// Ready, when set, makes the command a service replica's model
+	// server (see Readiness).
+	Ready *Readiness
 }
 
 // DefaultDevPort is the port an environment's command listens on where
@@ -112,6 +115,9 @@ type DevReport struct {
 	Workspace string
 	Serving   bool
 	Sample    devenv.Sample
+	// LoadTime is how long a model server took from its start to its
+	// first ready probe; 0 until it is ready.
+	LoadTime time.Duration
 	// LastActive is when the agent last saw the environment in use; the
 	// command's start before that. InUse says that was within
 	// QuietAfter.
@@ -126,8 +132,11 @@ type DevResult struct {
 	// Started is when the command started, and Ran how long it ran.
 	Started time.Time
 	Ran     time.Duration
-	// Served reports whether its endpoint ever answered.
+	// Served reports whether its endpoint ever answered; NeverReady that
+	// a model server was stopped for not answering its readiness probe
+	// in time.
 	Served     bool
+	NeverReady bool
 	LastActive time.Time
 	// Saved reports that the workspace as the command left it is in the
 	// store: its last save uploaded, or nothing changed since the save
@@ -230,7 +239,10 @@ type devSession struct {
 
 	mu         sync.Mutex
 	served     bool
+	readyAt    time.Time
 	lastActive time.Time
+	// neverReady is closed when a model server was not ready in time.
+	neverReady chan struct{}
 
 	// What finish found.
 	stoppedAt time.Time
@@ -244,7 +256,7 @@ func (r *run) prepareDev() error {
 	if r.cfg.Dev == nil {
 		return nil
 	}
-	d := &devSession{r: r, cfg: *r.cfg.Dev, gpu: gpuProbe{command: r.cfg.Dev.NvidiaSMI}, next: 1}
+	d := &devSession{r: r, cfg: *r.cfg.Dev, gpu: gpuProbe{command: r.cfg.Dev.NvidiaSMI}, next: 1, neverReady: make(chan struct{})}
 	ws := d.cfg.Workspace
 	if m := r.result.LastCheckpoint; m != nil {
 		archive := filepath.Join(r.checkpointDir(), stepName(m.Step), WorkspaceArchive)
@@ -315,6 +327,15 @@ func (r *run) startDev() *devSession {
 	r.emit(Event{Kind: EventEndpoint, Dev: d.report(devenv.Sample{})})
 	ctx, cancel := d.r.cfg.Machine.bound(context.Background())
 	d.stop = cancel
+	if d.serves() {
+		// A model server's files are scratch: nothing is saved.
+		d.loops.Add(1)
+		go func() {
+			defer d.loops.Done()
+			d.probeReady(ctx)
+		}()
+		return d
+	}
 	d.loops.Add(2)
 	go func() {
 		defer d.loops.Done()
@@ -330,8 +351,12 @@ func (r *run) startDev() *devSession {
 func (d *devSession) report(s devenv.Sample) *DevReport {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return &DevReport{Endpoint: d.endpoint, Workspace: d.cfg.Workspace, Serving: d.served, Sample: s, LastActive: d.lastActive,
+	rep := &DevReport{Endpoint: d.endpoint, Workspace: d.cfg.Workspace, Serving: d.served, Sample: s, LastActive: d.lastActive,
 		InUse: time.Since(d.lastActive) < d.cfg.QuietAfter}
+	if !d.readyAt.IsZero() {
+		rep.LoadTime = d.readyAt.Sub(d.started)
+	}
+	return rep
 }
 
 // saveLoop saves the workspace every SaveEvery until ctx ends; a save
@@ -481,7 +506,7 @@ func (d *devSession) finish(ctx context.Context) {
 	d.stop()
 	d.loops.Wait()
 	d.stoppedAt = time.Now()
-	if d.r.cfg.Machine.Lost() {
+	if d.r.cfg.Machine.Lost() || d.serves() {
 		return
 	}
 	if _, err := d.save(ctx); err != nil {
@@ -503,6 +528,11 @@ func (d *devSession) settle(res *Result, uploadErr error) error {
 		Endpoint: d.endpoint, Workspace: d.cfg.Workspace, Started: d.started, Served: d.served, LastActive: d.lastActive,
 	}
 	d.mu.Unlock()
+	select {
+	case <-d.neverReady:
+		out.NeverReady = true
+	default:
+	}
 	if !d.started.IsZero() {
 		out.Ran = d.stoppedAt.Sub(d.started)
 	}

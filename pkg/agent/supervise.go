@@ -156,13 +156,15 @@ type ending struct {
 // when ctx is cancelled, and killing it when the machine is gone.
 func (r *run) await(ctx context.Context, t running, notices <-chan Notice) ending {
 	var notice *Notice
-	stopping := false
+	stopping, neverReady := false, false
 	select {
 	case <-t.done():
 	case n := <-notices:
 		notice = &n
 	case <-ctx.Done():
 		stopping = true
+	case <-r.dev.notReady():
+		stopping, neverReady = true, true
 	case <-r.cfg.Machine.gone():
 	}
 	if r.cfg.Machine.Lost() {
@@ -188,7 +190,11 @@ func (r *run) await(ctx context.Context, t running, notices <-chan Notice) endin
 			r.say("the trainer did not exit within %s: killed", r.cfg.StopGrace)
 		}
 		uploadCtx, cancel := r.detached(ctx, time.Now().Add(r.cfg.StopGrace))
-		return ending{outcome: Stopped, killed: killed, uploadCtx: uploadCtx, cancel: cancel}
+		outcome := Stopped
+		if neverReady {
+			outcome = Failed
+		}
+		return ending{outcome: outcome, killed: killed, uploadCtx: uploadCtx, cancel: cancel}
 	}
 	seen := time.Now()
 	terminateAt := notice.Time

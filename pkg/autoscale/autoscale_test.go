@@ -61,10 +61,18 @@ func TestLoadFromTargets(t *testing.T) {
 		"idle":                     {spec.ScalingTarget{GPUUtilization: 0.8}, Metrics{Replicas: 3}, 0},
 		"queue within its target":  {spec.ScalingTarget{GPUUtilization: 1, QueueLength: 2}, Metrics{QPS: 5, GPUUtilization: 0.9, QueueLength: 10, Replicas: 10}, 9},
 		"queue beyond adds drains": {spec.ScalingTarget{GPUUtilization: 1, QueueLength: 1}, Metrics{QPS: 5, GPUUtilization: 0.9, QueueLength: 10, Replicas: 5}, 4.5 + 5*0.9/300},
+		"concurrency":              {spec.ScalingTarget{Concurrency: 4}, Metrics{QPS: 50, InFlight: 10, Replicas: 1}, 2.5},
+		"concurrency beside qps":   {spec.ScalingTarget{Concurrency: 4, QPS: 10}, Metrics{QPS: 50, InFlight: 10, Replicas: 1}, 5},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			a := autoscaler(t, func(s *spec.ServiceSpec) { s.Target = tc.target; s.MinReplicas = 1 })
+			a := autoscaler(t, func(s *spec.ServiceSpec) {
+				s.Target = tc.target
+				s.MinReplicas = 1
+				if tc.target.Concurrency > 0 {
+					s.Command = []string{"server"} // a concurrency target is a serving service's
+				}
+			})
 			feed(a, monday, 12, tc.m, Fleet{Ready: tc.m.Replicas})
 			got := a.Loads[len(a.Loads)-1].Value
 			if math.Abs(got-tc.want) > 1e-6 {

@@ -18,7 +18,7 @@ import (
 // target per ready replica adds the replicas that would drain the excess
 // within one lead time.
 func loadFrom(reports []Metrics, t spec.ScalingTarget, lead time.Duration, now time.Time) (replicas float64, known bool) {
-	var busy, taken, recentBusy, span, arrived float64
+	var busy, taken, recentBusy, span, arrived, held float64
 	first := -1
 	for i := 1; i < len(reports); i++ {
 		r, prev := reports[i], reports[i-1]
@@ -35,6 +35,7 @@ func loadFrom(reports []Metrics, t spec.ScalingTarget, lead time.Duration, now t
 		recentBusy += b
 		span += dt
 		arrived += r.QPS * dt
+		held += r.InFlight * dt
 	}
 	if span == 0 {
 		return 0, false
@@ -43,13 +44,19 @@ func loadFrom(reports []Metrics, t spec.ScalingTarget, lead time.Duration, now t
 	if t.QPS > 0 {
 		l = arrived / span / t.QPS
 	}
+	if t.Concurrency > 0 {
+		// Requests in flight, over the smoothing span, per the in-flight
+		// target of one replica (Little's law makes it the QPS target
+		// that the replicas' own latency sets).
+		l = max(l, held/span/t.Concurrency)
+	}
 	last := reports[len(reports)-1]
 	if busy == 0 || taken <= 0 {
 		// Nothing served: with nothing arriving or waiting either, there
 		// is no load; otherwise the work per request is not known yet,
 		// and only a QPS target can say anything.
-		idle := arrived == 0 && last.QueueLength == 0
-		return l, idle || t.QPS > 0
+		idle := arrived == 0 && last.QueueLength == 0 && held == 0
+		return l, idle || t.QPS > 0 || t.Concurrency > 0
 	}
 	perRequest := busy / taken // replica-seconds
 	if t.GPUUtilization > 0 {

@@ -23,6 +23,9 @@ type Metrics struct {
 	GPUUtilization float64 `json:"gpu_utilization"`
 	// Replicas is the number of ready replicas the report covers.
 	Replicas int `json:"replicas"`
+	// InFlight is the requests a balancer holds at At, taken by a
+	// replica or waiting for one: what a concurrency target divides.
+	InFlight float64 `json:"in_flight,omitempty"`
 }
 
 // Fleet is the service's replicas as they stand.

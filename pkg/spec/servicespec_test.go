@@ -160,3 +160,86 @@ func TestExampleServiceSpec(t *testing.T) {
 		t.Errorf("example service read as %+v", s)
 	}
 }
+
+// A service with a command gets the serving defaults; one without keeps
+// none of them and is capacity-only.
+func TestParseServiceSpecServingDefaults(t *testing.T) {
+	got, err := ParseServiceSpec([]byte("id: s\nmax_replicas: 3\ntarget: {concurrency: 4}\ncommand: [server]\nreadiness: {path: /ready}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Readiness{Path: "/ready", InitialDelay: Duration(DefaultInitialDelay), Period: Duration(DefaultReadinessPeriod), Timeout: Duration(DefaultReadinessTimeout)}
+	if diff := cmp.Diff(*got.Readiness, want); diff != "" {
+		t.Errorf("readiness got(-), want(+):\n%s", diff)
+	}
+	if !got.Serves() || got.QueueTimeout.D() != DefaultQueueTimeout || got.DrainTimeout.D() != DefaultDrainTimeout || got.SLO.Latency.D() != DefaultSLOLatency || got.MaxConcurrency != DefaultMaxConcurrency {
+		t.Errorf("serving defaults not filled: %+v", got)
+	}
+	if by := got.Readiness.ReadyBy(); by != DefaultInitialDelay+DefaultReadinessPeriod+DefaultReadinessTimeout {
+		t.Errorf("ReadyBy %s", by)
+	}
+	plain, err := ParseServiceSpec([]byte("id: s\nmax_replicas: 3\ntarget: {qps: 4}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Serves() || plain.Readiness != nil || plain.SLO != nil || plain.QueueTimeout != 0 || plain.MaxConcurrency != 0 {
+		t.Errorf("a capacity-only spec got serving fields: %+v", plain)
+	}
+}
+
+func TestServiceSpecValidateNamesBadServingFields(t *testing.T) {
+	cases := map[string]struct {
+		edit   func(*ServiceSpec)
+		fields []string
+	}{
+		"empty program":       {func(s *ServiceSpec) { s.Command = []string{" "} }, []string{"command[0]"}},
+		"reserved env":        {func(s *ServiceSpec) { s.Env = map[string]string{"REFUEL_PORT": "1"} }, []string{"env.REFUEL_PORT"}},
+		"workdir escapes":     {func(s *ServiceSpec) { s.Workdir = "../x" }, []string{"workdir"}},
+		"model load timed":    {func(s *ServiceSpec) { s.ModelLoad = Duration(time.Second) }, []string{"model_load"}},
+		"relative path":       {func(s *ServiceSpec) { s.Readiness.Path = "healthz" }, []string{"readiness.path"}},
+		"space in path":       {func(s *ServiceSpec) { s.Readiness.Path = "/a b" }, []string{"readiness.path"}},
+		"initial delay":       {func(s *ServiceSpec) { s.Readiness.InitialDelay = Duration(3 * time.Hour) }, []string{"readiness.initial_delay"}},
+		"period too short":    {func(s *ServiceSpec) { s.Readiness.Period = Duration(time.Millisecond) }, []string{"readiness.period", "readiness.timeout"}},
+		"timeout over period": {func(s *ServiceSpec) { s.Readiness.Timeout = Duration(5 * time.Second) }, []string{"readiness.timeout"}},
+		"max concurrency":     {func(s *ServiceSpec) { s.MaxConcurrency = -1 }, []string{"max_concurrency"}},
+		"queue timeout":       {func(s *ServiceSpec) { s.QueueTimeout = Duration(2 * time.Hour) }, []string{"queue_timeout"}},
+		"drain timeout":       {func(s *ServiceSpec) { s.DrainTimeout = Duration(-time.Second) }, []string{"drain_timeout"}},
+		"slo":                 {func(s *ServiceSpec) { s.SLO.Latency = Duration(-time.Second) }, []string{"slo.latency"}},
+		"concurrency target":  {func(s *ServiceSpec) { s.Target.Concurrency = -1 }, []string{"target.concurrency"}},
+		"serving without command": {func(s *ServiceSpec) { s.Command = nil; s.Target.Concurrency = 2 },
+			[]string{"readiness", "max_concurrency", "queue_timeout", "drain_timeout", "slo", "target.concurrency"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			s := ServiceSpec{ID: "ok", MinReplicas: 1, MaxReplicas: 10, Target: ScalingTarget{QPS: 2}, Command: []string{"server"},
+				Readiness: &Readiness{Period: Duration(2 * time.Second)}}
+			s.Normalize()
+			tc.edit(&s)
+			var ve *ValidationError
+			if err := s.Validate(); !errors.As(err, &ve) {
+				t.Fatalf("error %v; want *ValidationError", err)
+			}
+			var got []string
+			for _, f := range ve.Fields {
+				got = append(got, f.Field)
+				if f.Fix == "" {
+					t.Errorf("%s: no fix given", f.Field)
+				}
+			}
+			if diff := cmp.Diff(got, tc.fields); diff != "" {
+				t.Errorf("fields got(-), want(+):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The serving example beside the PyTorch trainer is valid as shipped.
+func TestExampleServingSpec(t *testing.T) {
+	s, err := ReadServiceSpec(filepath.Join("..", "..", "examples", "pytorch", "serve.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Serves() || s.Readiness.Path != "/healthz" || s.Target.Concurrency != 4 {
+		t.Errorf("serving example read as %+v", s)
+	}
+}

@@ -131,8 +131,10 @@ func checkEnv(fe *fieldErrors, env map[string]string, reader string) {
 
 // validateWorkdir accepts an absolute path, or a relative one that stays
 // inside the attempt's scratch directory it is resolved against.
-func (s *JobSpec) validateWorkdir(fe *fieldErrors) {
-	w := s.Workdir
+func (s *JobSpec) validateWorkdir(fe *fieldErrors) { checkWorkdir(fe, s.Workdir) }
+
+// checkWorkdir checks a command's workdir, a JobSpec's or a ServiceSpec's.
+func checkWorkdir(fe *fieldErrors, w string) {
 	const fix = "give an absolute path such as /opt/train, or a path inside the attempt's scratch directory such as src"
 	switch {
 	case w == "":

@@ -26,6 +26,10 @@ func (s *service) request(ctx workflow.Context, st ReplicaState) {
 	s.NextReplica++
 	r := &Replica{ID: s.spec.ID + "/r" + strconv.Itoa(s.NextReplica), State: st, RequestedAt: workflow.Now(ctx)}
 	s.Replicas = append(s.Replicas, r)
+	if s.ServesReplicas {
+		s.startReplica(ctx, r)
+		return
+	}
 	s.goBringUp(ctx, r)
 }
 
@@ -266,6 +270,10 @@ func (p placement) loadModel(ctx workflow.Context, r *Replica) {
 // Release starts giving a replica back. While the service is continuing
 // as new it only marks it: the next run gives it back.
 func (s *service) Release(ctx workflow.Context, r *Replica, reason activities.ReleaseReason) {
+	if s.ServesReplicas {
+		s.retire(ctx, r)
+		return
+	}
 	if r.State == ReplicaReleasing {
 		return
 	}

@@ -81,7 +81,9 @@ func (s *service) converge(ctx workflow.Context) {
 	}
 	s.scaleIn(ctx, serving, d.Replicas)
 	warm := s.inState(ReplicaWarm)
-	for n := len(warm); n < d.Warm; n++ {
+	for n := len(warm); n < d.Warm && !s.ServesReplicas; n++ {
+		// A serving replica loads its model on its own instance: the
+		// warm pool is capacity-only services'.
 		s.request(ctx, ReplicaWarm)
 	}
 	s.scaleIn(ctx, warm, d.Warm)
@@ -150,7 +152,7 @@ func (r *Replica) allocation() admission.Allocation {
 
 // placedRank is 1 for a replica holding an instance, 0 otherwise.
 func placedRank(r *Replica) int {
-	if r.Lease != nil {
+	if r.Lease != nil || r.RunsOn != nil {
 		return 1
 	}
 	return 0
@@ -162,7 +164,8 @@ func (s *service) fleet() autoscale.Fleet {
 		switch {
 		case r.State == ReplicaReady:
 			f.Ready++
-		case r.State == ReplicaStarting:
+		case r.State == ReplicaStarting, r.State == ReplicaDraining && !r.Retiring:
+			// A replica draining on a notice comes back on other capacity.
 			f.Starting++
 		case r.State == ReplicaWarm && r.Lease != nil:
 			f.Warm++

@@ -12,6 +12,7 @@ import (
 	"refuel/pkg/admission"
 	"refuel/pkg/autoscale"
 	"refuel/pkg/cost"
+	"refuel/pkg/serving"
 	"refuel/pkg/spec"
 	"refuel/workflows"
 	"refuel/workflows/workload"
@@ -97,6 +98,12 @@ func (w *Services) startService(ctx workflow.Context, input json.RawMessage, car
 				return nil, invalidServiceSpecError(err)
 			}
 		}
+		if ss.Serves() {
+			if workflow.GetVersion(ctx, servingReplicasVersion, workflow.DefaultVersion, 1) < 1 {
+				return nil, invalidServiceSpecError(errors.New("this worker's workflows cannot run a service with a command"))
+			}
+			carried.ServesReplicas = true
+		}
 	}
 	s := &service{
 		ServiceState: *carried, spec: ss, id: id,
@@ -170,6 +177,8 @@ func (s *service) setPriority(ctx workflow.Context, p int) (int, error) {
 func (s *service) resume(ctx workflow.Context) {
 	for _, r := range s.Replicas {
 		switch {
+		case s.ServesReplicas:
+			// Its replicas are workflows of their own: they went on.
 		case r.State == ReplicaReleasing:
 			s.goGiveBack(ctx, r)
 		case r.Lease == nil:
@@ -194,6 +203,8 @@ func (s *service) signals(ctx workflow.Context) []workload.SignalHandler {
 		workload.OnSignalOf(ctx, workflows.SignalYield, func(ctx workflow.Context, y workflows.YieldRequest) {
 			s.onYield(ctx, y)
 		}),
+		workload.OnSignalOf(ctx, workflows.SignalReplica, s.onReplica),
+		workload.OnSignalOf(ctx, serving.SignalTraffic, s.onTraffic),
 	}
 }
 
@@ -299,6 +310,14 @@ func (s *service) end(ctx workflow.Context, err error) (Status, error) {
 	}
 	s.draining = false
 	for _, r := range s.Replicas {
+		if s.ServesReplicas {
+			// Its ServiceReplica stops its server and gives its instance
+			// back as it ends.
+			if err := workflow.RequestCancelExternalWorkflow(ctx, r.ID, "").Get(ctx, nil); err != nil {
+				workflow.GetLogger(ctx).Warn("replica not cancelled", "replica", r.ID, "error", err)
+			}
+			continue
+		}
 		s.Release(ctx, r, reason)
 	}
 	_ = workflow.Await(ctx, func() bool { return s.inFlight == 0 })
@@ -321,7 +340,7 @@ func (s *service) snapshot(ctx workflow.Context) Status {
 		MinReplicas: s.spec.MinReplicas, MaxReplicas: s.spec.MaxReplicas, Desired: s.Desired,
 		Ready: f.Ready, Starting: f.Starting, Warm: f.Warm, Replicas: []ReplicaStatus{}, LastMetrics: s.LastMetrics,
 		LeadTimeSeconds: s.leadTime().Seconds(),
-		CostUSD:         s.EarlierCostUSD + s.Ledger.CostUSD(now),
+		CostUSD:         s.EarlierCostUSD + s.Ledger.CostUSD(now) + s.replicaCost(),
 		Ledger:          s.Ledger,
 		Failures:        append([]workload.Failure{}, s.Failures...), // [] rather than null for clients
 		StockOuts:       s.StockOuts,
@@ -329,6 +348,15 @@ func (s *service) snapshot(ctx workflow.Context) Status {
 		Decisions:       append([]DecisionRecord{}, s.Decisions...),
 		StartedAt:       s.StartedAt,
 		ReplicasLost:    s.ReplicasLost,
+		Mode:            ModeCapacityOnly,
+		Serving:         s.settings(),
+		ReplicaFailures: s.ReplicaFailures,
+	}
+	if s.spec.Serves() {
+		st.Mode, st.Endpoint, st.Traffic = ModeServing, s.endpoint(), s.traffic()
+		if st.State == workflows.StateStopped {
+			st.Endpoint = ""
+		}
 	}
 	for _, r := range s.Replicas {
 		st.Replicas = append(st.Replicas, r.Status())

@@ -199,10 +199,15 @@ func onBurst(offerings ...capacity.Offering) admission.Allocation {
 	return admission.Allocation{Layer: admission.BurstLayer, Pool: "public", Offerings: offerings}
 }
 
-func newServiceEnv(t *testing.T, c *serviceCloud, p *fakePool) *testsuite.TestWorkflowEnvironment {
+// newServiceEnv is a test environment running the service on c with p;
+// register, if given, registers more workflows before any mock.
+func newServiceEnv(t *testing.T, c *serviceCloud, p *fakePool, register ...func(*testsuite.TestWorkflowEnvironment)) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
+	for _, r := range register {
+		r(env)
+	}
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "svc"})
 	env.RegisterWorkflowWithOptions((&Services{Options: DefaultOptions()}).InferenceService, workflow.RegisterOptions{Name: workflows.InferenceServiceName})
 	for name, fn := range map[string]any{
@@ -317,6 +322,9 @@ func TestServiceCancelReleasesEverything(t *testing.T) {
 	}
 	if st.State != workflows.StateStopped || len(st.Replicas) != 0 {
 		t.Errorf("final status %s with %v; want cancelled with nothing held", st.State, replicaIDs(st))
+	}
+	if st.Mode != ModeCapacityOnly || st.Serving != nil || st.Endpoint != "" {
+		t.Errorf("status mode %q serving %+v endpoint %q; want capacity-only, with nothing for a balancer", st.Mode, st.Serving, st.Endpoint)
 	}
 }
 

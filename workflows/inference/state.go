@@ -8,6 +8,7 @@ import (
 	"refuel/pkg/admission"
 	"refuel/pkg/autoscale"
 	"refuel/pkg/capacity"
+	"refuel/pkg/serving"
 	"refuel/workflows/workload"
 )
 
@@ -51,6 +52,14 @@ type ServiceState struct {
 	StartedAt   time.Time           `json:"started_at"`
 	// ReplicasLost counts replicas whose instance the cloud took back.
 	ReplicasLost int `json:"replicas_lost,omitempty"`
+	// ServesReplicas is set for a service with a command: each replica
+	// is a ServiceReplica child workflow running the model server.
+	ServesReplicas bool `json:"serves_replicas,omitempty"`
+	// Traffic are the latest reports of its balancers (serving.Keep).
+	Traffic []serving.Report `json:"traffic,omitempty"`
+	// ReplicaFailures counts model servers that failed (exited, or were
+	// never ready) and were restarted or replaced.
+	ReplicaFailures int `json:"replica_failures,omitempty"`
 }
 
 // ServiceReplica is one replica, or one warm-pool instance, of a service.
@@ -71,6 +80,15 @@ type Replica struct {
 	// prepared: only its model load remained.
 	FromWarm      bool                     `json:"from_warm,omitempty"`
 	ReleaseReason activities.ReleaseReason `json:"release_reason,omitempty"`
+
+	// A ServiceReplica's, as it last reported: Endpoint is its model
+	// server's host:port while it runs, RunsOn its instance, CostUSD what
+	// its instances cost. Retiring is set once it was asked to drain for
+	// good (scale-in).
+	Endpoint string                `json:"endpoint,omitempty"`
+	RunsOn   *workload.InstanceRef `json:"runs_on,omitempty"`
+	CostUSD  float64               `json:"cost_usd,omitempty"`
+	Retiring bool                  `json:"retiring,omitempty"`
 
 	// busy is set while a call made for the replica (asking the pool,
 	// listing offerings, acquiring, binding) is under way. A release

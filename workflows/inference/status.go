@@ -10,6 +10,7 @@ import (
 	"refuel/pkg/admission"
 	"refuel/pkg/autoscale"
 	"refuel/pkg/cost"
+	"refuel/pkg/serving"
 	"refuel/workflows"
 	"refuel/workflows/workload"
 )
@@ -59,7 +60,28 @@ type Status struct {
 	Placement string `json:"placement,omitempty"`
 	// StockOuts counts the failures of class no-capacity, every one.
 	StockOuts *workload.StockOuts `json:"stock_outs,omitempty"`
+
+	// Mode is "serving" for a service whose replicas run its command,
+	// "capacity-only" for one without a command.
+	Mode string `json:"mode"`
+	// Endpoint is host:port of its balancer (the latest traffic report's),
+	// where clients send requests; "" until a balancer reported.
+	Endpoint string `json:"endpoint,omitempty"`
+	// Serving is what a balancer enforces; null for a capacity-only
+	// service, which no balancer fronts.
+	Serving *serving.Settings `json:"serving"`
+	// Traffic is what its balancers measured in their latest windows.
+	Traffic *serving.Traffic `json:"traffic,omitempty"`
+	// ReplicaFailures counts model servers that failed and were restarted
+	// or replaced; failures lists their last lines.
+	ReplicaFailures int `json:"replica_failures,omitempty"`
 }
+
+// Modes of a service (Status.Mode).
+const (
+	ModeServing      = "serving"
+	ModeCapacityOnly = "capacity-only"
+)
 
 // ServiceMarket is a service's latest scaling decision, explained.
 type ServiceMarket struct {
@@ -78,6 +100,9 @@ const (
 	// ReplicaWarm: a warm-pool instance, being acquired or prepared.
 	ReplicaWarm      ReplicaState = "warm"
 	ReplicaReleasing ReplicaState = "releasing"
+	// ReplicaDraining: a model server taking no new requests, finishing
+	// those it holds (scale-in, or an interruption notice).
+	ReplicaDraining ReplicaState = serving.ReplicaDraining
 )
 
 // ReplicaStatus is one replica as status shows it.
@@ -89,6 +114,9 @@ type ReplicaStatus struct {
 	Instance    *workload.InstanceRef `json:"instance"`
 	RequestedAt time.Time             `json:"requested_at"`
 	ReadyAt     *time.Time            `json:"ready_at"`
+	// Endpoint is host:port of its model server, for a balancer: set
+	// while it is ready or draining.
+	Endpoint string `json:"endpoint,omitempty"`
 }
 
 // DecisionRecord is one change in what the autoscaler wanted.
@@ -109,6 +137,12 @@ func (r *Replica) Status() ReplicaStatus {
 	if r.Lease != nil {
 		rs.Instance = r.Ref()
 	}
+	if r.RunsOn != nil {
+		rs.Instance = r.RunsOn
+	}
+	if r.State == ReplicaReady || r.State == ReplicaDraining {
+		rs.Endpoint = r.Endpoint
+	}
 	if !r.ReadyAt.IsZero() {
 		at := r.ReadyAt
 		rs.ReadyAt = &at
@@ -125,6 +159,19 @@ func (s *service) ShowDetails(ctx workflow.Context) {
 	f := s.fleet()
 	head := "**" + string(s.state) + "** · " + strconv.Itoa(f.Ready) + " ready, " + strconv.Itoa(f.Starting) + " starting, " +
 		strconv.Itoa(f.Warm) + " warm · " + workload.Dollars(s.EarlierCostUSD+s.Ledger.CostUSD(now)) + " spent"
+	if s.ServesReplicas {
+		ep := "no balancer has reported yet"
+		if e := s.endpoint(); e != "" {
+			ep = "endpoint **" + e + "**"
+		}
+		head += " · " + ep
+		if t := s.traffic(); t != nil {
+			head += " · " + strconv.FormatFloat(t.RPS, 'f', 1, 64) + " req/s, p99 " + strconv.FormatFloat(t.LatencyP99Seconds*1000, 'f', 0, 64) +
+				" ms, " + strconv.FormatFloat(t.SLOShare*100, 'f', 1, 64) + "% within the SLO"
+		}
+	} else {
+		head += " · capacity-only (no command)"
+	}
 	lines := []string{head,
 		"team " + s.spec.Team + " · placement " + string(s.spec.Placement) + " · priority " + strconv.Itoa(s.spec.Priority) +
 			" · " + strconv.Itoa(s.spec.MinReplicas) + ".." + strconv.Itoa(s.spec.MaxReplicas) + " replicas"}
@@ -141,6 +188,9 @@ func (s *service) ShowDetails(ctx workflow.Context) {
 		line := r.ID + ": " + string(r.State)
 		if r.Lease != nil {
 			line += " on " + workload.OfferingName(r.Offering()) + " (" + r.Instance.ID + ", " + string(r.Layer) + ")"
+		}
+		if r.Endpoint != "" && (r.State == ReplicaReady || r.State == ReplicaDraining) {
+			line += " at " + r.Endpoint
 		}
 		lines = append(lines, line)
 	}

@@ -18,4 +18,13 @@ const (
 	// from their own errors, ski-rental scale-in); those recorded before
 	// it follow autoscale.Autoscaler. Recorded in inference-service.json.
 	forecastScalerVersion = "forecast-scaler"
+
+	// servingReplicasVersion: a service with a command runs each replica
+	// as a ServiceReplica child (a workload: acquisition, attempt and
+	// recovery of runs and environments) instead of acquiring it itself,
+	// drains it on scale-in, and takes its balancer's traffic reports.
+	// Only services with a command reach it. Recorded in
+	// inference-service-serving.json; the history of one of its
+	// replicas, a ServiceReplica, is recorded beside it (service-replica).
+	servingReplicasVersion = "serving-replicas"
 )

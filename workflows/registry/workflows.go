@@ -40,4 +40,5 @@ func (w *Workflows) Register(r Registry) {
 	r.RegisterWorkflowWithOptions(instances.Janitor, workflow.RegisterOptions{Name: workflows.JanitorName})
 	r.RegisterWorkflowWithOptions(capacitypool.BaseNode, workflow.RegisterOptions{Name: workflows.BaseNodeName})
 	r.RegisterWorkflowWithOptions((&environment.Environments{Options: w.Run}).DevEnvironment, workflow.RegisterOptions{Name: workflows.DevEnvironmentName})
+	r.RegisterWorkflowWithOptions((&inference.Replicas{Options: w.Run}).ServiceReplica, workflow.RegisterOptions{Name: workflows.ServiceReplicaName})
 }

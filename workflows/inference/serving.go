@@ -1,0 +1,178 @@
+package inference
+
+import (
+	"slices"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/workflow"
+
+	"refuel/pkg/autoscale"
+	"refuel/pkg/capacity"
+	"refuel/pkg/serving"
+	"refuel/workflows"
+)
+
+// A service with a command serves: each replica is a ServiceReplica
+// child running the model server, one balancer endpoint (or several,
+// each in a worker) learns the ready replicas from status, and the
+// balancers' traffic reports drive the autoscaler.
+
+// trafficStale is how long a balancer that stopped reporting still
+// counts: three of its report intervals.
+const trafficStale = 3 * serving.ReportEvery
+
+// startReplica starts the replica's ServiceReplica. The child is
+// abandoned when this run closes: it outlives continue-as-new and
+// reports to the service's workflow ID, whichever run is current; a
+// cancelled service cancels its children itself (end).
+func (s *service) startReplica(ctx workflow.Context, r *Replica) {
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:        r.ID,
+		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		StaticSummary:     "replica " + r.ID + " of " + s.id,
+	})
+	f := workflow.ExecuteChildWorkflow(cctx, workflows.ServiceReplicaName, ReplicaInput{Service: s.spec, ID: r.ID, Parent: s.id})
+	s.inFlight++ // continue-as-new waits until the child has started
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		defer func() { s.inFlight-- }()
+		if err := f.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
+			s.AddFailure(ctx, string(capacity.Unknown), "", "replica "+r.ID+" did not start: "+err.Error())
+			s.forget(ctx, r)
+		}
+	})
+}
+
+// retire drains a replica for good: status shows it draining at once,
+// so balancers send it nothing new, and its ServiceReplica gives its
+// instance back once what it holds has finished.
+func (s *service) retire(ctx workflow.Context, r *Replica) {
+	if r.Retiring {
+		return
+	}
+	r.Retiring, r.State = true, ReplicaDraining
+	s.ShowDetails(ctx)
+	s.inFlight++
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		defer func() { s.inFlight-- }()
+		if err := workflow.SignalExternalWorkflow(ctx, r.ID, "", workflows.SignalReplicaDrain, nil).Get(ctx, nil); err != nil {
+			workflow.GetLogger(ctx).Warn("replica not told to drain", "replica", r.ID, "error", err)
+		}
+	})
+}
+
+// onReplica folds in what a replica reports: its state and endpoint; on
+// its first ready, its start-up (the measured model-load time) for the
+// learned lead time; a server that failed or an instance lost without
+// notice, counted; a replica gone, forgotten, and replaced if it was
+// still wanted.
+func (s *service) onReplica(ctx workflow.Context, p ReplicaReport) {
+	r := s.replica(p.ID)
+	if r == nil {
+		return
+	}
+	if p.Lost {
+		s.ReplicasLost++
+	}
+	if p.Failed && p.Message != "" {
+		s.ReplicaFailures++
+		offering := ""
+		if p.Instance != nil {
+			offering = p.Instance.Offering
+		}
+		s.AddFailure(ctx, string(capacity.TrainerFault), offering, r.ID+": "+p.Message)
+	}
+	r.Endpoint, r.RunsOn, r.CostUSD = p.Endpoint, p.Instance, p.CostUSD
+	now := workflow.Now(ctx)
+	switch p.State {
+	case replicaGone:
+		s.EarlierCostUSD += p.CostUSD
+		s.forget(ctx, r)
+		return
+	case serving.ReplicaReady:
+		if r.State == ReplicaStarting {
+			r.State, r.ReadyAt = ReplicaReady, now
+			s.policy().Started(autoscale.Startup{Load: seconds(p.LoadSeconds), Provision: seconds(p.ProvisionSeconds)})
+		}
+	case serving.ReplicaDraining:
+		r.State = ReplicaDraining
+	case serving.ReplicaStarting:
+		if !r.Retiring {
+			r.State = ReplicaStarting
+		}
+	}
+	s.ShowDetails(ctx)
+}
+
+// forget drops a replica that has ended, and converges: one still
+// wanted is replaced.
+func (s *service) forget(ctx workflow.Context, r *Replica) {
+	s.Replicas = slices.DeleteFunc(s.Replicas, func(x *Replica) bool { return x == r })
+	s.converge(ctx)
+	s.ShowDetails(ctx)
+}
+
+// onTraffic keeps a balancer's report and feeds the service's traffic
+// across its balancers to the autoscaler: the rate, the queue and the
+// requests held (in flight and queued) for a concurrency target.
+func (s *service) onTraffic(ctx workflow.Context, rep serving.Report) {
+	s.Traffic = serving.Keep(s.Traffic, rep, trafficStale)
+	t := serving.Total(s.Traffic)
+	m := autoscale.Metrics{At: rep.At, QPS: t.RPS, QueueLength: float64(t.Queued), InFlight: float64(t.InFlight + t.Queued)}
+	if l := s.LastMetrics; l != nil {
+		m.GPUUtilization = l.GPUUtilization // from the metrics signal, if an external source sends it
+	}
+	s.observe(ctx, m)
+	s.decide(ctx)
+}
+
+// endpoint is where clients reach the service: the balancer that
+// reported last.
+func (s *service) endpoint() string {
+	var at time.Time
+	out := ""
+	for _, r := range s.Traffic {
+		if !r.At.Before(at) {
+			at, out = r.At, r.Balancer
+		}
+	}
+	return out
+}
+
+// traffic is the service's traffic across its balancers; nil before any
+// reported.
+func (s *service) traffic() *serving.Traffic {
+	if len(s.Traffic) == 0 {
+		return nil
+	}
+	t := serving.Total(s.Traffic)
+	return &t
+}
+
+// settings are what a balancer enforces for the service; nil for a
+// capacity-only service.
+func (s *service) settings() *serving.Settings {
+	if !s.spec.Serves() {
+		return nil
+	}
+	st := &serving.Settings{
+		MaxConcurrency: s.spec.MaxConcurrency, QueueTimeoutSeconds: s.spec.QueueTimeout.D().Seconds(),
+		DrainTimeoutSeconds: s.spec.DrainTimeout.D().Seconds(),
+	}
+	if s.spec.SLO != nil {
+		st.SLOLatencySeconds = s.spec.SLO.Latency.D().Seconds()
+	}
+	return st
+}
+
+func seconds(v float64) time.Duration { return time.Duration(v * float64(time.Second)) }
+
+// replicaCost is what the ServiceReplicas still running cost so far, as
+// they last reported.
+func (s *service) replicaCost() float64 {
+	usd := 0.0
+	for _, r := range s.Replicas {
+		usd += r.CostUSD
+	}
+	return usd
+}
