@@ -97,6 +97,9 @@ type benchOptions struct {
 	// sampled finer are read at a multiple of their gap at least this long
 	// (trace.Coarsen); 0 keeps each market's own.
 	regionTick time.Duration
+	// skynomad is the folder of SkyNomad's authors' trace: with it the
+	// bench replays their figures instead (skyNomadBench).
+	skynomad string
 }
 
 // simBenchCommand is `starter sim-bench` (make bench-policy): every trace
@@ -147,9 +150,10 @@ all of them sharing the cores.`,
 	fs.Float64Var(&o.gbps, "transfer-gbps", 1, "Gbit/s a checkpoint moves between regions at")
 	listVar(fs, &o.nodes, "nodes", "counts", one(positiveInt), fmt.Sprintf("instances the job needs at once in one zone, a gang (1 to %d); comma-separate for a table per size; see starter sim -h", spec.MaxNodes))
 	fs.BoolVar(&o.regions, "priced-regions", true, "also replay markets whose zones span regions with each zone at its own prices")
+	fs.StringVar(&o.skynomad, "skynomad", "", "replay instead every point of SkyNomad's Figures 10a and 10b on its authors' trace in this folder (with prices.csv), beside their published results (make bench-skynomad)")
 	durationVar(fs, &o.regionTick, "region-tick", 3*time.Minute, "with --priced-regions, replay markets sampled finer at the smallest multiple of their gap at least this long, a tick in stock only where stock lasted through it (the optimum across priced regions at 30 s ticks takes tens of minutes); 0 keeps their own")
 	for name, complete := range map[string]cobra.CompletionFunc{
-		"traces": completeDirs, "prices": completeFiles("json"),
+		"traces": completeDirs, "skynomad": completeDirs, "prices": completeFiles("json"),
 		"starts": completeNothing, "deadlines": completeNothing, "work": completeNothing, "restart-overhead": completeNothing,
 		"spot-price": completeNothing, "ondemand-price": completeNothing, "checkpoint-gb": completeNothing,
 		"egress-usd-per-gb": completeNothing, "transfer-gbps": completeNothing, "nodes": completeNothing, "region-tick": completeNothing,
@@ -157,6 +161,9 @@ all of them sharing the cores.`,
 		_ = cmd.RegisterFlagCompletionFunc(name, complete)
 	}
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if o.skynomad != "" {
+			return skyNomadBench(o.skynomad, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		}
 		return simBench(o, fs.Changed("starts"), cmd.OutOrStdout(), cmd.ErrOrStderr())
 	}
 	return cmd

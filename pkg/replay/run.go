@@ -74,7 +74,10 @@ type Result struct {
 	// region, and EgressUSD what they cost (included in Cost).
 	Transfers int
 	EgressUSD float64
-	Steps     []Step
+	// ProbeUSD is what trying spot to learn a zone's stock cost
+	// (included in Cost): see Job.ProbeTime.
+	ProbeUSD float64
+	Steps    []Step
 }
 
 // ChoiceError is a decider's choice the model does not allow.
