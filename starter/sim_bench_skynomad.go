@@ -140,7 +140,7 @@ func skyNomadBench(dir string, stdout, stderr io.Writer) error {
 	for _, p := range points {
 		var ts []*trace.Trace
 		job := replay.Job{Tier: spec.TierDeadline, Deadline: skyNomadDeadline, RestartOverhead: skyNomadRestart,
-			Work:         time.Duration(float64(skyNomadDeadline)/p.ratio).Round(time.Second),
+			Work:         time.Duration(float64(skyNomadDeadline) / p.ratio).Round(time.Second),
 			CheckpointGB: skyNomadCheckpoint, EgressUSDPerGB: skyNomadEgress}
 		for _, z := range p.zones {
 			t := traces[z]
