@@ -261,7 +261,19 @@ func (m *Meter) Result() Result {
 	return res
 }
 
-func (m *Meter) cost() float64 { return m.held + m.res.EgressUSD }
+func (m *Meter) cost() float64 { return m.held + m.res.EgressUSD + m.res.ProbeUSD }
+
+// Probe tries spot in zone z during the open tick to learn its stock, as
+// an acquisition there would: refused, it costs nothing; taken, the
+// instance is let go after billed, at the zone's spot price on every node.
+// It reports whether stock was there.
+func (m *Meter) Probe(z int, billed time.Duration) bool {
+	if z < 0 || z >= len(m.zones) || !m.inStock(z) {
+		return false
+	}
+	m.res.ProbeUSD += billed.Hours() * m.job.spotPrice(z) * float64(m.job.nodes())
+	return true
+}
 
 func (m *Meter) see(counts []int) error {
 	if len(counts) != len(m.zones) {
