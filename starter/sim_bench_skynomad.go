@@ -141,7 +141,7 @@ func skyNomadBench(dir string, stdout, stderr io.Writer) error {
 		var ts []*trace.Trace
 		job := replay.Job{Tier: spec.TierDeadline, Deadline: skyNomadDeadline, RestartOverhead: skyNomadRestart,
 			Work:         time.Duration(float64(skyNomadDeadline) / p.ratio).Round(time.Second),
-			CheckpointGB: skyNomadCheckpoint, EgressUSDPerGB: skyNomadEgress}
+			CheckpointGB: skyNomadCheckpoint, EgressUSDPerGB: skyNomadEgress, Rules: policy.RulesLatest}
 		for _, z := range p.zones {
 			t := traces[z]
 			if t == nil {

@@ -391,7 +391,15 @@ func (m Market) cheaperToMove(s State, i int) int {
 			ovh, usd = ovh+m.Move.Time, m.Move.USD
 		}
 		l := movedLifetime(s, z, ovh)
-		if l <= ovh || s.slack()-ovh < s.Remaining/moveSlack {
+		if l <= ovh {
+			continue
+		}
+		if m.Rules >= RulesMoveByMoney {
+			if s.slack()-ovh < ovh {
+				continue
+			}
+			usd += ovh.Hours() * max(0, m.cheapestOnDemand()-z.SpotPrice)
+		} else if s.slack()-ovh < s.Remaining/moveSlack {
 			continue
 		}
 		if rate := (z.SpotPrice*l.Hours() + usd) / (l - ovh).Hours(); rate < bestRate {
@@ -453,4 +461,15 @@ func (m Market) repaysMove(s State, z Zone) bool {
 	held := min(s.Remaining, expectedLeft(z, true))
 	move := m.Move.USD + z.SpotPrice*m.Move.Time.Hours()
 	return move < (m.onDemandPrice(z)-z.SpotPrice)*held.Hours()
+}
+
+// cheapestOnDemand is the lowest on-demand price of any zone.
+func (m Market) cheapestOnDemand() float64 {
+	p := m.OnDemandPrice
+	for _, z := range m.Zones {
+		if z.OnDemandPrice > 0 {
+			p = min(p, z.OnDemandPrice)
+		}
+	}
+	return p
 }

@@ -70,7 +70,7 @@ func NewMeter(job Job, zones []string, gap time.Duration) (*Meter, error) {
 		job: job, gap: gap, zones: append([]string(nil), zones...), curZone: -1,
 		history: make([]policy.Availability, len(zones)),
 		view: policy.Market{Step: gap, OnDemandPrice: job.cheapestOnDemand(), Zones: make([]policy.Zone, len(zones)),
-			Move: policy.Move{USD: job.nodeMoveUSD(), Time: job.moveTime(gap)}},
+			Move: policy.Move{USD: job.nodeMoveUSD(), Time: job.moveTime(gap)}, Rules: job.Rules},
 	}
 	for z := range zones {
 		r := slices.IndexFunc(m.view.Regions, func(rs policy.RegionStock) bool { return rs.Region == job.region(z) })
