@@ -121,6 +121,7 @@ func simCommand() *cobra.Command {
 		}
 		f.tier, f.job.Tier = t, t
 		f.job.TransferTime = transferTime(f.job.CheckpointGB, f.transfer)
+		f.job.Rules = policy.RulesLatest
 		if len(f.policies) == 0 {
 			f.policies = []policy.Name{policy.Refuel}
 		}

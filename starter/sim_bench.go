@@ -181,6 +181,7 @@ type benchSection struct {
 
 func simBench(o benchOptions, explicitStarts bool, stdout, stderr io.Writer) error {
 	o.job.TransferTime = transferTime(o.job.CheckpointGB, o.gbps)
+	o.job.Rules = policy.RulesLatest
 	for _, n := range o.nodes {
 		if n > spec.MaxNodes {
 			return &FlagError{"nodes", fmt.Sprintf("%d is outside 1..%d", n, spec.MaxNodes), fmt.Sprintf("give the instances the job needs at once, e.g. --nodes 2 (at most %d)", spec.MaxNodes)}
