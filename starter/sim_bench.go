@@ -238,7 +238,7 @@ func simBench(o benchOptions, explicitStarts bool, stdout, stderr io.Writer) err
 			}
 			sec.cells = benchCells(sec, o.deadlines, starts, stderr)
 			if o.regions {
-				sec.regions = regionCells(sec, o.deadlines, starts, o.regionTick, priced)
+				sec.regions = regionCells(sec, o.deadlines, starts, o.regionTick, priced, o.prices, stderr)
 			}
 			todo := sec.cells
 			if nodes == 1 {
@@ -300,7 +300,7 @@ func benchCells(sec *benchSection, dls []time.Duration, starts int, stderr io.Wr
 // regionCells are the windows of every market of a section whose zones
 // span regions, each zone at its own prices, read at ticks of at least
 // tick.
-func regionCells(sec *benchSection, dls []time.Duration, starts int, tick time.Duration, priced *trace.Prices) []*regionCell {
+func regionCells(sec *benchSection, dls []time.Duration, starts int, tick time.Duration, priced *trace.Prices, pricesName string, stderr io.Writer) []*regionCell {
 	var cells []*regionCell
 	for _, bm := range sec.multis {
 		if !spansRegions(bm) {
@@ -312,6 +312,10 @@ func regionCells(sec *benchSection, dls []time.Duration, starts int, tick time.D
 				continue
 			}
 		}
+		if _, err := pricedJob(sec.job, bm.traces, bm.market.Gap, 0, priced, pricesName, ""); err != nil {
+			fmt.Fprintf(stderr, "sim-bench: not replaying %s across priced regions: %v\n", bm.name, err)
+			continue
+		}
 		for _, dl := range dls {
 			ss, err := bm.market.Starts(starts, dl)
 			if err != nil {
@@ -320,7 +324,9 @@ func regionCells(sec *benchSection, dls []time.Duration, starts int, tick time.D
 			for _, st := range ss {
 				j := sec.job
 				j.Deadline = dl
-				j = pricedJob(j, bm.traces, bm.market.Gap, st, priced)
+				if j, err = pricedJob(j, bm.traces, bm.market.Gap, st, priced, pricesName, ""); err != nil {
+					continue
+				}
 				cells = append(cells, &regionCell{market: bm, deadline: dl, start: st, job: j,
 					cost: map[policy.Name]float64{}, met: map[policy.Name]bool{}, moves: map[policy.Name]int{}})
 			}
