@@ -374,3 +374,44 @@ func TestSimBenchReadsFineMarketsCoarserAcrossRegions(t *testing.T) {
 		}
 	}
 }
+
+// The authors' figures carried in: every point of Figure 10a (six zones,
+// D/W 1.05 to 2.0) and 10b (1 to 13 zones at D/W 1.2), each with its
+// published SkyNomad above its optimum.
+func TestSkyNomadFiguresAreEveryPoint(t *testing.T) {
+	points, err := readFigures()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b int
+	for _, p := range points {
+		switch {
+		case p.figure == "10a" && len(p.zones) == 6:
+			a++
+		case p.figure == "10b" && p.ratio == 1.2 && len(p.zones) == b+1:
+			b++
+		default:
+			t.Errorf("unexpected point: figure %s, D/W %g, %d zones", p.figure, p.ratio, len(p.zones))
+		}
+		if p.theirs < p.optimum || p.optimum <= 0 {
+			t.Errorf("figure %s, D/W %g, %d zones: SkyNomad $%.2f under its optimum $%.2f", p.figure, p.ratio, len(p.zones), p.theirs, p.optimum)
+		}
+	}
+	if a != 7 || b != 13 {
+		t.Errorf("%d points of Figure 10a and %d of 10b, want 7 and 13", a, b)
+	}
+}
+
+// A prices.csv that cannot price a zone is an error naming the file and
+// what it lacks.
+func TestSkyNomadBenchNamesWhatItCannotPrice(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "prices.csv"), []byte("zone,region,spot_usd_per_hour\nus-east4-a,us-east4,14.85\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errs bytes.Buffer
+	err := runSimBench([]string{"--skynomad", dir}, &out, &errs)
+	if err == nil || !strings.Contains(err.Error(), "has no column on_demand_usd_per_hour") || !strings.Contains(err.Error(), "prices.csv") {
+		t.Errorf("got %v, want an error naming prices.csv and its missing column", err)
+	}
+}
