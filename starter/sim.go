@@ -215,6 +215,9 @@ type simRow struct {
 	// the part of spot_hours it trained on fewer than all its nodes.
 	MinNodes    int     `json:"min_nodes"`
 	ShrunkHours float64 `json:"shrunk_hours"`
+	// ProbeUSD is what trying spot to learn zones' stock cost (in
+	// cost_usd): skynomad's probes.
+	ProbeUSD float64 `json:"probe_usd"`
 }
 
 // simSummary closes a run of several windows, per policy.
@@ -327,7 +330,7 @@ func rowOf(p policy.Name, job replay.Job, r replay.Result) simRow {
 		Preemptions: r.Preemptions, Changeovers: r.Changeovers,
 		Finished: r.Finished, Restarts: r.Starts, CostFraction: r.Cost / job.OnDemandCost(), Tier: string(job.Tier),
 		Transfers: r.Transfers, EgressUSD: r.EgressUSD, Nodes: max(1, job.Nodes),
-		MinNodes: max(1, job.Nodes), ShrunkHours: r.Shrunk.Hours(),
+		MinNodes: max(1, job.Nodes), ShrunkHours: r.Shrunk.Hours(), ProbeUSD: r.ProbeUSD,
 	}
 	if job.MinNodes > 0 {
 		row.MinNodes = job.MinNodes
