@@ -7,7 +7,7 @@ TRACES  ?= ../shared/traces
 # examples/pools-joined.yaml.
 JOIN_TOKEN := .refuel/join-token
 
-.PHONY: build run test lint unit fuzz e2e python3-torch postgresql bench traces bench-policy bench-estimate bench-autoscale bench-scale bench-pool bench-serve clean
+.PHONY: build run test lint unit fuzz e2e python3-torch postgresql bench traces bench-policy bench-skynomad bench-estimate bench-autoscale bench-scale bench-pool bench-serve clean
 
 build:
 	@echo "building bin/worker, bin/starter and bin/refuel-bench (the first build compiles the Temporal server: a few minutes)"
@@ -133,6 +133,14 @@ FULL ?=
 bench-policy: traces
 	$(GO) build -o $(BIN)/sim-bench-starter ./starter
 	$(BIN)/sim-bench-starter sim-bench --traces $(TRACES)/availability,$(TRACES)/preemption --nodes 1,4 $(if $(FULL),--full)
+
+# SkyNomad's own benchmark: every point of its authors' Figures 10a
+# (deadline tightness over six regions) and 10b (1 to 13 regions at D/W
+# 1.2) on their trace with their job, refuel and its peers beside the
+# authors' published SkyNomad and optimum. Under 5 minutes on two cores.
+bench-skynomad: traces
+	$(GO) build -o $(BIN)/sim-bench-starter ./starter
+	$(BIN)/sim-bench-starter sim-bench --skynomad $(TRACES)/availability/16-node/gcp-10-04-2025
 
 # Estimates against the runs they estimate (`starter estimate`): a 48 h
 # deadline run estimated at 6 start times per trace (and per zones of one

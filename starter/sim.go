@@ -61,6 +61,8 @@ type simFlags struct {
 	// link a checkpoint moves between regions over, in Gbit/s.
 	prices   string
 	transfer float64
+	// instanceType, when set, is every zone's instance type for --prices.
+	instanceType string
 }
 
 // FlagError is a flag given a value `starter sim` cannot use.
@@ -92,6 +94,7 @@ func simCommand() *cobra.Command {
 	priceVar(fs, &f.job.OnDemandPrice, "ondemand-price", 3.06, "on-demand price, USD per instance-hour")
 	tier := fs.String("tier", string(spec.TierDeadline), "tier of the job: deadline, flexible or critical")
 	fs.StringVar(&f.prices, "prices", "", "price each zone from FILE (DescribeSpotPriceHistory's JSON with OnDemandPrices beside it), or from refuel's embedded prices with \""+embeddedPrices+"\"; without it every zone charges --spot-price and --ondemand-price")
+	fs.StringVar(&f.instanceType, "instance-type", "", "with --prices: the instance type every zone is priced as, any cloud's (p3.2xlarge, a3-highgpu-8g); default the one each trace's name maps to")
 	fs.Float64Var(&f.job.EgressUSDPerGB, "egress-usd-per-gb", 0.02, "with --prices: USD per GB a checkpoint moved to another region costs")
 	fs.Float64Var(&f.job.CheckpointGB, "checkpoint-gb", 0, "with --prices: size of the run's checkpoint in GB, moved on a start in another region")
 	fs.Float64Var(&f.transfer, "transfer-gbps", 1, "with --prices: Gbit/s a checkpoint moves between regions at")
@@ -110,7 +113,7 @@ func simCommand() *cobra.Command {
 		"prices": completeFiles("json"), "plot": completeFiles("png", "svg"),
 		"work": completeNothing, "deadline": completeNothing, "restart-overhead": completeNothing, "spot-price": completeNothing,
 		"ondemand-price": completeNothing, "egress-usd-per-gb": completeNothing, "checkpoint-gb": completeNothing,
-		"transfer-gbps": completeNothing, "nodes": completeNothing, "min-nodes": completeNothing, "start": completeNothing, "starts": completeNothing,
+		"transfer-gbps": completeNothing, "instance-type": completeNothing, "nodes": completeNothing, "min-nodes": completeNothing, "start": completeNothing, "starts": completeNothing,
 	} {
 		_ = cmd.RegisterFlagCompletionFunc(name, complete)
 	}
@@ -121,6 +124,7 @@ func simCommand() *cobra.Command {
 		}
 		f.tier, f.job.Tier = t, t
 		f.job.TransferTime = transferTime(f.job.CheckpointGB, f.transfer)
+		f.job.Rules = policy.RulesLatest
 		if len(f.policies) == 0 {
 			f.policies = []policy.Name{policy.Refuel}
 		}
@@ -211,6 +215,9 @@ type simRow struct {
 	// the part of spot_hours it trained on fewer than all its nodes.
 	MinNodes    int     `json:"min_nodes"`
 	ShrunkHours float64 `json:"shrunk_hours"`
+	// ProbeUSD is what trying spot to learn zones' stock cost (in
+	// cost_usd): skynomad's probes.
+	ProbeUSD float64 `json:"probe_usd"`
 }
 
 // simSummary closes a run of several windows, per policy.
@@ -260,13 +267,19 @@ func replayTraces(f simFlags, stdout, stderr io.Writer) error {
 	}
 	var rows []simRow
 	var plotted []replay.Result
+	plotJob := f.job
 	for w, start := range starts {
 		if len(starts) > 1 {
 			fmt.Fprintf(stderr, "sim: window %d/%d (start tick %d)\n", w+1, len(starts), start)
 		}
 		job := f.job
 		if prices != nil {
-			job = pricedJob(job, traces, market.Gap, start, prices)
+			if job, err = pricedJob(job, traces, market.Gap, start, prices, f.prices, f.instanceType); err != nil {
+				return &FlagError{"prices", err.Error(), "price every zone of the traces"}
+			}
+		}
+		if w == 0 {
+			plotJob = job
 		}
 		for _, p := range f.policies {
 			res, err := replaySim(market, job, start, p)
@@ -286,7 +299,7 @@ func replayTraces(f simFlags, stdout, stderr io.Writer) error {
 		if len(starts) > 1 {
 			fmt.Fprintf(stderr, "sim: plotting the first window (start tick %d)\n", starts[0])
 		}
-		if err := writePlot(f.plot, market, f.job, f.policies, plotted); err != nil {
+		if err := writePlot(f.plot, market, plotJob, f.policies, plotted); err != nil {
 			return err
 		}
 		where, err := filepath.Abs(f.plot)
@@ -317,7 +330,7 @@ func rowOf(p policy.Name, job replay.Job, r replay.Result) simRow {
 		Preemptions: r.Preemptions, Changeovers: r.Changeovers,
 		Finished: r.Finished, Restarts: r.Starts, CostFraction: r.Cost / job.OnDemandCost(), Tier: string(job.Tier),
 		Transfers: r.Transfers, EgressUSD: r.EgressUSD, Nodes: max(1, job.Nodes),
-		MinNodes: max(1, job.Nodes), ShrunkHours: r.Shrunk.Hours(),
+		MinNodes: max(1, job.Nodes), ShrunkHours: r.Shrunk.Hours(), ProbeUSD: r.ProbeUSD,
 	}
 	if job.MinNodes > 0 {
 		row.MinNodes = job.MinNodes

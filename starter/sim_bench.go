@@ -97,6 +97,9 @@ type benchOptions struct {
 	// sampled finer are read at a multiple of their gap at least this long
 	// (trace.Coarsen); 0 keeps each market's own.
 	regionTick time.Duration
+	// skynomad is the folder of SkyNomad's authors' trace: with it the
+	// bench replays their figures instead (skyNomadBench).
+	skynomad string
 }
 
 // simBenchCommand is `starter sim-bench` (make bench-policy): every trace
@@ -147,9 +150,10 @@ all of them sharing the cores.`,
 	fs.Float64Var(&o.gbps, "transfer-gbps", 1, "Gbit/s a checkpoint moves between regions at")
 	listVar(fs, &o.nodes, "nodes", "counts", one(positiveInt), fmt.Sprintf("instances the job needs at once in one zone, a gang (1 to %d); comma-separate for a table per size; see starter sim -h", spec.MaxNodes))
 	fs.BoolVar(&o.regions, "priced-regions", true, "also replay markets whose zones span regions with each zone at its own prices")
+	fs.StringVar(&o.skynomad, "skynomad", "", "replay instead every point of SkyNomad's Figures 10a and 10b on its authors' trace in this folder (with prices.csv), beside their published results (make bench-skynomad)")
 	durationVar(fs, &o.regionTick, "region-tick", 3*time.Minute, "with --priced-regions, replay markets sampled finer at the smallest multiple of their gap at least this long, a tick in stock only where stock lasted through it (the optimum across priced regions at 30 s ticks takes tens of minutes); 0 keeps their own")
 	for name, complete := range map[string]cobra.CompletionFunc{
-		"traces": completeDirs, "prices": completeFiles("json"),
+		"traces": completeDirs, "skynomad": completeDirs, "prices": completeFiles("json"),
 		"starts": completeNothing, "deadlines": completeNothing, "work": completeNothing, "restart-overhead": completeNothing,
 		"spot-price": completeNothing, "ondemand-price": completeNothing, "checkpoint-gb": completeNothing,
 		"egress-usd-per-gb": completeNothing, "transfer-gbps": completeNothing, "nodes": completeNothing, "region-tick": completeNothing,
@@ -157,6 +161,9 @@ all of them sharing the cores.`,
 		_ = cmd.RegisterFlagCompletionFunc(name, complete)
 	}
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if o.skynomad != "" {
+			return skyNomadBench(o.skynomad, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		}
 		return simBench(o, fs.Changed("starts"), cmd.OutOrStdout(), cmd.ErrOrStderr())
 	}
 	return cmd
@@ -174,6 +181,7 @@ type benchSection struct {
 
 func simBench(o benchOptions, explicitStarts bool, stdout, stderr io.Writer) error {
 	o.job.TransferTime = transferTime(o.job.CheckpointGB, o.gbps)
+	o.job.Rules = policy.RulesLatest
 	for _, n := range o.nodes {
 		if n > spec.MaxNodes {
 			return &FlagError{"nodes", fmt.Sprintf("%d is outside 1..%d", n, spec.MaxNodes), fmt.Sprintf("give the instances the job needs at once, e.g. --nodes 2 (at most %d)", spec.MaxNodes)}
@@ -230,7 +238,7 @@ func simBench(o benchOptions, explicitStarts bool, stdout, stderr io.Writer) err
 			}
 			sec.cells = benchCells(sec, o.deadlines, starts, stderr)
 			if o.regions {
-				sec.regions = regionCells(sec, o.deadlines, starts, o.regionTick, priced)
+				sec.regions = regionCells(sec, o.deadlines, starts, o.regionTick, priced, o.prices, stderr)
 			}
 			todo := sec.cells
 			if nodes == 1 {
@@ -292,7 +300,7 @@ func benchCells(sec *benchSection, dls []time.Duration, starts int, stderr io.Wr
 // regionCells are the windows of every market of a section whose zones
 // span regions, each zone at its own prices, read at ticks of at least
 // tick.
-func regionCells(sec *benchSection, dls []time.Duration, starts int, tick time.Duration, priced *trace.Prices) []*regionCell {
+func regionCells(sec *benchSection, dls []time.Duration, starts int, tick time.Duration, priced *trace.Prices, pricesName string, stderr io.Writer) []*regionCell {
 	var cells []*regionCell
 	for _, bm := range sec.multis {
 		if !spansRegions(bm) {
@@ -304,6 +312,10 @@ func regionCells(sec *benchSection, dls []time.Duration, starts int, tick time.D
 				continue
 			}
 		}
+		if _, err := pricedJob(sec.job, bm.traces, bm.market.Gap, 0, priced, pricesName, ""); err != nil {
+			fmt.Fprintf(stderr, "sim-bench: not replaying %s across priced regions: %v\n", bm.name, err)
+			continue
+		}
 		for _, dl := range dls {
 			ss, err := bm.market.Starts(starts, dl)
 			if err != nil {
@@ -312,7 +324,9 @@ func regionCells(sec *benchSection, dls []time.Duration, starts int, tick time.D
 			for _, st := range ss {
 				j := sec.job
 				j.Deadline = dl
-				j = pricedJob(j, bm.traces, bm.market.Gap, st, priced)
+				if j, err = pricedJob(j, bm.traces, bm.market.Gap, st, priced, pricesName, ""); err != nil {
+					continue
+				}
 				cells = append(cells, &regionCell{market: bm, deadline: dl, start: st, job: j,
 					cost: map[policy.Name]float64{}, met: map[policy.Name]bool{}, moves: map[policy.Name]int{}})
 			}

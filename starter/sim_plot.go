@@ -87,7 +87,7 @@ func drawSim(c canvas, m *replay.Market, job replay.Job, names []policy.Name, re
 	x := func(hours float64) float64 { return plotLeft + hours/span*chartW }
 	y := func(done float64) float64 { return plotTop + plotChartH - done/work*plotChartH }
 
-	c.text(plotLeft, 20, fmt.Sprintf("%s work, %s deadline, %s restart overhead, spot $%.4f/h, on-demand $%.2f/h; zones: %s", job.Work, job.Deadline, job.RestartOverhead, job.SpotPrice, job.OnDemandPrice, strings.Join(m.Zones, ", ")), plotInk)
+	c.text(plotLeft, 20, fmt.Sprintf("%s work, %s deadline, %s restart overhead; %s", job.Work, job.Deadline, job.RestartOverhead, plotPrices(m, job)), plotInk)
 	for _, frac := range []float64{0, 0.25, 0.5, 0.75, 1} {
 		c.line(plotLeft, y(frac*work), plotLeft+chartW, y(frac*work), plotGrid, 1)
 		c.text(8, y(frac*work)+4, fmt.Sprintf("%.0fh", frac*work), plotInk)
@@ -244,4 +244,17 @@ func abs(v float64) float64 {
 		return -v
 	}
 	return v
+}
+
+// plotPrices says the prices the plotted window was replayed at: each
+// zone's, when priced apart (--prices), else the job's.
+func plotPrices(m *replay.Market, job replay.Job) string {
+	if len(job.Zones) == 0 {
+		return fmt.Sprintf("spot $%.4f/h, on-demand $%.2f/h; zones: %s", job.SpotPrice, job.OnDemandPrice, strings.Join(m.Zones, ", "))
+	}
+	parts := make([]string, len(m.Zones))
+	for i, z := range m.Zones {
+		parts[i] = fmt.Sprintf("%s spot $%.4f/h, on-demand $%.2f/h", z, job.Zones[i].Spot, job.Zones[i].OnDemand)
+	}
+	return "prices: " + strings.Join(parts, "; ")
 }

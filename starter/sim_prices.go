@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"refuel/pkg/cloud/sim"
@@ -20,27 +21,47 @@ func loadPrices(name string) (*trace.Prices, error) {
 	return trace.LoadPrices(name)
 }
 
-// pricedJob is job with each zone of the traces priced from prices as
-// they stood when the window starting at tick start opened (the traces'
-// tick 0 being the prices' start), on-demand by the zone's region. A zone
-// the prices do not know keeps the job's --spot-price and
-// --ondemand-price.
-func pricedJob(job replay.Job, traces []*trace.Trace, gap time.Duration, start int, prices *trace.Prices) replay.Job {
+// pricedJob is job with each zone of the traces priced from prices (read
+// from the file named file) as they stood when the window starting at
+// tick start opened (the traces' tick 0 being the prices' start),
+// on-demand by the zone's region. A zone's instance type is instanceType
+// when given (any cloud's: an EC2 type, a GCE machine type), else the one
+// its trace's name maps to; a zone the prices do not price is an error
+// naming it and the file: no zone is silently charged another's price.
+func pricedJob(job replay.Job, traces []*trace.Trace, gap time.Duration, start int, prices *trace.Prices, file, instanceType string) (replay.Job, error) {
 	at := prices.Start().Add(time.Duration(start) * gap)
 	job.Zones = make([]replay.ZonePrice, len(traces))
 	for i, t := range traces {
-		z := replay.ZonePrice{Region: trace.Region(t.Zone), Spot: job.SpotPrice, OnDemand: job.OnDemandPrice}
-		if it, ok := sim.InstanceTypeOf(t); ok {
-			if usd, ok := prices.SpotAt(t.Zone, it, at); ok {
-				z.Spot = usd
+		it := instanceType
+		if it == "" {
+			var ok bool
+			if it, ok = sim.InstanceTypeOf(t); !ok {
+				return job, &UnpricedZoneError{Zone: t.Zone, File: file, Problem: fmt.Sprintf("its trace %s names no instance type refuel knows (%s × %d)", t.File, t.Instance, t.Count)}
 			}
-			if usd, ok := prices.OnDemandIn(z.Region, it); ok {
-				z.OnDemand = usd
-			}
+		}
+		z := replay.ZonePrice{Region: trace.Region(t.Zone)}
+		var ok bool
+		if z.Spot, ok = prices.SpotAt(t.Zone, it, at); !ok {
+			return job, &UnpricedZoneError{Zone: t.Zone, File: file, Problem: fmt.Sprintf("has no spot price for %s there", it)}
+		}
+		if z.OnDemand, ok = prices.OnDemandIn(z.Region, it); !ok {
+			return job, &UnpricedZoneError{Zone: t.Zone, File: file, Problem: fmt.Sprintf("has no on-demand price for %s in region %s", it, z.Region)}
 		}
 		job.Zones[i] = z
 	}
-	return job
+	return job, nil
+}
+
+// UnpricedZoneError is a zone the prices given cannot price.
+type UnpricedZoneError struct {
+	Zone, File, Problem string
+}
+
+func (e *UnpricedZoneError) Error() string {
+	if strings.Contains(e.Problem, "trace") {
+		return fmt.Sprintf("zone %s cannot be priced from %s: %s; give its instance type with --instance-type (e.g. p3.2xlarge, a3-highgpu-8g)", e.Zone, e.File, e.Problem)
+	}
+	return fmt.Sprintf("zone %s cannot be priced from %s: the file %s; add the zone's prices to the file or drop its trace", e.Zone, e.File, e.Problem)
 }
 
 // transferTime is how long moving a checkpoint of gb gigabytes takes at

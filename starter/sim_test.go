@@ -146,6 +146,11 @@ func TestSimRejectsBadFlags(t *testing.T) {
 		"too many nodes":    {[]string{"--trace", tr, "--nodes", "257"}, "--nodes 257 is outside 1..256"},
 		"min nodes above":   {[]string{"--trace", tr, "--nodes", "2", "--min-nodes", "3"}, "--min-nodes 3 is outside 1..2 (--nodes)"},
 		"missing file":      {[]string{"--trace", filepath.Join(t.TempDir(), "none.json")}, "none.json cannot be read"},
+		"zone not priced":   {[]string{"--trace", tr, "--prices", "embedded"}, "zone z1 cannot be priced from embedded"},
+		"type not known": {[]string{"--trace", simTrace(t, "us-east-1a_h100_1.json"), "--prices", "embedded"},
+			"zone us-east-1a cannot be priced from embedded: its trace"},
+		"type not priced": {[]string{"--trace", simTrace(t, "us-east-1a_h100_1.json"), "--prices", "embedded", "--instance-type", "a3-highgpu-8g"},
+			"zone us-east-1a cannot be priced from embedded: the file has no spot price for a3-highgpu-8g"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -155,6 +160,28 @@ func TestSimRejectsBadFlags(t *testing.T) {
 				t.Errorf("got %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// With --prices the plot says each zone's prices, those it was replayed at.
+func TestSimPlotsThePricesItUsed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "plot.svg")
+	var out, errs bytes.Buffer
+	args := []string{"--trace", simTrace(t, "us-east-1a_v100_1.json"), "--trace", simTrace(t, "us-west-2a_v100_1.json"), "--prices", "embedded", "--policy", "greedy", "--plot", path}
+	if err := runSim(append(args, simJob...), &out, &errs); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"us-east-1a spot $", "us-west-2a spot $"} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("the plot does not say %q", want)
+		}
+	}
+	if bytes.Contains(b, []byte("spot $0.9701/h")) {
+		t.Error("the plot says the default spot price")
 	}
 }
 

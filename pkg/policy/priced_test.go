@@ -166,3 +166,70 @@ func TestRefuelLeavesHeldSpotForCheaperSpotThatLasts(t *testing.T) {
 		})
 	}
 }
+
+// Under rules version 1 the slack a move spends is priced, not refused
+// below a quarter of the work left: with 4 h of slack for 38 h of work, c
+// at 0.30 repays its start, its move and the 19 minutes of slack priced
+// at on-demand's gap over c's spot; at 0.40 it does not; with no slack
+// for another restart it stays whatever c costs.
+func TestRefuelPricesTheSlackAMoveSpends(t *testing.T) {
+	spotC := Choice{Market: capacity.Spot, Zone: "c"}
+	market := func(c float64, rules int) Market {
+		m := regions(true, false, true, Move{USD: 1, Time: 7 * time.Minute})
+		for range 4 {
+			m.Zones[2].History.Observe(true, 10*time.Hour)
+			m.Zones[2].History.Observe(false, time.Hour)
+		}
+		m.Zones[2].History.Observe(true, time.Hour)
+		m.Roaming.Observe(m.Zones, time.Hour)
+		m.Zones[2].SpotPrice, m.Rules = c, rules
+		return m
+	}
+	cases := map[string]struct {
+		s    State
+		m    Market
+		want Choice
+	}{
+		"version 0 refuses the move":        {state(10, 42, spotA), market(0.3, 0), spotA},
+		"version 1 moves":                   {state(10, 42, spotA), market(0.3, RulesMoveByMoney), spotC},
+		"version 1: the slack costs more":   {state(10, 42, spotA), market(0.4, RulesMoveByMoney), spotA},
+		"version 1: no slack for a restart": {state(10, 38.5, spotA), market(0.3, RulesMoveByMoney), spotA},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := Decide(spec.TierDeadline, Refuel, tc.s, tc.m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Fatalf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// Spot in a at 2.50 is dear beside c's at 0.40, out of stock for now but
+// with outages of 20 minutes: under rules version 1 it is weighed against
+// waiting while the slack affords the wait, and taken on sight otherwise.
+func TestRefuelWeighsDearSpotAgainstWaiting(t *testing.T) {
+	market := func(rules int) Market {
+		m := regions(true, false, false, Move{USD: 1, Time: 7 * time.Minute})
+		m.Zones[0].SpotPrice = 2.5
+		for range 10 {
+			m.Zones[2].History.Observe(true, 5*time.Hour)
+			m.Zones[2].History.Observe(false, 20*time.Minute)
+		}
+		m.Zones[2].History.Observe(false, 10*time.Minute)
+		m.Rules = rules
+		return m
+	}
+	if h := market(RulesMoveByMoney).dearFor(state(10, 60, None), 0); h <= 0 {
+		t.Errorf("version 1, 22 h of slack: dear for %s, want a wait to weigh", h)
+	}
+	if h := market(0).dearFor(state(10, 60, None), 0); h != 0 {
+		t.Errorf("version 0: dear for %s, want 0 (taken on sight)", h)
+	}
+	if h := market(RulesMoveByMoney).dearFor(state(10, 38.5, None), 0); h != 0 {
+		t.Errorf("version 1, 30 minutes of slack: dear for %s, want 0 (no wait affordable)", h)
+	}
+}

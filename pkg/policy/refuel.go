@@ -101,7 +101,7 @@ func (d *Decider) refuelAmong(s State, m Market, mayWait bool) Choice {
 		// move; the model weighs only waiting against on-demand, and a
 		// return from on-demand to spot.
 		if i := roamingSpotZone(s, m); i >= 0 {
-			if s.Current.Market != capacity.OnDemand && safe(s, m, m.spot(i)) && m.repaysMove(s, m.Zones[i]) {
+			if s.Current.Market != capacity.OnDemand && safe(s, m, m.spot(i)) && m.repaysMove(s, m.Zones[i]) && m.dearFor(s, i) == 0 {
 				return m.spot(i)
 			}
 			options = append(options, option{c: m.spot(i), cost: inf32})
@@ -163,9 +163,16 @@ func (d *Decider) costRoaming(s State, m Market, p planPoint, options []option) 
 	// expected to cost; every option is planned alike, so that none
 	// carries a price or a move the others' futures leave out.
 	price := roamingPrice(m.Zones)
+	premium := float32(0)
 	for _, o := range options {
-		if o.c.Market == capacity.Spot {
-			price = m.Zones[m.zone(o.c.Zone)].SpotPrice
+		if i := m.zone(o.c.Zone); o.c.Market == capacity.Spot {
+			if h := m.dearFor(s, i); h > 0 {
+				// Dear spot is planned as the stock across the zones,
+				// its premium paid until cheaper stock is back.
+				premium = float32((m.Zones[i].SpotPrice - price) * h.Hours())
+				continue
+			}
+			price = m.Zones[i].SpotPrice
 		}
 	}
 	in, b := 0, 0
@@ -199,7 +206,36 @@ func (d *Decider) costRoaming(s State, m Market, p planPoint, options []option) 
 			}
 		}
 		options[j].cost = m.withMove(c, s, p, cost, func(slack int) float32 { return o.q(p.r, slack, h, in, b, act) })
+		if act == actSpot {
+			options[j].cost += premium
+		}
 	}
+}
+
+// dearFor is, when spot in zone i costs more than the stock across the
+// zones can be expected to (roamingPrice) by more than moveMargin, how
+// long it would be held before spot in a cheaper zone is expected back:
+// the shortest expected outage left of those zones, at most zone i's
+// expected stock and the work left. 0 when it is not dear, when cheaper
+// stock is not expected back within the share of the slack a move may
+// spend (moveSlack), or under rules before RulesMoveByMoney. Holding it that long pays its premium over the
+// cheaper stock; waiting instead spends that much slack: the roaming
+// outlook weighs the two (costRoaming).
+func (m Market) dearFor(s State, i int) time.Duration {
+	z := m.Zones[i]
+	if m.Rules < RulesMoveByMoney || !m.priced() || z.SpotPrice <= roamingPrice(m.Zones)*(1+moveMargin) {
+		return 0
+	}
+	back := s.TimeLeft
+	for _, c := range m.Zones {
+		if !c.SpotAvailable && c.SpotPrice < z.SpotPrice*(1-moveMargin) {
+			back = min(back, expectedLeft(c, false))
+		}
+	}
+	if back > (s.slack()-s.RestartOverhead)/moveSlack {
+		return 0 // waiting that long would spend more slack than a move may
+	}
+	return max(min(back, expectedLeft(z, true), s.Remaining), time.Minute)
 }
 
 // withMove is q at the plan's slack, or, for a start of c in another
@@ -391,7 +427,15 @@ func (m Market) cheaperToMove(s State, i int) int {
 			ovh, usd = ovh+m.Move.Time, m.Move.USD
 		}
 		l := movedLifetime(s, z, ovh)
-		if l <= ovh || s.slack()-ovh < s.Remaining/moveSlack {
+		if l <= ovh {
+			continue
+		}
+		if m.Rules >= RulesMoveByMoney {
+			if s.slack()-ovh < ovh {
+				continue
+			}
+			usd += ovh.Hours() * max(0, m.cheapestOnDemand()-z.SpotPrice)
+		} else if s.slack()-ovh < s.Remaining/moveSlack {
 			continue
 		}
 		if rate := (z.SpotPrice*l.Hours() + usd) / (l - ovh).Hours(); rate < bestRate {
@@ -453,4 +497,15 @@ func (m Market) repaysMove(s State, z Zone) bool {
 	held := min(s.Remaining, expectedLeft(z, true))
 	move := m.Move.USD + z.SpotPrice*m.Move.Time.Hours()
 	return move < (m.onDemandPrice(z)-z.SpotPrice)*held.Hours()
+}
+
+// cheapestOnDemand is the lowest on-demand price of any zone.
+func (m Market) cheapestOnDemand() float64 {
+	p := m.OnDemandPrice
+	for _, z := range m.Zones {
+		if z.OnDemandPrice > 0 {
+			p = min(p, z.OnDemandPrice)
+		}
+	}
+	return p
 }

@@ -2,29 +2,34 @@ package policy
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"refuel/pkg/capacity"
 )
 
 // skyNomad follows SkyNomad (Li et al., "SkyNomad: On Using Multi-Region
-// Spot Instances to Minimize AI Batch Job Cost", arXiv 2601.06520, 2026),
-// as its paper describes it. Every option (holding nothing, on-demand in
-// each zone, spot in each zone in stock) gets a utility in USD per hour,
+// Spot Instances to Minimize AI Batch Job Cost", NSDI 2027) as its
+// authors built it in their released artifact. Every option (on-demand in
+// each zone, spot in each zone in stock) gets a net value in USD per hour,
 // eq. (6):
 //
-//	U = V·η − price − E/L
+//	U = V·(L − d)/L − price − M/L
 //
-// where V is the value of an hour of progress (eq. (8), see progressValue),
-// L the option's predicted lifetime (see skyNomadLifetime; unbounded for
-// on-demand), η = (L − d)⁺/L the share of it that works once the cold start
-// d is paid, and E the egress of moving the checkpoint there, amortised
-// over L. Holding nothing is worth 0. The run takes the best option when
-// it beats what it holds by the hysteresis margin (a switch terminates
-// the instance held), and its safety net holds on-demand once waiting
-// longer would miss the deadline. Where the paper leaves a parameter open
-// the choice is documented in docs/simulation.md ("SkyNomad in the
-// simulator"), which also says how each part maps onto this model.
+// where V is the value of an hour of progress (eq. (8) floored, see
+// progressValue), L the option's predicted lifetime capped at 2 h and at
+// the time left (see skyNomadLifetime; unbounded for on-demand), d the
+// restart overhead (none for the spot instance held) and M the move of the
+// checkpoint there, its transfer's time valued at V plus its egress. A
+// start on on-demand in another zone than the one held pays its restart
+// and move at once, valued at V, not amortised. An option worth less than
+// nothing is dropped; one away from the instance held must beat it by the
+// switching margin (skyNomadMargin). Holding nothing, the run takes the
+// best option worth more than nothing; holding an instance, it keeps it
+// unless an option beats it, and it never lets an instance go to hold
+// nothing. Its safety net holds on-demand once waiting longer would miss
+// the deadline. docs/simulation.md ("SkyNomad in the simulator") names
+// where it departs from the authors' code and why.
 func skyNomad(s State, m Market) Choice {
 	if s.Remaining <= 0 {
 		return None // the paper's thrifty rule
@@ -34,38 +39,58 @@ func skyNomad(s State, m Market) Choice {
 		return od
 	}
 	cod, spot := skyNomadPrices(m)
-	v := progressValue(s, cod)
+	v := progressValue(s, cod, slices.Min(spot))
 	if math.IsInf(v, 1) {
 		return od
 	}
-	// Options in order of preference on ties: what the run holds, then
-	// the on-demand a fallback would take (in the zone held, else where
-	// it is cheapest with the move counted), then zone order.
-	cur, curU := None, 0.0
-	best, bestU := None, 0.0
-	consider := func(c Choice, u float64) {
-		if c == s.Current {
-			cur, curU = c, u
+	price := func(z Zone) float64 {
+		if m.OnDemandPrice == 0 {
+			return 1
 		}
-		if u > bestU || u == bestU && (c == s.Current || c == od && best != s.Current) {
-			best, bestU = c, u
+		return m.onDemandPrice(z)
+	}
+	// The instance held's value: spot with its start paid, on-demand at
+	// its price.
+	held := s.Current.Holds()
+	cur := 0.0
+	if i := m.zone(s.Current.Zone); held && i >= 0 {
+		if s.Current.Market == capacity.Spot {
+			cur = skyNomadSpot(s, m, i, v, spot[i])
+		} else {
+			cur = v - price(m.Zones[i])
 		}
 	}
-	for i, z := range m.Zones {
-		price := m.onDemandPrice(z)
-		if m.OnDemandPrice == 0 {
-			price = 1
+	margin := skyNomadMargin + skyNomadMarginPerMoveUSD*m.Move.USD + skyNomadMarginOfV*v
+	best, bestU := None, cur
+	consider := func(c Choice, u, gate float64) {
+		if c == s.Current || u < 0 || u <= gate || u <= bestU {
+			return
 		}
-		// A move of the checkpoint is amortised over an on-demand
-		// instance's unbounded lifetime: it adds nothing to U.
-		consider(Choice{Market: capacity.OnDemand, Zone: z.Name}, v-price)
+		best, bestU = c, u
+	}
+	for i, z := range m.Zones {
+		gate := math.Inf(-1)
+		if held {
+			gate = cur + margin
+		}
+		u := v - price(z)
+		if z.Name != s.Current.Zone && (held || s.Done > 0) {
+			u -= v * s.RestartOverhead.Hours()
+			if m.moves(z) {
+				u -= v*m.Move.Time.Hours() + m.Move.USD
+			}
+		}
+		consider(Choice{Market: capacity.OnDemand, Zone: z.Name}, u, gate)
 		if z.SpotAvailable {
-			consider(m.spot(i), skyNomadSpot(s, m, i, v, spot[i]))
+			if z.Name == s.Current.Zone {
+				gate = math.Inf(-1) // from on-demand to spot in its zone
+			}
+			consider(m.spot(i), skyNomadSpot(s, m, i, v, spot[i]), gate)
 		}
 	}
 	c := best
-	if s.Current.Holds() && cur == s.Current && bestU <= curU+skyNomadHysteresis*v {
-		c = s.Current
+	if !c.Holds() {
+		c = s.Current // nothing beats it: what is held is kept
 	}
 	if !safe(s, m, c) {
 		return od
@@ -73,30 +98,35 @@ func skyNomad(s State, m Market) Choice {
 	return c
 }
 
-// skyNomadHysteresis is the margin ∆ a switch away from a held instance
-// must gain, as a share of V: the paper's footnote names ∆ without a value;
-// the authors' artifact adds this share of V to a fixed 0.5 USD/h sized for
-// H100 prices, which is left out here.
-const skyNomadHysteresis = 0.05
+// The switching margin an option away from the instance held must beat
+// it by, in USD per hour: the authors' fixed 0.5 USD/h, 0.0002 USD/h per
+// GB of checkpoint (0.01 per USD of its egress at $0.02/GB), and 5% of V.
+const (
+	skyNomadMargin           = 0.5
+	skyNomadMarginPerMoveUSD = 0.01
+	skyNomadMarginOfV        = 0.05
+)
 
-// skyNomadSpot is the utility of spot in zone i at price, eq. (6).
+// skyNomadMaxLifetime caps a predicted spot lifetime, as the authors'
+// H100 results were produced with.
+const skyNomadMaxLifetime = 2 * time.Hour
+
+// skyNomadSpot is the net value of spot in zone i at price, eq. (6).
 func skyNomadSpot(s State, m Market, i int, v, price float64) float64 {
 	z := m.Zones[i]
 	c := m.spot(i)
-	d, egress := s.RestartOverhead, 0.0
+	d, move := s.RestartOverhead, 0.0
 	switch {
 	case c == s.Current:
-		d = s.OverheadLeft
+		d = 0
 	case m.moves(z):
-		d += m.Move.Time
-		egress = m.Move.USD
+		move = v*m.Move.Time.Hours() + m.Move.USD
 	}
-	l := skyNomadLifetime(z, s.TimeLeft)
-	if l <= 0 {
+	l := min(skyNomadLifetime(z, s.TimeLeft), skyNomadMaxLifetime)
+	if l <= d || l <= 0 {
 		return math.Inf(-1)
 	}
-	eta := max(0, l-d).Hours() / l.Hours()
-	return v*eta - price - egress/l.Hours()
+	return v*(l-d).Hours()/l.Hours() - price - move/l.Hours()
 }
 
 // skyNomadPrices are the cheapest on-demand price and each zone's spot
@@ -121,20 +151,23 @@ func skyNomadPrices(m Market) (cod float64, spot []float64) {
 	return cod, spot
 }
 
-// progressValue is V, the shadow price of an hour of progress, eq. (8):
+// progressValue is V, the value of an hour of progress, eq. (8):
 // on-demand's price times the schedule ratio, the work left per hour left
-// over the progress per hour so far. On schedule V is on-demand's price,
-// and on-demand is worth no more than waiting; behind it, more; ahead,
-// less. The paper's V is undefined before any progress: the run counts as
-// on schedule then, as the authors' artifact takes it.
-func progressValue(s State, cod float64) float64 {
+// over the progress per hour so far. On schedule V is on-demand's price;
+// behind it, more; ahead, less, but never below the cheapest spot price
+// (floor): the work has to be done. Before any progress the rate so far
+// is taken as the plan's, the work over the deadline, so V rises from
+// on-demand's price as T/(T−t) while the run waits.
+func progressValue(s State, cod, floor float64) float64 {
 	if s.TimeLeft <= 0 {
 		return math.Inf(1)
 	}
-	if s.Done <= 0 || s.Elapsed <= 0 {
-		return cod
+	need := s.Remaining.Hours() / s.TimeLeft.Hours()
+	rate := (s.Done + s.Remaining).Hours() / (s.Elapsed + s.TimeLeft).Hours()
+	if s.Done > 0 && s.Elapsed > 0 {
+		rate = s.Done.Hours() / s.Elapsed.Hours()
 	}
-	return cod * s.Elapsed.Hours() / s.TimeLeft.Hours() * s.Remaining.Hours() / s.Done.Hours()
+	return max(cod*need/rate, floor)
 }
 
 // skyNomadLifetime is how much longer zone z's stretch in stock is

@@ -46,8 +46,18 @@ func TestSkyNomadUtilitiesByHand(t *testing.T) {
 	s := skyState(8, None)
 	m := skyMarket(true, true, 0.5)
 	near := func(got, want float64) bool { return math.Abs(got-want) < 1e-3 }
-	if v := progressValue(s, 3); !near(v, 2) {
-		t.Errorf("V = %.4f, want 2 (3 × 10/30 × 16/8)", v)
+	values := map[string]struct {
+		s         State
+		got, want float64
+	}{
+		"V":                                  {s, progressValue(s, 3, 0.5), 2},                                 // 3 × (16/30)/(8/10)
+		"V before progress rises as T/(T−t)": {skyState(0, None), progressValue(skyState(0, None), 3, 0.5), 4}, // 3 × 40/30
+		"V far ahead is floored at the cheapest spot": {skyState(20, None), progressValue(skyState(20, None), 3, 0.5), 0.5},
+	}
+	for name, tc := range values {
+		if !near(tc.got, tc.want) {
+			t.Errorf("%s = %.4f, want %.4f", name, tc.got, tc.want)
+		}
 	}
 	if l := skyNomadLifetime(m.Zones[0], s.TimeLeft); (l - 30*time.Minute).Abs() > time.Second {
 		t.Errorf("zone a's lifetime %s, want 30m (10 minutes safe, then 1/3 h at 3 an hour)", l)
@@ -60,12 +70,14 @@ func TestSkyNomadUtilitiesByHand(t *testing.T) {
 		zone int
 		want float64
 	}{
-		// η = (0.5 − 0.2)/0.5: the 12-minute start spends 40% of it.
+		// (0.5 − 0.2)/0.5 of its lifetime works: the 12-minute start
+		// spends 40% of it.
 		"a new start in a": {s, 0, 2*0.6 - 0.9},
 		// Held with its start paid, all of its lifetime works.
 		"a held": {skyState(8, spotA), 0, 2 - 0.9},
-		// The move adds 6 minutes to the start and 1.00 amortised over 30 h.
-		"b, moving the checkpoint": {s, 1, 2*(30-0.3)/30 - 0.5 - 1.0/30},
+		// b's 30 h are capped at 2 h; the move's 6 minutes at V and its
+		// 1.00 are amortised over them.
+		"b, moving the checkpoint": {s, 1, 2*1.8/2 - 0.5 - (2*0.1+1)/2},
 	}
 	for name, tc := range cases {
 		if got := skyNomadSpot(tc.s, m, tc.zone, 2, m.Zones[tc.zone].SpotPrice); !near(got, tc.want) {
@@ -81,20 +93,22 @@ func TestSkyNomadDecidesByHand(t *testing.T) {
 		m    Market
 		want Choice
 	}{
-		// U: spot in b 1.447, in a 0.3, on-demand −1, nothing 0.
+		// U: spot in b 0.7, in a 0.3, on-demand −1, nothing 0.
 		"the long-lived zone repays its move": {skyState(8, None), skyMarket(true, true, 0.5), spotBr2},
-		// b at 0.80 (U 1.147) beats a held (1.1) by less than ∆ = 0.1.
-		"a held stays within the hysteresis": {skyState(8, spotA), skyMarket(true, true, 0.8), spotA},
-		// ... by more at 0.50.
-		"a held moves past the hysteresis": {skyState(8, spotA), skyMarket(true, true, 0.5), spotBr2},
+		// b at 0.05 (U 1.15) beats a held (1.1) by less than the margin
+		// 0.5 + 0.01 × 1.00 + 0.05 × 2 = 0.61.
+		"a held stays within the margin": {skyState(8, spotA), skyMarket(true, true, 0.05), spotA},
+		// On-demand held is worth −1: b's 0.7 clears the margin.
+		"on-demand held moves past the margin": {skyState(8, odA), skyMarket(true, true, 0.5), spotBr2},
 		// Nothing in stock, ahead of schedule (V 2 < 3): on-demand is
-		// worth less than waiting.
-		"ahead of schedule it waits":            {skyState(8, None), skyMarket(false, false, 0.5), None},
-		"ahead of schedule it leaves on-demand": {skyState(8, odA), skyMarket(false, false, 0.5), None},
-		// Behind (4 h done: V = 3 × 10/30 × 20/4 = 5): on-demand, where
-		// the checkpoint is.
+		// worth less than waiting, but an instance held is kept.
+		"ahead of schedule it waits":           {skyState(8, None), skyMarket(false, false, 0.5), None},
+		"ahead of schedule it keeps on-demand": {skyState(8, odA), skyMarket(false, false, 0.5), odA},
+		// Behind (4 h done: V = 3 × (20/30)/(4/10) = 5): on-demand in a
+		// is worth 5 − 3 − 0.2 × 5 for its start; in b its move costs
+		// 0.1 × 5 + 1.00 more.
 		"behind schedule it takes on-demand": {skyState(4, None), skyMarket(false, false, 0.5), odA},
-		// Ahead of schedule (20 h done, V = 3 × 10/4.25 × 4/20 = 1.41)
+		// Ahead of schedule (20 h done, V = 3 × (4/4.25)/(20/10) = 1.41)
 		// but waiting a step more would miss the deadline: the safety net.
 		"the safety net": {State{Elapsed: 10 * time.Hour, TimeLeft: 4*time.Hour + 15*time.Minute, Done: 20 * time.Hour, Remaining: 4 * time.Hour, RestartOverhead: 12 * time.Minute},
 			skyMarket(false, false, 0.5), odA},

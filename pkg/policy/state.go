@@ -90,7 +90,21 @@ type Market struct {
 	// all of them. refuel no longer plans with them (see costRoaming);
 	// they are kept because runs carry them in their recorded state.
 	Regions []RegionStock
+	// Rules is the version of refuel's rules the run decides by (see
+	// Rules*); 0, the first, is what runs recorded before later ones
+	// decide by, so that their histories replay.
+	Rules int `json:"rules,omitempty"`
 }
+
+// Versions of refuel's rules (Market.Rules).
+const (
+	// RulesMoveByMoney prices what leaving held spot for a cheaper zone
+	// spends of the slack as money, instead of refusing the move when the
+	// slack is below a share of the work left (see cheaperToMove).
+	RulesMoveByMoney = 1
+	// RulesLatest is what the simulator decides by.
+	RulesLatest = RulesMoveByMoney
+)
 
 // RegionStock is the stock across the zones of one region.
 type RegionStock struct {

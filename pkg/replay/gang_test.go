@@ -133,6 +133,7 @@ func TestAOneNodeTraceIsAlikeForAnyGangButTheBill(t *testing.T) {
 						r4.Steps[i].Cost /= 4
 					}
 					r4.Cost /= 4
+					r4.ProbeUSD /= 4
 					if d := cmp.Diff(r4, r1, cmpopts.EquateApprox(1e-12, 0)); d != "" {
 						t.Errorf("four nodes (costs divided by four) (-) against one (+):\n%s", d)
 					}

@@ -40,6 +40,10 @@ type Job struct {
 	// overhead. On-demand always holds the whole gang. See
 	// docs/simulation.md.
 	MinNodes int `json:"min_nodes,omitempty"`
+	// Rules is the version of refuel's rules its policies decide by
+	// (policy.Market.Rules): 0 for what live runs decide by, the
+	// simulator's commands policy.RulesLatest.
+	Rules int `json:"rules,omitempty"`
 }
 
 // ZonePrice is one zone's prices and region.

@@ -70,7 +70,7 @@ func NewMeter(job Job, zones []string, gap time.Duration) (*Meter, error) {
 		job: job, gap: gap, zones: append([]string(nil), zones...), curZone: -1,
 		history: make([]policy.Availability, len(zones)),
 		view: policy.Market{Step: gap, OnDemandPrice: job.cheapestOnDemand(), Zones: make([]policy.Zone, len(zones)),
-			Move: policy.Move{USD: job.nodeMoveUSD(), Time: job.moveTime(gap)}},
+			Move: policy.Move{USD: job.nodeMoveUSD(), Time: job.moveTime(gap)}, Rules: job.Rules},
 	}
 	for z := range zones {
 		r := slices.IndexFunc(m.view.Regions, func(rs policy.RegionStock) bool { return rs.Region == job.region(z) })
@@ -261,7 +261,19 @@ func (m *Meter) Result() Result {
 	return res
 }
 
-func (m *Meter) cost() float64 { return m.held + m.res.EgressUSD }
+func (m *Meter) cost() float64 { return m.held + m.res.EgressUSD + m.res.ProbeUSD }
+
+// Probe tries spot in zone z during the open tick to learn its stock, as
+// an acquisition there would: refused, it costs nothing; taken, the
+// instance is let go after billed, at the zone's spot price on every node.
+// It reports whether stock was there.
+func (m *Meter) Probe(z int, billed time.Duration) bool {
+	if z < 0 || z >= len(m.zones) || !m.inStock(z) {
+		return false
+	}
+	m.res.ProbeUSD += billed.Hours() * m.job.spotPrice(z) * float64(m.job.nodes())
+	return true
+}
 
 func (m *Meter) see(counts []int) error {
 	if len(counts) != len(m.zones) {

@@ -21,6 +21,9 @@ type Online struct {
 	Tier    spec.Tier
 	Policy  policy.Name
 	decider policy.Decider
+	// nextProbe is, per zone, the tick of SkyNomad's next probe there;
+	// -1 once one was taken.
+	nextProbe []int
 }
 
 // NewOnline returns a decider for one run of the named policy.
@@ -31,6 +34,43 @@ func NewOnline(tier spec.Tier, name policy.Name) *Online {
 // Decide implements Decider.
 func (o *Online) Decide(_ int, s policy.State, m policy.Market, g policy.Gang) (policy.Choice, error) {
 	return o.decider.DecideGang(o.Tier, o.Policy, s, m, g)
+}
+
+// Prober is a decider that also learns stock by trying spot in zones it
+// does not hold (try bills what a taken try costs; see Meter.Probe), after
+// choosing held for tick t.
+type Prober interface {
+	Probe(t int, held policy.Choice, m policy.Market, try func(zone int) bool)
+}
+
+// SkyNomad's probes, as its authors' released code makes them: each zone
+// but the one held is tried every hour until a try is taken, then never
+// again; a taken try is billed a minute of spot.
+const (
+	skyNomadProbeEvery  = time.Hour
+	skyNomadProbeBilled = time.Minute
+)
+
+// Probe implements Prober: SkyNomad pays for its probes. refuel and the
+// baselines learn stock as the product does, from the acquisitions they
+// make (free when refused) and the provider's placement scores.
+func (o *Online) Probe(t int, held policy.Choice, m policy.Market, try func(zone int) bool) {
+	if o.Policy != policy.SkyNomad {
+		return
+	}
+	if o.nextProbe == nil {
+		o.nextProbe = make([]int, len(m.Zones))
+	}
+	every := int((skyNomadProbeEvery + m.Step - 1) / m.Step)
+	for z, zone := range m.Zones {
+		if held.Holds() && zone.Name == held.Zone || o.nextProbe[z] < 0 || t < o.nextProbe[z] {
+			continue
+		}
+		o.nextProbe[z] = t + every
+		if try(z) {
+			o.nextProbe[z] = -1
+		}
+	}
 }
 
 // Plan is a choice per tick from the start, made in advance (by Optimal);
@@ -74,7 +114,10 @@ type Result struct {
 	// region, and EgressUSD what they cost (included in Cost).
 	Transfers int
 	EgressUSD float64
-	Steps     []Step
+	// ProbeUSD is what trying spot to learn a zone's stock cost
+	// (included in Cost): see Job.ProbeTime.
+	ProbeUSD float64
+	Steps    []Step
 }
 
 // ChoiceError is a decider's choice the model does not allow.
@@ -122,6 +165,9 @@ func Run(m *Market, job Job, start int, d Decider) (Result, error) {
 		c, err := d.Decide(t, s, view, meter.Gang())
 		if err != nil {
 			return meter.Result(), err
+		}
+		if p, ok := d.(Prober); ok {
+			p.Probe(t, c, view, func(z int) bool { return meter.Probe(z, skyNomadProbeBilled) })
 		}
 		step, err := meter.Hold(c)
 		if err != nil {
