@@ -70,9 +70,30 @@ var serviceFields = merge(common, resources("GPUs one replica's instance must ha
 			s.MaxLength = uint64p(spec.MaxDurationText)
 			s.Pattern = autoOrDuration
 		}},
-	"warm_pool":  {"How many prepared instances to keep ready to join, 0 to max_replicas.", intRange(0, spec.MaxReplicas)},
-	"model_load": {"How long a replica takes from its instance running to serving; at most 24h.", nil},
-	"placement":  {"Where replicas go once the base is full: spot-first (spot, on-demand when none) or on-demand. Default spot-first.", enum(spec.PlacementSpotFirst, spec.PlacementOnDemand)},
+	"warm_pool":          {"How many prepared instances to keep ready to join, 0 to max_replicas.", intRange(0, spec.MaxReplicas)},
+	"model_load":         {"How long a replica takes from its instance running to serving; at most 24h.", nil},
+	"placement":          {"Where replicas go once the base is full: spot-first (spot, on-demand when none) or on-demand. Default spot-first.", enum(spec.PlacementSpotFirst, spec.PlacementOnDemand)},
+	"target.concurrency": {"Requests in flight per replica to aim for, as the service's balancers measure them; at most 1000000.", numRange(0, spec.MaxTargetPerReplica)},
+	"command": {fmt.Sprintf("The model server each replica runs, listening on $REFUEL_PORT; omit it for a capacity-only service (replicas are instances held, nothing served). At most %d arguments of at most %d bytes each, %d bytes in all, no NUL bytes.", spec.MaxCommandArgs, spec.MaxCommandArgBytes, spec.MaxCommandBytes),
+		list(spec.MaxCommandArgs, spec.MaxCommandArgBytes, "", false)},
+	"command[]": {"One argument.", nil},
+	"env": {fmt.Sprintf("Variables added to the server's environment (over the machine's; only with command). At most %d, names of letters, digits and _ (not starting with a digit, at most %d characters, not starting REFUEL_, which are the node agent's), values of at most %d bytes without NUL, %d bytes in all.", spec.MaxEnvVars, spec.MaxEnvKeyLength, spec.MaxEnvValueBytes, spec.MaxEnvBytes),
+		func(s *jsonschema.Schema) {
+			s.MaxProperties = uint64p(spec.MaxEnvVars)
+			s.PropertyNames = &jsonschema.Schema{Pattern: spec.EnvKeyPattern, MaxLength: uint64p(spec.MaxEnvKeyLength), Not: &jsonschema.Schema{Pattern: "^" + spec.ReservedEnvPrefix}}
+		}},
+	"env{}":                   {"The variable's value.", func(s *jsonschema.Schema) { s.MaxLength = uint64p(spec.MaxEnvValueBytes) }},
+	"workdir":                 {fmt.Sprintf("Where the server runs on the instance (only with command): an absolute path, or one relative to the replica's scratch directory that stays inside it; at most %d bytes.", spec.MaxWorkdirBytes), text(spec.MaxWorkdirBytes, "", 0)},
+	"readiness":               {"When a replica takes requests: it is ready at the first 2xx answer to an HTTP GET of path (only with command).", nil},
+	"readiness.path":          {fmt.Sprintf("The path probed, starting with /; default %s, at most %d bytes.", spec.DefaultReadinessPath, spec.MaxReadinessPathBytes), text(spec.MaxReadinessPathBytes, "^/", 0)},
+	"readiness.initial_delay": {fmt.Sprintf("How long a server may take to become ready (its model load) before it is replaced; default %s, at most %s.", spec.DefaultInitialDelay, spec.MaxInitialDelay), nil},
+	"readiness.period":        {fmt.Sprintf("How often the server is probed; default %s, %s to %s.", spec.DefaultReadinessPeriod, spec.MinReadinessPeriod, spec.MaxReadinessPeriod), nil},
+	"readiness.timeout":       {fmt.Sprintf("How long one probe may take; default %s.", spec.DefaultReadinessTimeout), nil},
+	"max_concurrency":         {fmt.Sprintf("Requests one replica takes at once; more wait in the balancer's queue. Default %d, at most %d (only with command).", spec.DefaultMaxConcurrency, spec.MaxConcurrency), intRange(0, spec.MaxConcurrency)},
+	"queue_timeout":           {fmt.Sprintf("How long a request may wait in the balancer's queue before it is answered 503 with Retry-After; default %s, at most %s.", spec.DefaultQueueTimeout, spec.MaxQueueTimeout), nil},
+	"drain_timeout":           {fmt.Sprintf("How long a replica being scaled in or interrupted finishes the requests it holds, taking no new ones, before it is released; default %s, at most %s.", spec.DefaultDrainTimeout, spec.MaxDrainTimeout), nil},
+	"slo":                     {"What the service promises its callers (only with command).", nil},
+	"slo.latency":             {fmt.Sprintf("A request answered within it counts as met; default %s, at most %s.", spec.DefaultSLOLatency, spec.MaxSLOLatency), nil},
 })
 
 var devFields = merge(common, resources("GPUs the environment's instance must have; 0 means 1."), map[string]field{
