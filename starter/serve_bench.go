@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,6 +29,10 @@ type serveBenchRow struct {
 	Failed            int     `json:"failed"`
 	LatencyP50Seconds float64 `json:"latency_p50_seconds"`
 	LatencyP99Seconds float64 `json:"latency_p99_seconds"`
+	// CPUMicros is the process' CPU time (load generator, balancer and
+	// servers together) per request: unlike latency, it holds when other
+	// work shares the cores.
+	CPUMicros float64 `json:"cpu_us_per_request"`
 }
 
 // serveBenchResult is the bench's answer.
@@ -37,6 +42,9 @@ type serveBenchResult struct {
 	AddedP50Seconds float64         `json:"added_p50_seconds"`
 	AddedP99Seconds float64         `json:"added_p99_seconds"`
 	SustainedRPS    float64         `json:"sustained_rps"` // highest ramp step with 0 errors
+	// AddedCPUMicros is the CPU a request through the balancer costs
+	// beyond one sent directly: the balancer's own work.
+	AddedCPUMicros float64 `json:"added_cpu_us_per_request"`
 }
 
 // serveBenchCommand is `starter serve-bench` (make bench-serve): the
@@ -134,9 +142,14 @@ func runServeBench(ctx context.Context, n int, qps float64, span time.Duration, 
 	client := loadgen.NewClient(5 * time.Second)
 	run := func(phase, addr string, rate float64, seed uint64) serveBenchRow {
 		fmt.Fprintf(progress, "serve-bench: %s at %g req/s for %s\n", phase, rate, span)
+		cpu := cpuTime()
 		s := loadgen.Run(ctx, loadgen.Config{URL: "http://" + addr + "/v1/completions", Arrivals: loadgen.Poisson(rate, span, body, seed), Client: client})
-		return serveBenchRow{Phase: phase, Target: rate, Achieved: s.Rate(), Sent: s.Sent, Failed: s.Failed,
+		row := serveBenchRow{Phase: phase, Target: rate, Achieved: s.Rate(), Sent: s.Sent, Failed: s.Failed,
 			LatencyP50Seconds: s.P50.Seconds(), LatencyP99Seconds: s.P99.Seconds()}
+		if s.Sent > 0 {
+			row.CPUMicros = float64(cpuTime()-cpu) / float64(time.Microsecond) / float64(s.Sent)
+		}
+		return row
 	}
 	// Warm both paths' connections first, then side by side.
 	run("warm-up", set[0].Endpoint, qps/2, 9)
@@ -146,6 +159,7 @@ func runServeBench(ctx context.Context, n int, qps float64, span time.Duration, 
 	res.Rows = append(res.Rows, direct, balanced)
 	res.AddedP50Seconds = balanced.LatencyP50Seconds - direct.LatencyP50Seconds
 	res.AddedP99Seconds = balanced.LatencyP99Seconds - direct.LatencyP99Seconds
+	res.AddedCPUMicros = balanced.CPUMicros - direct.CPUMicros
 	for i, rate := range steps {
 		row := run("ramp", front, rate, uint64(10+i))
 		res.Rows = append(res.Rows, row)
@@ -159,13 +173,23 @@ func runServeBench(ctx context.Context, n int, qps float64, span time.Duration, 
 
 func printServeBench(w io.Writer, r serveBenchResult) {
 	fmt.Fprintf(w, "balancer in front of %d demo model servers (loopback), against one replica directly\n\n", r.Replicas)
-	fmt.Fprintf(w, "%-9s %10s %10s %8s %7s %10s %10s\n", "phase", "target/s", "achieved/s", "sent", "failed", "p50", "p99")
+	fmt.Fprintf(w, "%-9s %10s %10s %8s %7s %10s %10s %9s\n", "phase", "target/s", "achieved/s", "sent", "failed", "p50", "p99", "cpu/req")
 	for _, row := range r.Rows {
-		fmt.Fprintf(w, "%-9s %10.0f %10.0f %8d %7d %10s %10s\n", row.Phase, row.Target, row.Achieved, row.Sent, row.Failed,
-			seconds(row.LatencyP50Seconds), seconds(row.LatencyP99Seconds))
+		fmt.Fprintf(w, "%-9s %10.0f %10.0f %8d %7d %10s %10s %7.0fµs\n", row.Phase, row.Target, row.Achieved, row.Sent, row.Failed,
+			seconds(row.LatencyP50Seconds), seconds(row.LatencyP99Seconds), row.CPUMicros)
 	}
 	fmt.Fprintf(w, "\nadded by the balancer: p50 %s, p99 %s (target at most 1ms and 5ms)\n", seconds(r.AddedP50Seconds), seconds(r.AddedP99Seconds))
 	fmt.Fprintf(w, "sustained with 0 errors: %.0f requests/s (target at least 5000)\n", r.SustainedRPS)
+	fmt.Fprintf(w, "CPU the balancer adds per request: %.0fµs (a core's worth is %.0f requests/s of balancing alone)\n", r.AddedCPUMicros, 1e6/max(r.AddedCPUMicros, 1))
+}
+
+// cpuTime is the CPU time this process has used, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func seconds(s float64) string {
