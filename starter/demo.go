@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"refuel/pkg/admission"
 	"refuel/pkg/autoscale"
 	"refuel/pkg/devenv"
+	"refuel/pkg/loadgen"
 	"refuel/pkg/spec"
 	"refuel/workflows"
 )
@@ -142,29 +145,42 @@ func demo(ctx context.Context, c client.Client, ui string, out io.Writer) error 
 	}
 
 	fmt.Fprintln(out, "\n== 3. an inference service's traffic spikes")
-	svc := spec.ServiceSpec{
-		ID: "demo-" + stamp + "-chat", Team: "serving", Priority: 90, MinReplicas: 1, MaxReplicas: 5,
-		Target: spec.ScalingTarget{QPS: 10}, UpscaleDelay: spec.Duration(5 * time.Second), DownscaleDelay: spec.Duration(20 * time.Second),
-		Placement: spec.PlacementSpotFirst, ModelLoad: spec.Duration(5 * time.Second),
-	}
+	svc := demoService("demo-"+stamp+"-chat", out)
 	if _, err := jobs.StartService(ctx, c, svc); err != nil {
 		return err
 	}
 	d.service = svc.ID
 	fmt.Fprintf(out, "started %s (priority %d, %d-%d replicas of %.0f qps each)\n", svc.ID, svc.Priority, svc.MinReplicas, svc.MaxReplicas, svc.Target.QPS)
-	load := &demoLoad{qps: 8}
+	load := &demoLoad{qps: 8, serving: svc.Serves()}
+	if svc.SLO != nil {
+		load.slo = svc.SLO.Latency.D()
+	}
 	lctx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
-	go load.drive(lctx, c, svc.ID)
-	if err := d.until(ctx, "the first replica serves", func() bool { return d.svc.Ready >= 1 }); err != nil {
+	go load.drive(lctx, c, svc.ID, func() string { return d.svc.Endpoint })
+	if err := d.until(ctx, "the first replica serves", func() bool { return d.svc.Ready >= 1 && (!load.serving || d.svc.Endpoint != "") }); err != nil {
 		return err
+	}
+	if load.serving {
+		fmt.Fprintf(out, "requests go to its endpoint http://%s/v1/completions (try: bin/starter load %s --qps 5)\n", d.svc.Endpoint, svc.ID)
 	}
 	fmt.Fprintln(out, "traffic spikes to 48 qps: the service needs five replicas, every machine there is; training and the environment give way")
 	load.set(48)
 	if err := d.until(ctx, "five replicas serve", func() bool { return d.svc.Ready >= 5 }); err != nil {
 		return err
 	}
+	load.report(out, "the spike")
 	d.printPool(ctx)
+	if id := d.spotReplica(); load.serving && id != "" {
+		fmt.Fprintf(out, "\nthe spot market reclaims replica instance %s under load (notice: 30s): it drains, then goes\n", id)
+		if _, err := jobs.Interrupt(ctx, c, id, 30*time.Second); err != nil {
+			return err
+		}
+		if err := d.until(ctx, "the replica is replaced", func() bool { return d.svc.Ready >= 5 && !d.holds(id) }); err != nil {
+			return err
+		}
+		load.report(out, "the preemption")
+	}
 
 	fmt.Fprintln(out, "\n== 4. the load falls; the developer walks away from the notebook")
 	walkAway()
@@ -172,6 +188,7 @@ func demo(ctx context.Context, c client.Client, ui string, out io.Writer) error 
 	if err := d.until(ctx, "the service is back to one replica", func() bool { return d.svc.Ready+d.svc.Starting == 1 }); err != nil {
 		return err
 	}
+	load.report(out, "the scale-in")
 	d.printPool(ctx)
 
 	fmt.Fprintln(out, "\n== 5. training finishes; burst is given back before base")
@@ -413,10 +430,61 @@ func instanceOf(st devenv.Status) string {
 	return fmt.Sprintf("on %s %s (%s)", layer, st.Instance.ID, st.Instance.Market)
 }
 
-// demoLoad sends the service the load a traffic generator would see.
+// demoService is the demo's service: the demo model server (this
+// binary's sibling bin/worker, as on the joined machines, which share
+// this host) behind its balancer, or, where that binary is not there, a
+// service of capacity alone whose load is reported as numbers.
+func demoService(id string, out io.Writer) spec.ServiceSpec {
+	svc := spec.ServiceSpec{
+		ID: id, Team: "serving", Priority: 90, MinReplicas: 1, MaxReplicas: 5,
+		Target: spec.ScalingTarget{QPS: 10}, UpscaleDelay: spec.Duration(5 * time.Second), DownscaleDelay: spec.Duration(20 * time.Second),
+		Placement: spec.PlacementSpotFirst,
+	}
+	self, err := os.Executable()
+	worker := filepath.Join(filepath.Dir(self), "worker")
+	if _, serr := os.Stat(worker); err != nil || serr != nil {
+		fmt.Fprintf(out, "no %s beside this starter: the service holds capacity alone and its load is sent as numbers\n", worker)
+		svc.ModelLoad = spec.Duration(5 * time.Second)
+		return svc
+	}
+	svc.Command = []string{worker, "model-server", "--load-delay", "3s", "--tokens-per-second", "200"}
+	svc.MaxConcurrency = 8
+	svc.SLO = &spec.SLO{Latency: spec.Duration(2 * time.Second)}
+	svc.DrainTimeout = spec.Duration(10 * time.Second)
+	svc.Normalize()
+	return svc
+}
+
+// spotReplica is the instance of a ready replica on spot, "" if none.
+func (d *demoRun) spotReplica() string {
+	for _, r := range d.svc.Replicas {
+		if r.State == inference.ReplicaReady && r.Instance != nil && r.Instance.Market == "spot" {
+			return r.Instance.ID
+		}
+	}
+	return ""
+}
+
+// holds reports whether a replica of the service is on instance id.
+func (d *demoRun) holds(id string) bool {
+	for _, r := range d.svc.Replicas {
+		if r.Instance != nil && r.Instance.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// demoLoad sends the service the load a traffic generator would see: real
+// requests to its endpoint at the rate set, or, for a service of capacity
+// alone, the rate as numbers.
 type demoLoad struct {
-	mu  sync.Mutex
-	qps float64
+	serving bool
+	slo     time.Duration
+
+	mu    sync.Mutex
+	qps   float64
+	stats loadgen.Stats // since the last report
 }
 
 func (l *demoLoad) set(qps float64) {
@@ -425,18 +493,48 @@ func (l *demoLoad) set(qps float64) {
 	l.qps = qps
 }
 
-func (l *demoLoad) drive(ctx context.Context, c client.Client, id string) {
-	t := time.NewTicker(2 * time.Second)
-	defer t.Stop()
-	for {
+func (l *demoLoad) drive(ctx context.Context, c client.Client, id string, endpoint func() string) {
+	const every = 2 * time.Second
+	client := loadgen.NewClient(30 * time.Second)
+	for ctx.Err() == nil {
 		l.mu.Lock()
 		qps := l.qps
 		l.mu.Unlock()
-		_ = jobs.ReportLoad(ctx, c, id, autoscale.Metrics{At: time.Now(), QPS: qps})
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+		if !l.serving {
+			_ = jobs.ReportLoad(ctx, c, id, autoscale.Metrics{At: time.Now(), QPS: qps})
+			select {
+			case <-ctx.Done():
+			case <-time.After(every):
+			}
+			continue
 		}
+		ep := endpoint()
+		if ep == "" {
+			select {
+			case <-ctx.Done():
+			case <-time.After(every / 4):
+			}
+			continue
+		}
+		st := loadgen.Run(ctx, loadgen.Config{
+			URL: "http://" + ep + "/v1/completions", Arrivals: loadgen.Poisson(qps, every, loadgen.SmallBody, uint64(time.Now().UnixNano())),
+			SLO: l.slo, Client: client,
+		})
+		l.mu.Lock()
+		l.stats = l.stats.Add(st)
+		l.mu.Unlock()
 	}
+}
+
+// report prints the requests answered since the last report.
+func (l *demoLoad) report(out io.Writer, during string) {
+	if !l.serving {
+		return
+	}
+	l.mu.Lock()
+	st := l.stats
+	l.stats = loadgen.Stats{}
+	l.mu.Unlock()
+	fmt.Fprintf(out, "requests through the endpoint during %s: %d sent, %d answered, %d failed; latency p50 %s p99 %s; %.1f%% within the %s SLO\n",
+		during, st.Sent, st.OK, st.Failed, st.P50.Round(time.Millisecond), st.P99.Round(time.Millisecond), 100*st.SLOShare(), l.slo)
 }

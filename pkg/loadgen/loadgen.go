@@ -115,6 +115,15 @@ func (s Stats) SLOShare() float64 {
 	return float64(s.WithinSLO) / float64(s.OK+s.Failed)
 }
 
+// Add is s and o together, as if over one span: counts and latencies
+// summed, the quantiles of both.
+func (s Stats) Add(o Stats) Stats {
+	sum := Stats{Sent: s.Sent + o.Sent, OK: s.OK + o.OK, Failed: s.Failed + o.Failed, WithinSLO: s.WithinSLO + o.WithinSLO}
+	sum.latencies = append(slices.Clone(s.latencies), o.latencies...)
+	sum.seal(s.Span + o.Span)
+	return sum
+}
+
 func (s *Stats) seal(span time.Duration) {
 	s.Span = span
 	slices.Sort(s.latencies)

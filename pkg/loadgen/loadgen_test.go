@@ -64,3 +64,20 @@ func TestRunCountsOKFailedAndSLO(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 }
+
+func TestStatsAddKeepsEveryLatency(t *testing.T) {
+	a := Stats{Sent: 3, OK: 2, Failed: 1, WithinSLO: 2, latencies: []time.Duration{10 * time.Millisecond, 30 * time.Millisecond}}
+	b := Stats{Sent: 2, OK: 2, WithinSLO: 1, latencies: []time.Duration{20 * time.Millisecond, 400 * time.Millisecond}}
+	a.seal(time.Second)
+	b.seal(time.Second)
+	sum := Stats{}.Add(a).Add(b)
+	if sum.Sent != 5 || sum.OK != 4 || sum.Failed != 1 || sum.WithinSLO != 3 || sum.Span != 2*time.Second {
+		t.Errorf("sum %+v", sum)
+	}
+	if sum.P50 != 20*time.Millisecond || sum.P99 != 400*time.Millisecond {
+		t.Errorf("p50 %s p99 %s; want 20ms and 400ms over both", sum.P50, sum.P99)
+	}
+	if a.P99 != 30*time.Millisecond || len(a.latencies) != 2 {
+		t.Errorf("Add changed its operand: %+v", a)
+	}
+}
