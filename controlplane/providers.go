@@ -67,11 +67,15 @@ type SimConfig struct {
 func AgentLauncher(self []string, address, namespace, checkpointURL string, stepTime time.Duration, dir string, log *zap.Logger) local.LauncherConfig {
 	return local.LauncherConfig{
 		AgentCommand: func(l local.AgentLaunch) []string {
-			return append(append([]string{}, self...), "agent",
+			argv := append(append([]string{}, self...), "agent",
 				"--instance-id", l.InstanceID, "--task-queue", l.TaskQueue,
 				"--metadata-endpoint", l.MetadataEndpoint, "--dir", l.Dir, "--ready-file", l.ReadyFile,
 				"--temporal-address", address, "--namespace", namespace,
 				"--checkpoint-url", checkpointURL, "--demo-step-time", stepTime.String())
+			if l.GCEMetadataHost != "" {
+				argv = append(argv, "--gce-metadata-host", l.GCEMetadataHost)
+			}
+			return argv
 		},
 		Dir: dir, Logger: log,
 	}
