@@ -44,8 +44,8 @@ type Node struct {
 	// GCEMetadataHost is a Compute Engine instance's metadata server,
 	// whose instance/preempted is its notice; "" off GCE.
 	GCEMetadataHost string
-	DefaultStoreURL  string // checkpoint store for specs that name none
-	Signaler         Signaler
+	DefaultStoreURL string // checkpoint store for specs that name none
+	Signaler        Signaler
 	// SelfCommand runs this binary's subcommands; the demo trainer is
 	// SelfCommand + "trainer".
 	SelfCommand  []string

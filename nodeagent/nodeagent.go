@@ -59,7 +59,9 @@ func Main(args []string, stderr io.Writer) int {
 	defer stop()
 	if err := run(ctx, log, agentConfig{
 		target: shared.target(), taskQueue: *taskQueue, readyFile: *readyFile,
-		node: shared.node(log, self, func(n *activities.Node) { n.InstanceID, n.MetadataEndpoint, n.GCEMetadataHost = *instanceID, *metaURL, *gceMeta }),
+		node: shared.node(log, self, func(n *activities.Node) {
+			n.InstanceID, n.MetadataEndpoint, n.GCEMetadataHost = *instanceID, *metaURL, *gceMeta
+		}),
 	}); err != nil {
 		log.Error("agent stopped", zap.Error(err))
 		return 1

@@ -27,8 +27,8 @@ type AgentLaunch struct {
 	// Engine's metadata server, is where the agent watches for the
 	// preemption instead of MetadataEndpoint.
 	GCEMetadataHost string
-	Dir              string // the instance's own scratch directory
-	ReadyFile        string // the agent creates it once it serves its task queue
+	Dir             string // the instance's own scratch directory
+	ReadyFile       string // the agent creates it once it serves its task queue
 	// Metadata is the instance's metadata service itself, which a virtual
 	// instance's agent reads in-process (Watch); an agent process polls
 	// it at MetadataEndpoint.
