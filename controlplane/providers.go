@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,15 +68,11 @@ type SimConfig struct {
 func AgentLauncher(self []string, address, namespace, checkpointURL string, stepTime time.Duration, dir string, log *zap.Logger) local.LauncherConfig {
 	return local.LauncherConfig{
 		AgentCommand: func(l local.AgentLaunch) []string {
-			argv := append(append([]string{}, self...), "agent",
+			return append(append([]string{}, self...), "agent",
 				"--instance-id", l.InstanceID, "--task-queue", l.TaskQueue,
 				"--metadata-endpoint", l.MetadataEndpoint, "--dir", l.Dir, "--ready-file", l.ReadyFile,
 				"--temporal-address", address, "--namespace", namespace,
 				"--checkpoint-url", checkpointURL, "--demo-step-time", stepTime.String())
-			if l.GCEMetadataHost != "" {
-				argv = append(argv, "--gce-metadata-host", l.GCEMetadataHost)
-			}
-			return argv
 		},
 		Dir: dir, Logger: log,
 	}
@@ -83,42 +80,79 @@ func AgentLauncher(self []string, address, namespace, checkpointURL string, step
 
 // providerSet is what startProviders built.
 type providerSet struct {
-	provider     capacity.Provider
+	// providers are the clouds runs acquire from, in Config.Provider's
+	// order: one market of every offering of each.
+	providers    []capacity.Provider
 	interrupters []activities.Interrupter
 	clocks       map[string]capacity.MarketClock
 	closers      []func()
 }
 
-// startProviders builds the configured provider. The aws provider with
+// ProviderNames are the clouds a --provider value names: one, or several
+// separated by commas (aws,gce), each once.
+func ProviderNames(v string) ([]string, error) {
+	if strings.TrimSpace(v) == "" {
+		return []string{ProviderLocal}, nil
+	}
+	var names []string
+	for _, n := range strings.Split(v, ",") {
+		n = strings.TrimSpace(n)
+		switch {
+		case n == "":
+			return nil, fmt.Errorf("--provider %q: an empty name; give clouds separated by commas, e.g. aws,gce", v)
+		case slices.Contains(names, n):
+			return nil, fmt.Errorf("--provider %q: %s named twice; name each cloud once", v, n)
+		}
+		names = append(names, n)
+	}
+	if len(names) > 1 && (slices.Contains(names, ProviderLocal) || slices.Contains(names, ProviderSim)) {
+		return nil, fmt.Errorf("--provider %q: local and sim are whole markets of their own; combine only public clouds (aws, gce), or run one of them alone", v)
+	}
+	return names, nil
+}
+
+// startProviders builds the configured providers. The aws provider with
 // Sim.ServeEC2 set runs the simulated cloud in this process and talks to
 // it over EC2's wire protocol, the way it would talk to EC2.
 func (s *Stack) startProviders(ctx context.Context, launcher local.LauncherConfig) (providerSet, error) {
-	cfg := s.cfg
 	var set providerSet
-	switch cfg.Provider {
-	case "", ProviderLocal:
+	names, err := ProviderNames(s.cfg.Provider)
+	if err != nil {
+		return set, err
+	}
+	for _, name := range names {
+		p, err := s.startProvider(ctx, name, launcher, &set)
+		if err != nil {
+			return set, err
+		}
+		set.providers = append(set.providers, p)
+	}
+	return set, nil
+}
+
+// startProvider builds the provider called name.
+func (s *Stack) startProvider(ctx context.Context, name string, launcher local.LauncherConfig, set *providerSet) (capacity.Provider, error) {
+	cfg := s.cfg
+	switch name {
+	case ProviderLocal:
 		c, err := local.New(local.Config{LauncherConfig: launcher, Offerings: cfg.Offerings, Stock: cfg.Stock})
 		if err != nil {
-			return set, err
+			return nil, err
 		}
 		s.Cloud = c
-		set.provider = c
 		set.interrupters = append(set.interrupters, c)
 		set.closers = append(set.closers, func() { _ = c.Close() })
+		return c, nil
 	case ProviderSim:
-		c, err := s.startSim(launcher, &set)
-		if err != nil {
-			return set, err
-		}
-		set.provider = c
+		return s.startSim(launcher, set)
 	case ProviderAWS:
 		awsCfg := cfg.AWS
 		if cfg.Sim.ServeEC2 != "" {
 			// The endpoint checks the provider's signatures as EC2 would,
 			// with the static credentials it was given.
 			s.ec2Credentials = awsCfg
-			if _, err := s.startSim(launcher, &set); err != nil {
-				return set, err
+			if _, err := s.startSim(launcher, set); err != nil {
+				return nil, err
 			}
 			if awsCfg.Endpoint == "" {
 				awsCfg.Endpoint = "http://" + s.EC2Endpoint
@@ -134,13 +168,11 @@ func (s *Stack) startProviders(ctx context.Context, launcher local.LauncherConfi
 		}
 		c, err := awscloud.New(ctx, awsCfg)
 		if err != nil {
-			return set, fmt.Errorf("--provider aws: %w", err)
+			return nil, fmt.Errorf("--provider aws: %w", err)
 		}
-		set.provider = c
-	default:
-		return set, fmt.Errorf("--provider %q: use local, sim or aws", cfg.Provider)
+		return c, nil
 	}
-	return set, nil
+	return nil, fmt.Errorf("--provider %q: use local, sim, aws or gce, or public clouds separated by commas (aws,gce)", name)
 }
 
 // startSim starts the simulated cloud, and its EC2 endpoint if asked.

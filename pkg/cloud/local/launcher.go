@@ -23,12 +23,8 @@ type AgentLaunch struct {
 	InstanceID       string
 	TaskQueue        string
 	MetadataEndpoint string // "" for a virtual instance, which reads Metadata
-	// GCEMetadataHost, set by a cloud that serves its instances Compute
-	// Engine's metadata server, is where the agent watches for the
-	// preemption instead of MetadataEndpoint.
-	GCEMetadataHost string
-	Dir             string // the instance's own scratch directory
-	ReadyFile       string // the agent creates it once it serves its task queue
+	Dir              string // the instance's own scratch directory
+	ReadyFile        string // the agent creates it once it serves its task queue
 	// Metadata is the instance's metadata service itself, which a virtual
 	// instance's agent reads in-process (Watch); an agent process polls
 	// it at MetadataEndpoint.
