@@ -65,6 +65,12 @@ type LauncherConfig struct {
 	// agent: not the cloud credentials of the worker that started it.
 	Env    []string
 	Logger *zap.Logger
+	// Placement, when set, says where instance id is: its zone, which its
+	// metadata endpoint answers as Compute Engine's instance/zone, and
+	// whether it is a Compute Engine instance, whose agent process then
+	// gets GCE_METADATA_HOST pointing at that endpoint, as Google's
+	// clients expect on a GCE VM.
+	Placement func(id string) (zone string, gce bool)
 	// OnTaken, when set, is told once of each instance taken at the end of
 	// its interruption notice (Interrupt), by the notice's timer or by a
 	// Stop after the notice ran out, once its agent has ended: what a
@@ -178,6 +184,13 @@ func (l *Launcher) Start(ctx context.Context, id string) error {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = append(BaseEnv(), l.cfg.Env...)
+	if l.cfg.Placement != nil {
+		zone, gce := l.cfg.Placement(id)
+		meta.SetZone(zone)
+		if gce {
+			cmd.Env = append(cmd.Env, metadata.EnvGCEMetadataHost+"="+meta.HostPort())
+		}
+	}
 	logf, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err == nil {
 		cmd.Stdout, cmd.Stderr = logf, logf

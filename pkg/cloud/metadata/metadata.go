@@ -1,7 +1,8 @@
 // Package metadata serves the subset of EC2's instance metadata service
 // (IMDSv2) that a node agent and its trainer read: the instance's ID and
 // private address (local-ipv4), the spot interruption notice and the
-// rebalance recommendation. Simulated clouds run one per instance so the
+// rebalance recommendation; and beside it the part of Compute Engine's
+// metadata server an agent reads (gce.go). Simulated clouds run one per instance so the
 // agent watches notices the same way on a laptop as on EC2. A virtual
 // instance's agent, which runs in the cloud's own process, reads the same
 // Service through Watch instead of over HTTP: a thousand pollers of a
@@ -33,6 +34,7 @@ type Service struct {
 	ln         net.Listener
 
 	mu        sync.Mutex
+	zone      string // for Compute Engine's instance/zone
 	tokens    map[string]time.Time
 	action    *InstanceAction
 	rebalance *time.Time
@@ -74,6 +76,7 @@ func Start(instanceID string) (*Service, error) {
 	}))
 	mux.HandleFunc("GET /latest/meta-data/spot/instance-action", s.authorized(s.serveAction))
 	mux.HandleFunc("GET /latest/meta-data/events/recommendations/rebalance", s.authorized(s.serveRebalance))
+	s.gceRoutes(mux)
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil

@@ -18,7 +18,14 @@ type InstanceType struct {
 	OnDemandPrice float64
 	// SpotPrice is the hourly spot price a pool starts at.
 	SpotPrice float64
+	// Cloud is the cloud that sells the type: "" for EC2, CloudGCE for
+	// Compute Engine, whose instances' agents are pointed at their
+	// metadata endpoint as a GCE VM's (GCE_METADATA_HOST).
+	Cloud string
 }
+
+// CloudGCE marks Compute Engine's machine types in a catalogue.
+const CloudGCE = "gce"
 
 // DefaultCatalogue is a few GPU instance types at us-east-1 Linux list
 // prices, with spot at about 30% of on-demand (p3.2xlarge at the $0.9701

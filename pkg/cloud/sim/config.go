@@ -36,6 +36,10 @@ type PoolConfig struct {
 	OnDemandPrice float64
 	// OnDemandStock caps running on-demand instances; 0 means unlimited.
 	OnDemandStock int
+	// NoticeWindow is the pool's time between a spot interruption notice
+	// and the instance being taken, where its cloud differs (Compute
+	// Engine gives 30 s); 0 means Config.NoticeWindow.
+	NoticeWindow time.Duration
 }
 
 // Quotas are the account's limits; 0 means unlimited.

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -36,6 +37,11 @@ type LaunchRequest struct {
 	// Offers are tried in order; the first that can be filled is taken.
 	Offers []Offer
 	Tags   map[string]string
+	// ID names the instance, as a Compute Engine instance is named by its
+	// creator; empty means an EC2-shaped ID the sim chooses. An ID a live
+	// instance holds fails the launch (ErrIDInUse); a terminated one's
+	// record is forgotten for the new instance.
+	ID string
 	// Wait returns only once the instance's agent serves its task queue,
 	// so an init failure is an error and the next offer is tried (the
 	// Provider's contract). Otherwise Launch returns the pending instance
@@ -52,6 +58,9 @@ type claim struct {
 	settled bool
 	done    chan struct{}
 }
+
+// ErrIDInUse says a launch named an instance ID that a live instance holds.
+var ErrIDInUse = errors.New("instance ID in use")
 
 // Launch places one instance on the first offer that can be filled. Each
 // offer that cannot is a *capacity.Error with EC2's code, in order, joined
@@ -224,8 +233,17 @@ func (c *Cloud) place(o Offer, req LaunchRequest) (*instance, error) {
 	default:
 		return fail(capacity.SpecMismatch, CodeUnsupported, "The sim sells spot and on-demand capacity, not %q.", o.Market)
 	}
+	id := req.ID
+	if id == "" {
+		id = newID("i-")
+	} else if old, ok := c.instances[id]; ok {
+		if old.state != capacity.StateTerminated {
+			return nil, fmt.Errorf("%w: %s", ErrIDInUse, id)
+		}
+		delete(c.instances, id)
+		delete(c.endpoints, id)
+	}
 	c.seq++
-	id := newID("i-")
 	inst := &instance{
 		Instance: capacity.Instance{ID: id, Offering: offering, TaskQueue: local.TaskQueueFor(id), Address: metadata.Loopback, LaunchedAt: c.cfg.Now(), Tags: maps.Clone(req.Tags)},
 		seq:      c.seq, token: req.Token, state: capacity.StatePending,

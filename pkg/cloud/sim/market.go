@@ -165,9 +165,18 @@ func (c *Cloud) applyStockLocked(now time.Time) {
 		running := spot[key] // newest first
 		stock = p.stock(c.tick, c.cfg.Tick)
 		for i := 0; i < len(running)-stock; i++ {
-			c.noticeLocked(running[i], now.Add(c.cfg.NoticeWindow), fmt.Sprintf("spot stock of %s fell to %d at tick %d with %d running", key, stock, c.tick, len(running)))
+			c.noticeLocked(running[i], now.Add(c.noticeWindow(p)), fmt.Sprintf("spot stock of %s fell to %d at tick %d with %d running", key, stock, c.tick, len(running)))
 		}
 	}
+}
+
+// noticeWindow is the time a notice in pool p leaves before the instance
+// is taken.
+func (c *Cloud) noticeWindow(p *pool) time.Duration {
+	if p.NoticeWindow > 0 {
+		return p.NoticeWindow
+	}
+	return c.cfg.NoticeWindow
 }
 
 // runningSpotLocked groups the spot instances holding stock (pending or

@@ -157,6 +157,7 @@ func New(cfg Config) (*Cloud, error) {
 		if lc.Logger == nil {
 			lc.Logger = cfg.Logger
 		}
+		lc.Placement = c.placement
 		if c.launcher, err = local.NewLauncher(lc); err != nil {
 			return nil, fmt.Errorf("sim: %w", err)
 		}
@@ -279,6 +280,18 @@ func (c *Cloud) List(_ context.Context, tags map[string]string) ([]capacity.Inst
 		}
 	}
 	return out, nil
+}
+
+// placement is an instance's zone and whether its type is Compute
+// Engine's, for its agent's metadata.
+func (c *Cloud) placement(id string) (zone string, gce bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	inst, ok := c.instances[id]
+	if !ok {
+		return "", false
+	}
+	return inst.Offering.Zone, c.types[inst.Offering.InstanceType].Cloud == CloudGCE
 }
 
 // Status returns an instance as the sim sees it, or *capacity.NotFoundError.
