@@ -16,9 +16,11 @@ import (
 
 	"refuel/pkg/capacity"
 	awscloud "refuel/pkg/cloud/aws"
+	"refuel/pkg/cloud/gce"
 	"refuel/pkg/cloud/local"
 	"refuel/pkg/cloud/sim"
 	"refuel/pkg/cloud/sim/ec2api"
+	"refuel/pkg/cloud/sim/gceapi"
 	"refuel/pkg/trace"
 )
 
@@ -27,6 +29,7 @@ const (
 	ProviderLocal = "local"
 	ProviderSim   = "sim"
 	ProviderAWS   = "aws"
+	ProviderGCE   = gce.ProviderName
 )
 
 // SimConfig configures the trace-driven simulated cloud.
@@ -41,6 +44,10 @@ type SimConfig struct {
 	// ServeEC2, when set, also serves the sim over EC2's Query API on this
 	// address, so standard EC2 clients and the AWS provider can use it.
 	ServeEC2 string
+	// ServeGCE, when set, also serves the sim over Compute Engine's REST
+	// API on this address, with the Compute Engine market built in beside
+	// the EC2 one, so the gce provider and gcloud can use it.
+	ServeGCE string
 	// Quotas are the simulated account's limits (zero: unlimited).
 	Quotas sim.Quotas
 	// MarketTime makes deadline and flexible runs on the sim keep the
@@ -144,7 +151,11 @@ func (s *Stack) startProvider(ctx context.Context, name string, launcher local.L
 		set.closers = append(set.closers, func() { _ = c.Close() })
 		return c, nil
 	case ProviderSim:
-		return s.startSim(launcher, set)
+		c, err := s.startSim(launcher, set)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
 	case ProviderAWS:
 		awsCfg := cfg.AWS
 		if cfg.Sim.ServeEC2 != "" {
@@ -171,16 +182,44 @@ func (s *Stack) startProvider(ctx context.Context, name string, launcher local.L
 			return nil, fmt.Errorf("--provider aws: %w", err)
 		}
 		return c, nil
+	case ProviderGCE:
+		gceCfg := cfg.GCE
+		if cfg.Sim.ServeGCE != "" {
+			if _, err := s.startSim(launcher, set); err != nil {
+				return nil, err
+			}
+			if gceCfg.Endpoint == "" {
+				gceCfg.Endpoint = s.GCEEndpoint
+			}
+		}
+		if gceCfg.Logger == nil {
+			gceCfg.Logger = cfg.Logger.Named("gce")
+		}
+		c, err := gce.New(ctx, gceCfg)
+		if err != nil {
+			return nil, fmt.Errorf("--provider gce: %w", err)
+		}
+		return newGCEReclaims(ctx, c, gceCfg)
 	}
 	return nil, fmt.Errorf("--provider %q: use local, sim, aws or gce, or public clouds separated by commas (aws,gce)", name)
 }
 
 // startSim starts the simulated cloud, and its EC2 endpoint if asked.
 func (s *Stack) startSim(launcher local.LauncherConfig, set *providerSet) (*sim.Cloud, error) {
+	if s.Sim != nil {
+		return s.Sim, nil // one market for every cloud it serves
+	}
 	cfg := s.cfg
 	simCfg, skipped, err := simMarket(cfg.Sim.Traces)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Sim.ServeGCE != "" {
+		var more []string
+		if simCfg, more, err = gceapi.AddMarket(simCfg, ""); err != nil {
+			return nil, fmt.Errorf("--gce-sim: %w", err)
+		}
+		skipped = append(skipped, more...)
 	}
 	for _, why := range skipped {
 		s.log.Warn("trace skipped", zap.String("why", why))
@@ -201,6 +240,14 @@ func (s *Stack) startSim(launcher local.LauncherConfig, set *providerSet) (*sim.
 	s.Sim = c
 	set.interrupters = append(set.interrupters, c)
 	set.closers = append(set.closers, func() { _ = c.Close() })
+	if cfg.Sim.ServeGCE != "" {
+		srv, err := gceapi.Start(c, cfg.Sim.ServeGCE, cfg.Logger, ec2api.RequireToken(cfg.Sim.ControlToken, c.ControlHandler()))
+		if err != nil {
+			return nil, fmt.Errorf("--gce-sim %s: %w", cfg.Sim.ServeGCE, err)
+		}
+		s.GCEEndpoint = srv.Endpoint()
+		set.closers = append(set.closers, func() { _ = srv.Close() })
+	}
 	if cfg.Sim.ServeEC2 == "" {
 		return c, nil
 	}
