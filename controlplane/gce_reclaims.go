@@ -32,6 +32,10 @@ type gceReclaims struct {
 	// seen are the preempted instances by name: as last described, and
 	// whether they have ended.
 	seen map[string]reclaim
+	// running are the instances with the tags asked for that ran at the
+	// last call: the tags of one preempted and deleted before it was
+	// seen stopping.
+	running map[string]capacity.Instance
 }
 
 type reclaim struct {
@@ -54,7 +58,7 @@ func newGCEReclaims(ctx context.Context, c *gce.Cloud, cfg gce.Config) (*gceRecl
 	if err != nil {
 		return nil, fmt.Errorf("--provider gce: the client that reads preemptions: %w", err)
 	}
-	return &gceReclaims{Cloud: c, svc: svc, project: c.Project(), zones: cfg.Zones, seen: map[string]reclaim{}}, nil
+	return &gceReclaims{Cloud: c, svc: svc, project: c.Project(), zones: cfg.Zones, seen: map[string]reclaim{}, running: map[string]capacity.Instance{}}, nil
 }
 
 // Reclaimed implements capacity.Reclaimer.
@@ -63,8 +67,17 @@ func (g *gceReclaims) Reclaimed(ctx context.Context, tags map[string]string) ([]
 	if err != nil {
 		return nil, err
 	}
+	running, err := g.List(ctx, tags)
+	if err != nil {
+		return nil, err
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	before := g.running
+	g.running = map[string]capacity.Instance{}
+	for _, inst := range running {
+		g.running[inst.ID] = inst
+	}
 	listed := map[string]bool{}
 	for _, zone := range zones {
 		ops, err := g.svc.ZoneOperations.List(g.project, zone).Filter(`operationType = "compute.instances.preempted"`).Context(ctx).Do()
@@ -82,6 +95,8 @@ func (g *gceReclaims) Reclaimed(ctx context.Context, tags map[string]string) ([]
 			case capacity.IsNotFound(err):
 				if r, ok := g.seen[name]; ok {
 					g.seen[name] = reclaim{r.inst, true}
+				} else if inst, ok := before[name]; ok {
+					g.seen[name] = reclaim{inst, true}
 				} // never seen with its tags: its run learns at its heartbeat timeout
 			case err != nil:
 				return nil, err
