@@ -3,7 +3,7 @@
 // a profile names a cluster). Subcommands run the other roles of the same
 // binary: `agent` (a node agent on an instance), `join` (a machine of the
 // team's joining the base group), `trainer` (the demo
-// trainer the node agent runs for specs without a command), `ec2-sim` and
+// trainer the node agent runs for specs without a command), `ec2-sim`, `gce-sim` and
 // `temporal-server` (a Temporal cluster of its own on PostgreSQL).
 package main
 
@@ -32,6 +32,8 @@ func main() {
 		os.Exit(trainer.Main(args, os.Stdout, os.Stderr))
 	case "ec2-sim":
 		os.Exit(ec2sim(args))
+	case "gce-sim":
+		os.Exit(gcesim(args))
 	case "temporal-server":
 		os.Exit(temporalServer(args))
 	case "help":
@@ -50,6 +52,7 @@ func usage() {
                                 make this machine a base machine of the deployment's pool while it runs
        worker trainer [flags]   run the demo trainer (started by node agents)
        worker ec2-sim --traces DIR [flags]   serve a trace-driven simulated cloud over EC2's API
+       worker gce-sim --listen ADDR [flags]   serve a trace-driven simulated cloud over Compute Engine's API
        worker temporal-server --postgres URL [flags]   serve a Temporal cluster on PostgreSQL
 Run a command with -h for its flags.
 `)

@@ -40,6 +40,9 @@ func (c *Cloud) Acquire(ctx context.Context, req capacity.Request) (capacity.Ins
 	offerings, skipped := c.plan(req)
 	if len(offerings) > 0 {
 		found, err := c.find(ctx, name)
+		if len(capacity.Failures(err)) > 0 {
+			return capacity.Instance{}, err // classified: a project that does not exist, credentials refused
+		}
 		if err != nil {
 			code, class, msg := c.explain(err)
 			return capacity.Instance{}, failAll(offerings, class, code, "looking for this attempt's instance "+name+": "+msg)

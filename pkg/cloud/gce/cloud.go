@@ -289,3 +289,44 @@ func (c *Cloud) offering(machineType, zone string, m capacity.Market) capacity.O
 	}
 	return o
 }
+
+// Preemption is one spot VM Compute Engine preempted.
+type Preemption struct {
+	Instance string // its name, the capacity.Instance ID
+	Zone     string
+	At       time.Time
+}
+
+// Preemptions lists the spot VMs preempted in zones since a time, from
+// the zones' compute.instances.preempted operations: how the control
+// plane learns of a preemption whose notice no agent heard. zones nil
+// means the configured zones, or every zone of the project.
+func (c *Cloud) Preemptions(ctx context.Context, zones []string, since time.Time) ([]Preemption, error) {
+	if zones == nil {
+		zones = c.cfg.Zones
+	}
+	if len(zones) == 0 {
+		var err error
+		if zones, err = c.upZones(ctx); err != nil {
+			return nil, err
+		}
+	}
+	var out []Preemption
+	for _, zone := range zones {
+		err := c.svc.ZoneOperations.List(c.cfg.Project, zone).Filter(fmt.Sprintf("operationType = %q", OperationPreempted)).
+			Pages(ctx, func(page *compute.OperationList) error {
+				for _, op := range page.Items {
+					at, _ := time.Parse(time.RFC3339Nano, op.InsertTime)
+					if op.OperationType == OperationPreempted && !at.Before(since) {
+						out = append(out, Preemption{Instance: path.Base(op.TargetLink), Zone: zone, At: at})
+					}
+				}
+				return nil
+			})
+		if err != nil {
+			return nil, c.projectError(err, "listing the preemptions in "+zone)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out, nil
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	compute "google.golang.org/api/compute/v1"
 	"google.golang.org/api/googleapi"
@@ -29,6 +30,7 @@ const (
 	ReasonAuthError                      = "authError"
 	ReasonNotFound                       = "notFound"
 	ReasonAlreadyExists                  = "alreadyExists"
+	reasonInvalid                        = "invalid"
 )
 
 // ClassOfCode maps a Compute Engine error code or reason to the class
@@ -69,6 +71,9 @@ func apiError(err error) (code string, class capacity.Class, message string, ok 
 		}
 	}
 	class = ClassOfCode(code)
+	if code == reasonInvalid && strings.Contains(message, "does not exist in zone") {
+		class = capacity.SpecMismatch // a machine type the zone does not sell
+	}
 	if class == capacity.Unknown {
 		switch ge.Code {
 		case http.StatusUnauthorized, http.StatusForbidden:

@@ -174,13 +174,18 @@ func New(cfg Config) (*Cloud, error) {
 func (c *Cloud) Name() string { return ProviderName }
 
 // Offerings implements capacity.Provider: every pool's on-demand offering,
-// and its spot offering if it sells spot, at today's prices.
+// and its spot offering if it sells spot, at today's prices. Pools of
+// Compute Engine's machine types are sold through its endpoint
+// (gceapi) and the gce provider, not here.
 func (c *Cloud) Offerings(_ context.Context, r spec.Resources) ([]capacity.Offering, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var all []capacity.Offering
 	for _, key := range c.order {
 		p := c.pools[key]
+		if p.itype.Cloud == CloudGCE {
+			continue
+		}
 		if p.Spot != nil {
 			all = append(all, p.offering(capacity.Spot))
 		}
@@ -268,14 +273,14 @@ func (c *Cloud) Describe(_ context.Context, id string) (capacity.Instance, capac
 }
 
 // List implements capacity.Provider; nil tags list the instances refuel
-// manages.
+// manages, but for Compute Engine's, which the gce provider lists.
 func (c *Cloud) List(_ context.Context, tags map[string]string) ([]capacity.Instance, error) {
 	if tags == nil {
 		tags = map[string]string{capacity.TagManagedBy: capacity.ManagedBy}
 	}
 	var out []capacity.Instance
 	for _, st := range c.Instances() {
-		if st.State != capacity.StateTerminated && local.HasTags(st.Tags, tags) {
+		if st.State != capacity.StateTerminated && local.HasTags(st.Tags, tags) && c.types[st.Offering.InstanceType].Cloud != CloudGCE {
 			out = append(out, st.Instance)
 		}
 	}

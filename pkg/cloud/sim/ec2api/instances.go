@@ -387,7 +387,13 @@ func (h *Handler) describeInstances(_ context.Context, p *params) (response, err
 	if err != nil {
 		return nil, err
 	}
-	all := h.cloud.Instances()
+	// Compute Engine's instances share the market, not this API: their
+	// names are no EC2 instance IDs, and EC2 does not list them.
+	gce := map[string]bool{}
+	for _, t := range h.cloud.Catalogue() {
+		gce[t.Name] = t.Cloud == sim.CloudGCE
+	}
+	all := slices.DeleteFunc(h.cloud.Instances(), func(st sim.Status) bool { return gce[st.Offering.InstanceType] })
 	if len(ids) > 0 {
 		if all, err = h.findInstances(ids); err != nil {
 			return nil, err

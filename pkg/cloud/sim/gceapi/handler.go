@@ -6,8 +6,9 @@
 //     bulkInsert; zones/{z}/instances/{i}/simulateMaintenanceEvent;
 //     aggregated/instances;
 //   - zones, machineTypes, acceleratorTypes (get and list);
-//   - zones/{z}/operations: get, wait, list; a spot VM the market
-//     preempts leaves a compute.instances.preempted operation.
+//   - zones/{z}/operations: get, wait, list; aggregated/operations; a
+//     spot VM the market preempts leaves a compute.instances.preempted
+//     operation.
 //
 // It runs over the same market as the EC2 endpoint (stock, prices,
 // quotas, notices): a Compute Engine instance is a sim instance whose ID
@@ -23,8 +24,14 @@
 // The sim serves any project id unless WithProjects names some, and asks
 // for no credentials. Its simplifications: an instance name is unique
 // across zones (the sim's IDs are global); list filters take only terms
-// `field = "value"` joined by AND (fields name, status, zone,
-// operationType, targetLink and labels.KEY); lists come in one page.
+// `field = "value"` or `field eq "regexp"` (and their negations) joined
+// by AND, on the fields name, status, zone, operationType, targetLink
+// and labels.KEY; lists come in one page; a maintenance event migrates an
+// on-demand instance live, which changes nothing.
+//
+// The control plane serves it in-process (--gce-sim ADDR) as worker
+// gce-sim does: AddMarket adds the Compute Engine pools to the sim's
+// config before sim.New, and Start serves the endpoint on ADDR.
 package gceapi
 
 import (
@@ -32,6 +39,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -60,6 +68,7 @@ type Handler struct {
 	cloud    *sim.Cloud
 	log      *zap.Logger
 	projects map[string]bool // nil: any project
+	notice   time.Duration   // a maintenance event's notice to a spot VM
 	mux      *http.ServeMux
 
 	mu       sync.Mutex
@@ -102,12 +111,18 @@ func WithProjects(ids ...string) Option {
 	}
 }
 
+// WithNoticeWindow sets the notice a simulated maintenance event gives a
+// spot VM before it is taken; default NoticeWindow, as on Compute Engine.
+func WithNoticeWindow(d time.Duration) Option {
+	return func(h *Handler) { h.notice = d }
+}
+
 // New returns the Compute Engine endpoint of cloud; log may be nil.
 func New(cloud *sim.Cloud, log *zap.Logger, opts ...Option) *Handler {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	h := &Handler{cloud: cloud, log: log.Named("gceapi"), records: map[string]*record{}, ops: map[string]*operation{}, requests: map[string]*operation{}}
+	h := &Handler{cloud: cloud, log: log.Named("gceapi"), notice: NoticeWindow, records: map[string]*record{}, ops: map[string]*operation{}, requests: map[string]*operation{}}
 	for _, o := range opts {
 		o(h)
 	}
@@ -130,6 +145,7 @@ func New(cloud *sim.Cloud, log *zap.Logger, opts ...Option) *Handler {
 	h.mux.HandleFunc("GET "+p+"/zones/{zone}/operations", h.zone(h.listOperations))
 	h.mux.HandleFunc("GET "+p+"/zones/{zone}/operations/{name}", h.zone(h.getOperation))
 	h.mux.HandleFunc("POST "+p+"/zones/{zone}/operations/{name}/wait", h.zone(h.waitOperation))
+	h.mux.HandleFunc("GET "+p+"/aggregated/operations", h.project(h.aggregatedOperations))
 	return h
 }
 
@@ -429,13 +445,7 @@ func (h *Handler) bulkInsert(c call) {
 		writeJSON(c.w, h.opView(op))
 		return
 	}
-	names := slices.Sorted(func(yield func(string) bool) {
-		for n := range req.PerInstanceProperties {
-			if !yield(n) {
-				return
-			}
-		}
-	})
+	names := slices.Sorted(maps.Keys(req.PerInstanceProperties))
 	for i := len(names); int64(i) < req.Count; i++ {
 		if !strings.Contains(req.NamePattern, "#") {
 			writeError(c.w, http.StatusBadRequest, "invalid", "Invalid value for field 'resource.namePattern': '%s'. It needs # for the instance's number when count exceeds the named instances.", req.NamePattern)
@@ -579,13 +589,29 @@ func (h *Handler) aggregatedInstances(c call) {
 	}
 	list := &compute.InstanceAggregatedList{Kind: "compute#instanceAggregatedList", Id: "projects/" + c.project + "/aggregated/instances",
 		SelfLink: c.link("aggregated", "instances"), Items: map[string]compute.InstancesScopedList{}}
+	// Every zone is listed, as Compute Engine lists it: clients expect items.
+	for z := range h.zoneTypes() {
+		list.Items["zones/"+z] = compute.InstancesScopedList{Warning: &compute.InstancesScopedListWarning{Code: noResults, Message: "There are no results for scope 'zones/" + z + "' on this page."}}
+	}
 	for _, inst := range h.instances(c, match) {
 		key := "zones/" + path.Base(inst.Zone)
 		scoped := list.Items[key]
-		scoped.Instances = append(scoped.Instances, inst)
+		scoped.Instances, scoped.Warning = append(scoped.Instances, inst), nil
 		list.Items[key] = scoped
 	}
 	writeJSON(c.w, list)
+}
+
+// noResults is the warning of a zone with nothing to list.
+const noResults = "NO_RESULTS_ON_PAGE"
+
+// statuses are the sim's instances by ID, from one look at the market.
+func (h *Handler) statuses() map[string]sim.Status {
+	out := map[string]sim.Status{}
+	for _, st := range h.cloud.Instances() {
+		out[st.ID] = st
+	}
+	return out
 }
 
 // instances are the project's instances that match, by name.
@@ -598,16 +624,11 @@ func (h *Handler) instances(c call, match func(func(string) string) bool) []*com
 		}
 	}
 	h.mu.Unlock()
+	statuses := h.statuses()
 	var out []*compute.Instance
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for n := range recs {
-			if !yield(n) {
-				return
-			}
-		}
-	}) {
-		st, err := h.cloud.Status(name)
-		if err != nil {
+	for _, name := range slices.Sorted(maps.Keys(recs)) {
+		st, ok := statuses[name]
+		if !ok {
 			continue
 		}
 		inst := h.view(c, recs[name], st)
@@ -673,7 +694,7 @@ func (h *Handler) simulateMaintenance(c call) {
 		return
 	}
 	if s := rec.body.Scheduling; s != nil && (s.ProvisioningModel == gce.ProvisioningSpot || s.Preemptible) {
-		if _, err := h.cloud.Interrupt(name, NoticeWindow); err != nil {
+		if _, err := h.cloud.Interrupt(name, h.notice); err != nil {
 			writeError(c.w, http.StatusNotFound, gce.ReasonNotFound, "The resource 'projects/%s/zones/%s/instances/%s' was not found", c.project, c.zone, name)
 			return
 		}
@@ -690,11 +711,12 @@ func (h *Handler) simulateMaintenance(c call) {
 // taken gets its compute.instances.preempted operation, and one taken
 // with instanceTerminationAction DELETE, or forgotten by the sim, is gone.
 func (h *Handler) sync() {
+	statuses := h.statuses()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for name, rec := range h.records {
-		st, err := h.cloud.Status(name)
-		if err != nil {
+		st, ok := statuses[name]
+		if !ok {
 			delete(h.records, name)
 			continue
 		}
@@ -840,6 +862,36 @@ func (h *Handler) listOperations(c call) {
 	writeJSON(c.w, list)
 }
 
+func (h *Handler) aggregatedOperations(c call) {
+	match, err := parseFilter(c.r.URL.Query().Get("filter"))
+	if err != nil {
+		writeError(c.w, http.StatusBadRequest, "invalid", "Invalid list filter expression: %v", err)
+		return
+	}
+	h.mu.Lock()
+	var ops []*operation
+	for _, op := range h.order {
+		if op.project == c.project {
+			ops = append(ops, op)
+		}
+	}
+	h.mu.Unlock()
+	list := &compute.OperationAggregatedList{Kind: "compute#operationAggregatedList", Id: "projects/" + c.project + "/aggregated/operations",
+		SelfLink: c.link("aggregated", "operations"), Items: map[string]compute.OperationsScopedList{}}
+	for z := range h.zoneTypes() {
+		list.Items["zones/"+z] = compute.OperationsScopedList{Warning: &compute.OperationsScopedListWarning{Code: noResults, Message: "There are no results for scope 'zones/" + z + "' on this page."}}
+	}
+	for _, op := range ops {
+		v := h.opView(op)
+		if match(func(field string) string { return operationField(v, field) }) {
+			scoped := list.Items["zones/"+op.zone]
+			scoped.Operations, scoped.Warning = append(scoped.Operations, v), nil
+			list.Items["zones/"+op.zone] = scoped
+		}
+	}
+	writeJSON(c.w, list)
+}
+
 func operationField(op *compute.Operation, field string) string {
 	switch field {
 	case "name":
@@ -856,8 +908,9 @@ func operationField(op *compute.Operation, field string) string {
 	return ""
 }
 
-// filterTerm matches `field = "value"`, `field = value`, `field eq value`
-// or their negation with != / ne, parenthesized or not.
+// filterTerm matches `field = "value"` (equal), `field eq "regexp"` (the
+// whole value matches, RE2) or their negations != and ne, parenthesized
+// or not.
 var filterTerm = regexp.MustCompile(`^\(?\s*([A-Za-z][A-Za-z0-9_.\-]*)\s*(=|!=|eq|ne)\s*("(?:[^"\\]|\\.)*"|[^\s()]+)\s*\)?$`)
 
 // parseFilter reads a list filter of terms joined by AND; an empty one
@@ -868,8 +921,9 @@ func parseFilter(f string) (func(get func(string) string) bool, error) {
 		return func(func(string) string) bool { return true }, nil
 	}
 	type term struct {
-		field, value string
-		negate       bool
+		field  string
+		match  func(string) bool
+		negate bool
 	}
 	var terms []term
 	for _, part := range regexp.MustCompile(`\s+(?i:AND)\s+`).Split(f, -1) {
@@ -879,17 +933,26 @@ func parseFilter(f string) (func(get func(string) string) bool, error) {
 		}
 		v := m[3]
 		if strings.HasPrefix(v, `"`) {
-			u, err := strconv.Unquote(v)
+			// The quotes hold the value as it is (a regexp keeps its
+			// backslashes); only an escaped quote is unescaped.
+			v = strings.ReplaceAll(v[1:len(v)-1], `\"`, `"`)
+		}
+		t := term{field: m[1], negate: m[2] == "!=" || m[2] == "ne"}
+		if m[2] == "eq" || m[2] == "ne" {
+			re, err := regexp.Compile("^(?:" + v + ")$")
 			if err != nil {
 				return nil, fmt.Errorf("%q: %v", part, err)
 			}
-			v = u
+			t.match = re.MatchString
+		} else {
+			want := v
+			t.match = func(s string) bool { return s == want }
 		}
-		terms = append(terms, term{field: m[1], value: v, negate: m[2] == "!=" || m[2] == "ne"})
+		terms = append(terms, t)
 	}
 	return func(get func(string) string) bool {
 		for _, t := range terms {
-			if (get(t.field) == t.value) == t.negate {
+			if t.match(get(t.field)) == t.negate {
 				return false
 			}
 		}
