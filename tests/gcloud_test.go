@@ -39,13 +39,11 @@ func (g gcloudCLI) run(args ...string) []byte {
 		"CLOUDSDK_CORE_DISABLE_PROMPTS=1",
 		"CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK=1",
 	)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		var stderr string
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = string(ee.Stderr)
-		}
-		g.t.Fatalf("gcloud %s: %v\n%s", strings.Join(args, " "), err, stderr)
+		g.t.Fatalf("gcloud %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
 	}
 	return out
 }
@@ -113,7 +111,9 @@ func TestGcloudCLIOnARun(t *testing.T) {
 		t.Fatalf("gcloud lists %+v; want %s with labels refuel-run=%s and refuel-deployment", g.list(), first.ID, js.ID)
 	}
 
-	g.run("compute", "instances", "simulate-maintenance-event", first.ID, "--zone", "us-central1-a")
+	// --async: gcloud would otherwise read the instance back once the
+	// event's operation is done, and the run has deleted it by then.
+	g.run("compute", "instances", "simulate-maintenance-event", first.ID, "--zone", "us-central1-a", "--async")
 	second := running(first.ID).Instance
 	g.run("compute", "instances", "delete", second.ID, "--zone", "us-central1-a")
 
