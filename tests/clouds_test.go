@@ -3,16 +3,23 @@ package tests
 import (
 	"context"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
+	"refuel/activities"
 	"refuel/controlplane"
 	"refuel/jobs"
+	"refuel/pkg/capacity"
 	awscloud "refuel/pkg/cloud/aws"
 	"refuel/pkg/cloud/gce"
 	"refuel/pkg/spec"
 	"refuel/pkg/trainer"
+	"refuel/workflows"
+	"refuel/workflows/instances"
 	"refuel/workflows/training"
 )
 
@@ -110,5 +117,57 @@ func TestRunMovesFromAWSSpotToGCESpot(t *testing.T) {
 		if left, _ := p.List(ctx, nil); len(left) != 0 {
 			t.Errorf("%s: instances left running: %v", p.Name(), left)
 		}
+	}
+}
+
+// The janitor finds a leaked Compute Engine instance by its labels (a
+// run that does not exist) and deletes it; another deployment's is left.
+func TestJanitorDeletesALeakedGCEInstance(t *testing.T) {
+	parallel(t)
+	s := startCloudsStack(t)
+	ctx := context.Background()
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var g capacity.Provider
+	for _, p := range s.Clouds {
+		if p.Name() == controlplane.ProviderGCE {
+			g = p
+		}
+	}
+	if g == nil {
+		t.Fatalf("clouds %v: no gce", s.Clouds)
+	}
+	offerings, err := g.Offerings(ctx, spec.Resources{GPUs: 1, InstanceTypes: []string{"a2-highgpu-1g"}, Zones: []string{"us-central1-a"}})
+	if err != nil || len(offerings) == 0 {
+		t.Fatalf("offerings %v, %v", offerings, err)
+	}
+	leak := func(attempt int, deployment string) capacity.Instance {
+		t.Helper()
+		inst, err := g.Acquire(ctx, capacity.Request{RunID: "no-such-run", Attempt: attempt, Offerings: offerings[:1],
+			Tags: map[string]string{capacity.TagManagedBy: capacity.ManagedBy, capacity.TagRun: "no-such-run", capacity.TagDeployment: deployment}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return inst
+	}
+	ghost, theirs := leak(1, activities.DefaultDeployment), leak(2, "other")
+	t.Cleanup(func() { _ = g.Release(context.Background(), theirs.ID) })
+
+	run, err := s.Client.ExecuteWorkflow(wctx, client.StartWorkflowOptions{ID: "janitor-gce", TaskQueue: workflows.TaskQueue}, workflows.JanitorName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report instances.JanitorReport
+	if err := run.Get(wctx, &report); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(report.Released, ghost.ID) || slices.Contains(report.Released, theirs.ID) {
+		t.Errorf("janitor released %v; want %s and not the other deployment's %s", report.Released, ghost.ID, theirs.ID)
+	}
+	if _, _, err := g.Describe(ctx, ghost.ID); !capacity.IsNotFound(err) {
+		t.Errorf("the leaked instance %s: %v; want it deleted", ghost.ID, err)
+	}
+	if _, state, err := g.Describe(ctx, theirs.ID); err != nil || state != capacity.StateRunning {
+		t.Errorf("the other deployment's instance is %s (%v); want it left running", state, err)
 	}
 }
