@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -169,5 +170,51 @@ func TestJanitorDeletesALeakedGCEInstance(t *testing.T) {
 	}
 	if _, state, err := g.Describe(ctx, theirs.ID); err != nil || state != capacity.StateRunning {
 		t.Errorf("the other deployment's instance is %s (%v); want it left running", state, err)
+	}
+}
+
+// The interruption drill on Compute Engine alone (the in-process sim
+// behind the gce provider), for one node and for a gang of two on spot:
+// the preempted VMs are replaced, the run resumes from the final
+// checkpoint with the uninterrupted model, and nothing is left running.
+func TestDrillOnGCE(t *testing.T) {
+	for _, nodes := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d nodes", nodes), func(t *testing.T) {
+			parallel(t)
+			s := startStack(t, func(c *controlplane.Config) {
+				c.Provider = controlplane.ProviderGCE
+				c.Sim = controlplane.SimConfig{Speed: 0, ServeGCE: "127.0.0.1:0"}
+				c.GCE = gce.Config{Project: "refuel-test", Zones: []string{"us-central1-a"}, PollInterval: 100 * time.Millisecond}
+			})
+			ctx := context.Background()
+			rep, err := jobs.Drill(ctx, s.Client, jobs.DrillOptions{
+				Work: 6 * time.Second, Interval: time.Second, NoticeGrace: 30 * time.Second, Timeout: 3 * time.Minute,
+				Nodes: nodes, Progress: testWriter{t},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rep.Passed || !rep.FinalIdentical {
+				t.Fatalf("drill failed: %s", rep.Reason)
+			}
+			if rep.ResumedFromStep < rep.CheckpointStep {
+				t.Errorf("resumed from %d, before the checkpoint at %d", rep.ResumedFromStep, rep.CheckpointStep)
+			}
+			st, err := jobs.Status(ctx, s.Client, rep.WorkflowID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Instance != nil || len(st.Ledger.Segments) == 0 {
+				t.Fatalf("status after the drill: instance %+v, %d ledger segments", st.Instance, len(st.Ledger.Segments))
+			}
+			for _, seg := range st.Ledger.Segments {
+				if !strings.HasPrefix(seg.Offering, "gce/") || seg.Market != string(capacity.Spot) {
+					t.Errorf("segment on %s (%s); want Compute Engine's spot", seg.Offering, seg.Market)
+				}
+			}
+			if left, _ := s.Provider.List(ctx, nil); len(left) != 0 {
+				t.Errorf("instances still running after the drill: %v", left)
+			}
+		})
 	}
 }
