@@ -2,12 +2,8 @@ package controlplane
 
 import (
 	"context"
-	"fmt"
-	"path"
 	"sync"
-
-	compute "google.golang.org/api/compute/v1"
-	"google.golang.org/api/option"
+	"time"
 
 	"refuel/pkg/capacity"
 	"refuel/pkg/cloud/gce"
@@ -22,11 +18,6 @@ import (
 // look while it was stopping.
 type gceReclaims struct {
 	*gce.Cloud
-	svc     *compute.Service
-	project string
-	// zones are those asked; nil until first found (the configured ones,
-	// or every zone of the project).
-	zones []string
 
 	mu sync.Mutex
 	// seen are the preempted instances by name: as last described, and
@@ -43,27 +34,16 @@ type reclaim struct {
 	ended bool
 }
 
-// newGCEReclaims wraps c, asking Compute Engine's API at cfg's endpoint
-// (without credentials, as the provider does) or Google's with
-// Application Default Credentials.
-func newGCEReclaims(ctx context.Context, c *gce.Cloud, cfg gce.Config) (*gceReclaims, error) {
-	opts := []option.ClientOption{option.WithScopes(compute.ComputeScope)}
-	if cfg.Endpoint != "" {
-		opts = []option.ClientOption{option.WithEndpoint(cfg.Endpoint), option.WithoutAuthentication()}
-	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
-	}
-	svc, err := compute.NewService(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("--provider gce: the client that reads preemptions: %w", err)
-	}
-	return &gceReclaims{Cloud: c, svc: svc, project: c.Project(), zones: cfg.Zones, seen: map[string]reclaim{}, running: map[string]capacity.Instance{}}, nil
+// newGCEReclaims wraps c.
+func newGCEReclaims(c *gce.Cloud) *gceReclaims {
+	return &gceReclaims{Cloud: c, seen: map[string]reclaim{}, running: map[string]capacity.Instance{}}
 }
 
 // Reclaimed implements capacity.Reclaimer.
 func (g *gceReclaims) Reclaimed(ctx context.Context, tags map[string]string) ([]capacity.Instance, error) {
-	zones, err := g.zonesToAsk(ctx)
+	// Every preemption Compute Engine still lists (the configured zones,
+	// or every zone of the project): those already told are remembered.
+	preempted, err := g.Preemptions(ctx, nil, time.Time{})
 	if err != nil {
 		return nil, err
 	}
@@ -79,30 +59,24 @@ func (g *gceReclaims) Reclaimed(ctx context.Context, tags map[string]string) ([]
 		g.running[inst.ID] = inst
 	}
 	listed := map[string]bool{}
-	for _, zone := range zones {
-		ops, err := g.svc.ZoneOperations.List(g.project, zone).Filter(`operationType = "compute.instances.preempted"`).Context(ctx).Do()
-		if err != nil {
-			return nil, fmt.Errorf("gce: listing the preemptions of %s: %w", zone, err)
+	for _, p := range preempted {
+		name := p.Instance
+		listed[name] = true
+		if r, ok := g.seen[name]; ok && r.ended {
+			continue
 		}
-		for _, op := range ops.Items {
-			name := path.Base(op.TargetLink)
-			listed[name] = true
-			if r, ok := g.seen[name]; ok && r.ended {
-				continue
-			}
-			inst, state, err := g.Describe(ctx, name)
-			switch {
-			case capacity.IsNotFound(err):
-				if r, ok := g.seen[name]; ok {
-					g.seen[name] = reclaim{r.inst, true}
-				} else if inst, ok := before[name]; ok {
-					g.seen[name] = reclaim{inst, true}
-				} // never seen with its tags: its run learns at its heartbeat timeout
-			case err != nil:
-				return nil, err
-			default:
-				g.seen[name] = reclaim{inst, state == capacity.StateTerminated}
-			}
+		inst, state, err := g.Describe(ctx, name)
+		switch {
+		case capacity.IsNotFound(err):
+			if r, ok := g.seen[name]; ok {
+				g.seen[name] = reclaim{r.inst, true}
+			} else if inst, ok := before[name]; ok {
+				g.seen[name] = reclaim{inst, true}
+			} // never seen with its tags: its run learns at its heartbeat timeout
+		case err != nil:
+			return nil, err
+		default:
+			g.seen[name] = reclaim{inst, state == capacity.StateTerminated}
 		}
 	}
 	var out []capacity.Instance
@@ -115,28 +89,6 @@ func (g *gceReclaims) Reclaimed(ctx context.Context, tags map[string]string) ([]
 		}
 	}
 	return out, nil
-}
-
-// zonesToAsk are the configured zones, or every zone of the project,
-// listed once.
-func (g *gceReclaims) zonesToAsk(ctx context.Context) ([]string, error) {
-	g.mu.Lock()
-	zones := g.zones
-	g.mu.Unlock()
-	if zones != nil {
-		return zones, nil
-	}
-	list, err := g.svc.Zones.List(g.project).Context(ctx).Do()
-	if err != nil {
-		return nil, fmt.Errorf("gce: listing the zones of project %s: %w", g.project, err)
-	}
-	for _, z := range list.Items {
-		zones = append(zones, z.Name)
-	}
-	g.mu.Lock()
-	g.zones = zones
-	g.mu.Unlock()
-	return zones, nil
 }
 
 func hasTags(inst capacity.Instance, tags map[string]string) bool {

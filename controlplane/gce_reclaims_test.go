@@ -45,10 +45,7 @@ func TestGCEReclaimsListsPreemptedInstancesOnceGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := newGCEReclaims(ctx, c, gcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newGCEReclaims(c)
 	offerings, err := c.Offerings(ctx, spec.Resources{GPUs: 1, InstanceTypes: []string{"a2-highgpu-1g"}})
 	if err != nil {
 		t.Fatal(err)

@@ -199,7 +199,7 @@ func (s *Stack) startProvider(ctx context.Context, name string, launcher local.L
 		if err != nil {
 			return nil, fmt.Errorf("--provider gce: %w", err)
 		}
-		return newGCEReclaims(ctx, c, gceCfg)
+		return newGCEReclaims(c), nil
 	}
 	return nil, fmt.Errorf("--provider %q: use local, sim, aws or gce, or public clouds separated by commas (aws,gce)", name)
 }
