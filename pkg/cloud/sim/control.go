@@ -36,7 +36,7 @@ func (c *Cloud) ControlHandler() http.Handler {
 		writeJSON(w, map[string]int{"tick": c.Tick()})
 	})
 	mux.HandleFunc("POST /sim/interrupt", func(w http.ResponseWriter, r *http.Request) {
-		grace := c.cfg.NoticeWindow
+		grace := c.noticeWindowOf(r.FormValue("instance"))
 		if s := r.FormValue("grace"); s != "" {
 			d, err := time.ParseDuration(s)
 			if err != nil || d < 0 {

@@ -179,6 +179,19 @@ func (c *Cloud) noticeWindow(p *pool) time.Duration {
 	return c.cfg.NoticeWindow
 }
 
+// noticeWindowOf is the notice its pool gives an instance (the cloud's
+// default for one unknown).
+func (c *Cloud) noticeWindowOf(id string) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if inst, ok := c.instances[id]; ok {
+		if p := c.pools[Pool{Zone: inst.Offering.Zone, InstanceType: inst.Offering.InstanceType}]; p != nil {
+			return c.noticeWindow(p)
+		}
+	}
+	return c.cfg.NoticeWindow
+}
+
 // runningSpotLocked groups the spot instances holding stock (pending or
 // running, not under notice) by pool, newest first.
 func (c *Cloud) runningSpotLocked() map[Pool][]*instance {

@@ -180,3 +180,24 @@ func TestEC2DoesNotListComputeEngineInstances(t *testing.T) {
 		}
 	}
 }
+
+func TestControlsInterruptWithThePoolsNotice(t *testing.T) {
+	cloud, svc := market(t, 0)
+	if _, err := svc.Instances.Insert("p", "us-central1-a", spotVM("vm-1", "a3-highgpu-1g")).Do(); err != nil {
+		t.Fatal(err)
+	}
+	controls := httptest.NewServer(cloud.ControlHandler())
+	defer controls.Close()
+	resp, err := http.PostForm(controls.URL+"/sim/interrupt", url.Values{"instance": {"vm-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	st, err := cloud.Status("vm-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := st.InterruptAt.Sub(cloud.Now()); st.State != capacity.StateInterrupted || left > gceapi.NoticeWindow || left < gceapi.NoticeWindow-5*time.Second {
+		t.Errorf("/sim/interrupt of a Compute Engine VM: %s, taken in %s, want Compute Engine's %s", st.State, left, gceapi.NoticeWindow)
+	}
+}
