@@ -23,7 +23,22 @@ build:
 # in sessions of their own (setsid), so the terminal's Ctrl-C reaches
 # only this recipe, whose trap stops them one after the other (a second
 # Ctrl-C does not cut that short and leave them running).
+# CLOUDS=aws,gce runs the demo on simulated public clouds instead, all of
+# them one market: the sim serves each cloud's API (EC2's on :4566,
+# Compute Engine's on :8085) and runs acquire across both, without the
+# pool and its base machines.
+CLOUDS ?=
+
 run: build
+ifneq ($(CLOUDS),)
+	@mkdir -p $(DATA)
+	@echo "starting refuel on simulated $(CLOUDS) (logs: $(DATA)/worker.log)"
+	@$(BIN)/worker --data-dir $(DATA) --provider $(CLOUDS) $(if $(findstring aws,$(CLOUDS)),--ec2-sim 127.0.0.1:4566) $(if $(findstring gce,$(CLOUDS)),--gce-sim 127.0.0.1:8085) > $(DATA)/worker.log 2>&1 & wpid=$$!; \
+	trap 'kill $$wpid 2>/dev/null; wait $$wpid 2>/dev/null' EXIT; trap 'exit 130' INT TERM HUP; \
+	$(BIN)/starter demo || { tail -20 $(DATA)/worker.log; exit 1; }; \
+	echo "Web UI: http://127.0.0.1:8233  metrics: http://127.0.0.1:9464/metrics  (Ctrl-C to stop)"; \
+	wait $$wpid
+else
 	@mkdir -p $(DATA)/machines
 	@mkdir -p $(dir $(JOIN_TOKEN)); [ -s $(JOIN_TOKEN) ] || { umask 077; od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > $(JOIN_TOKEN); }
 	@rm -f $(DATA)/machines/*.ready
@@ -44,6 +59,7 @@ run: build
 	$(BIN)/starter demo || { tail -20 $(DATA)/worker.log; exit 1; }; \
 	echo "Web UI: http://127.0.0.1:8233  metrics: http://127.0.0.1:9464/metrics  (Ctrl-C to stop)"; \
 	wait $$wpid
+endif
 
 test: lint unit fuzz e2e
 

@@ -41,8 +41,11 @@ type Node struct {
 	InstanceID       string // empty on a joined machine: each attempt names its own
 	Dir              string // the instance's scratch space
 	MetadataEndpoint string // IMDS-compatible endpoint for interruption notices
-	DefaultStoreURL  string // checkpoint store for specs that name none
-	Signaler         Signaler
+	// GCEMetadataHost is a Compute Engine instance's metadata server,
+	// whose instance/preempted is its notice; "" off GCE.
+	GCEMetadataHost string
+	DefaultStoreURL string // checkpoint store for specs that name none
+	Signaler        Signaler
 	// SelfCommand runs this binary's subcommands; the demo trainer is
 	// SelfCommand + "trainer".
 	SelfCommand  []string
@@ -335,6 +338,7 @@ func (n *Node) train(ctx context.Context, in TrainingInput, store *checkpoint.St
 		InstanceID:         n.instanceFor(in),
 		JobID:              in.Spec.ID,
 		MetadataEndpoint:   n.MetadataEndpoint,
+		GCEMetadataHost:    n.GCEMetadataHost,
 		StopGrace:          in.StopGrace,
 		OnEvent:            rep.onEvent,
 		Func:               n.demoFunc(in),

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,9 +16,11 @@ import (
 
 	"refuel/pkg/capacity"
 	awscloud "refuel/pkg/cloud/aws"
+	"refuel/pkg/cloud/gce"
 	"refuel/pkg/cloud/local"
 	"refuel/pkg/cloud/sim"
 	"refuel/pkg/cloud/sim/ec2api"
+	"refuel/pkg/cloud/sim/gceapi"
 	"refuel/pkg/trace"
 )
 
@@ -26,6 +29,7 @@ const (
 	ProviderLocal = "local"
 	ProviderSim   = "sim"
 	ProviderAWS   = "aws"
+	ProviderGCE   = gce.ProviderName
 )
 
 // SimConfig configures the trace-driven simulated cloud.
@@ -40,6 +44,10 @@ type SimConfig struct {
 	// ServeEC2, when set, also serves the sim over EC2's Query API on this
 	// address, so standard EC2 clients and the AWS provider can use it.
 	ServeEC2 string
+	// ServeGCE, when set, also serves the sim over Compute Engine's REST
+	// API on this address, with the Compute Engine market built in beside
+	// the EC2 one, so the gce provider and gcloud can use it.
+	ServeGCE string
 	// Quotas are the simulated account's limits (zero: unlimited).
 	Quotas sim.Quotas
 	// MarketTime makes deadline and flexible runs on the sim keep the
@@ -79,42 +87,83 @@ func AgentLauncher(self []string, address, namespace, checkpointURL string, step
 
 // providerSet is what startProviders built.
 type providerSet struct {
-	provider     capacity.Provider
+	// providers are the clouds runs acquire from, in Config.Provider's
+	// order: one market of every offering of each.
+	providers    []capacity.Provider
 	interrupters []activities.Interrupter
 	clocks       map[string]capacity.MarketClock
 	closers      []func()
 }
 
-// startProviders builds the configured provider. The aws provider with
+// ProviderNames are the clouds a --provider value names: one, or several
+// separated by commas (aws,gce), each once.
+func ProviderNames(v string) ([]string, error) {
+	if strings.TrimSpace(v) == "" {
+		return []string{ProviderLocal}, nil
+	}
+	var names []string
+	for _, n := range strings.Split(v, ",") {
+		n = strings.TrimSpace(n)
+		switch {
+		case n == "":
+			return nil, fmt.Errorf("--provider %q: an empty name; give clouds separated by commas, e.g. aws,gce", v)
+		case slices.Contains(names, n):
+			return nil, fmt.Errorf("--provider %q: %s named twice; name each cloud once", v, n)
+		}
+		names = append(names, n)
+	}
+	if len(names) > 1 && (slices.Contains(names, ProviderLocal) || slices.Contains(names, ProviderSim)) {
+		return nil, fmt.Errorf("--provider %q: local and sim are whole markets of their own; combine only public clouds (aws, gce), or run one of them alone", v)
+	}
+	return names, nil
+}
+
+// startProviders builds the configured providers. The aws provider with
 // Sim.ServeEC2 set runs the simulated cloud in this process and talks to
 // it over EC2's wire protocol, the way it would talk to EC2.
 func (s *Stack) startProviders(ctx context.Context, launcher local.LauncherConfig) (providerSet, error) {
-	cfg := s.cfg
 	var set providerSet
-	switch cfg.Provider {
-	case "", ProviderLocal:
+	names, err := ProviderNames(s.cfg.Provider)
+	if err != nil {
+		return set, err
+	}
+	for _, name := range names {
+		p, err := s.startProvider(ctx, name, launcher, &set)
+		if err != nil {
+			return set, err
+		}
+		set.providers = append(set.providers, p)
+	}
+	return set, nil
+}
+
+// startProvider builds the provider called name.
+func (s *Stack) startProvider(ctx context.Context, name string, launcher local.LauncherConfig, set *providerSet) (capacity.Provider, error) {
+	cfg := s.cfg
+	switch name {
+	case ProviderLocal:
 		c, err := local.New(local.Config{LauncherConfig: launcher, Offerings: cfg.Offerings, Stock: cfg.Stock})
 		if err != nil {
-			return set, err
+			return nil, err
 		}
 		s.Cloud = c
-		set.provider = c
 		set.interrupters = append(set.interrupters, c)
 		set.closers = append(set.closers, func() { _ = c.Close() })
+		return c, nil
 	case ProviderSim:
-		c, err := s.startSim(launcher, &set)
+		c, err := s.startSim(launcher, set)
 		if err != nil {
-			return set, err
+			return nil, err
 		}
-		set.provider = c
+		return c, nil
 	case ProviderAWS:
 		awsCfg := cfg.AWS
 		if cfg.Sim.ServeEC2 != "" {
 			// The endpoint checks the provider's signatures as EC2 would,
 			// with the static credentials it was given.
 			s.ec2Credentials = awsCfg
-			if _, err := s.startSim(launcher, &set); err != nil {
-				return set, err
+			if _, err := s.startSim(launcher, set); err != nil {
+				return nil, err
 			}
 			if awsCfg.Endpoint == "" {
 				awsCfg.Endpoint = "http://" + s.EC2Endpoint
@@ -130,21 +179,47 @@ func (s *Stack) startProviders(ctx context.Context, launcher local.LauncherConfi
 		}
 		c, err := awscloud.New(ctx, awsCfg)
 		if err != nil {
-			return set, fmt.Errorf("--provider aws: %w", err)
+			return nil, fmt.Errorf("--provider aws: %w", err)
 		}
-		set.provider = c
-	default:
-		return set, fmt.Errorf("--provider %q: use local, sim or aws", cfg.Provider)
+		return c, nil
+	case ProviderGCE:
+		gceCfg := cfg.GCE
+		if cfg.Sim.ServeGCE != "" {
+			if _, err := s.startSim(launcher, set); err != nil {
+				return nil, err
+			}
+			if gceCfg.Endpoint == "" {
+				gceCfg.Endpoint = s.GCEEndpoint
+			}
+		}
+		if gceCfg.Logger == nil {
+			gceCfg.Logger = cfg.Logger.Named("gce")
+		}
+		c, err := gce.New(ctx, gceCfg)
+		if err != nil {
+			return nil, fmt.Errorf("--provider gce: %w", err)
+		}
+		return newGCEReclaims(c), nil
 	}
-	return set, nil
+	return nil, fmt.Errorf("--provider %q: use local, sim, aws or gce, or public clouds separated by commas (aws,gce)", name)
 }
 
 // startSim starts the simulated cloud, and its EC2 endpoint if asked.
 func (s *Stack) startSim(launcher local.LauncherConfig, set *providerSet) (*sim.Cloud, error) {
+	if s.Sim != nil {
+		return s.Sim, nil // one market for every cloud it serves
+	}
 	cfg := s.cfg
 	simCfg, skipped, err := simMarket(cfg.Sim.Traces)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Sim.ServeGCE != "" {
+		var more []string
+		if simCfg, more, err = gceapi.AddMarket(simCfg, ""); err != nil {
+			return nil, fmt.Errorf("--gce-sim: %w", err)
+		}
+		skipped = append(skipped, more...)
 	}
 	for _, why := range skipped {
 		s.log.Warn("trace skipped", zap.String("why", why))
@@ -165,6 +240,14 @@ func (s *Stack) startSim(launcher local.LauncherConfig, set *providerSet) (*sim.
 	s.Sim = c
 	set.interrupters = append(set.interrupters, c)
 	set.closers = append(set.closers, func() { _ = c.Close() })
+	if cfg.Sim.ServeGCE != "" {
+		srv, err := gceapi.Start(c, cfg.Sim.ServeGCE, cfg.Logger, ec2api.RequireToken(cfg.Sim.ControlToken, c.ControlHandler()))
+		if err != nil {
+			return nil, fmt.Errorf("--gce-sim %s: %w", cfg.Sim.ServeGCE, err)
+		}
+		s.GCEEndpoint = srv.Endpoint()
+		set.closers = append(set.closers, func() { _ = srv.Close() })
+	}
 	if cfg.Sim.ServeEC2 == "" {
 		return c, nil
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -30,6 +31,7 @@ import (
 	"refuel/nodeagent"
 	"refuel/pkg/capacity"
 	awscloud "refuel/pkg/cloud/aws"
+	"refuel/pkg/cloud/gce"
 	"refuel/pkg/cloud/local"
 	"refuel/pkg/cloud/sim"
 	"refuel/pkg/devserver"
@@ -62,13 +64,17 @@ type Config struct {
 	SelfCommand []string
 	// DemoStepTime paces the demo trainer: work / DemoStepTime steps.
 	DemoStepTime time.Duration
-	// Provider is the cloud: local (default), sim or aws.
+	// Provider is the cloud: local (default), sim, aws or gce, or public
+	// clouds separated by commas (aws,gce) whose offerings make one
+	// market.
 	Provider string
 	// Sim configures the simulated cloud (provider sim, or aws over the
 	// sim's EC2 endpoint).
 	Sim SimConfig
 	// AWS configures the AWS provider.
 	AWS awscloud.Config
+	// GCE configures the Compute Engine provider.
+	GCE gce.Config
 	// Offerings the local cloud sells; default local.DefaultOfferings().
 	Offerings []capacity.Offering
 	// Stock caps running local instances per offering key.
@@ -93,6 +99,11 @@ type Config struct {
 	// JanitorEvery is how often the janitor runs; 0 means every minute,
 	// negative means no janitor schedule.
 	JanitorEvery time.Duration
+	// ReclaimEvery is how often the clouds that say which instances they
+	// took back (capacity.Reclaimer) are asked, so that those instances'
+	// runs hear instance-taken; 0 means DefaultReclaimEvery, negative
+	// never.
+	ReclaimEvery time.Duration
 	Logger       *zap.Logger
 	// Security guards the embedded frontend (TLS, client certificates,
 	// API keys) and configures the codec server; see security.go.
@@ -137,9 +148,12 @@ const (
 type Stack struct {
 	Client   client.Client
 	Server   *devserver.Server // nil with an external cluster
-	Provider capacity.Provider // the cloud runs acquire from
-	Cloud    *local.Cloud      // set with the local provider
-	Base     *local.Cloud      // the base group's machines, when a pools file is in force
+	Provider capacity.Provider // the cloud runs acquire from: the first of Clouds
+	// Clouds are every cloud runs acquire from (Config.Provider names
+	// one or several), whose offerings make one market.
+	Clouds []capacity.Provider
+	Cloud  *local.Cloud // set with the local provider
+	Base   *local.Cloud // the base group's machines, when a pools file is in force
 	// Memory is the deployment's market memory (Config.MarketMemory):
 	// the pools' checkpoint logs `interval: auto` reads, and what runs saw
 	// of each spot offering's stock, which deadline runs plan with on
@@ -156,6 +170,9 @@ type Stack struct {
 	Balancers *balancers.Host
 	// EC2Endpoint is where the in-process sim serves EC2's API, if it does.
 	EC2Endpoint string
+	// GCEEndpoint is the base URL (http://ADDR/compute/v1/) where the
+	// in-process sim serves Compute Engine's API, if it does.
+	GCEEndpoint string
 	// CodecURL is where the codec server answers, "" when none runs.
 	CodecURL    string
 	Metrics     *telemetry.Metrics
@@ -217,8 +234,8 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Provider = set.provider
-	providers := []capacity.Provider{set.provider}
+	s.Provider, s.Clouds = set.providers[0], set.providers
+	providers := slices.Clone(set.providers)
 	if cfg.Pools != nil {
 		base, listed, err := startBase(*cfg.Pools, launcher, s.Client)
 		if err != nil {
@@ -269,7 +286,11 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 			return nil, err
 		}
 	}
-	layered := []layeredProvider{{set.provider, telemetry.LayerOf(capacity.Spot)}}
+	s.startReclaimWatch(set.providers)
+	var layered []layeredProvider
+	for _, p := range set.providers {
+		layered = append(layered, layeredProvider{p, telemetry.LayerOf(capacity.Spot)})
+	}
 	if s.Base != nil {
 		layered = append(layered, layeredProvider{s.Base, telemetry.LayerOf(capacity.Base)})
 	}

@@ -33,6 +33,7 @@ func Main(args []string, stderr io.Writer) int {
 		instanceID = fs.String("instance-id", "", "the instance this agent runs on (required)")
 		taskQueue  = fs.String("task-queue", "", "the instance's own task queue (required)")
 		metaURL    = fs.String("metadata-endpoint", "", "instance metadata endpoint to watch for interruption notices; empty watches none")
+		gceMeta    = fs.String("gce-metadata-host", os.Getenv("GCE_METADATA_HOST"), "Compute Engine metadata server (host:port; default GCE_METADATA_HOST) whose instance/preempted is watched for the preemption, instead of --metadata-endpoint")
 		readyFile  = fs.String("ready-file", "", "file created once the agent serves its task queue")
 		shared     = addAgentFlags(fs)
 	)
@@ -58,7 +59,9 @@ func Main(args []string, stderr io.Writer) int {
 	defer stop()
 	if err := run(ctx, log, agentConfig{
 		target: shared.target(), taskQueue: *taskQueue, readyFile: *readyFile,
-		node: shared.node(log, self, func(n *activities.Node) { n.InstanceID, n.MetadataEndpoint = *instanceID, *metaURL }),
+		node: shared.node(log, self, func(n *activities.Node) {
+			n.InstanceID, n.MetadataEndpoint, n.GCEMetadataHost = *instanceID, *metaURL, *gceMeta
+		}),
 	}); err != nil {
 		log.Error("agent stopped", zap.Error(err))
 		return 1

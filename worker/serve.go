@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"refuel/internal/secretfile"
 	"refuel/internal/telemetry"
 	awscloud "refuel/pkg/cloud/aws"
+	"refuel/pkg/cloud/gce"
 	"refuel/pkg/cloud/sim"
 	"refuel/pkg/devserver"
 	"refuel/pkg/pool"
@@ -39,7 +41,7 @@ func serve(args []string) int {
 		metrics    = fs.String("metrics", envOr("REFUEL_METRICS", cluster.DefaultMetricsAddr), "Prometheus /metrics address, - for none (env REFUEL_METRICS)")
 		ckptURL    = fs.String("checkpoint-url", os.Getenv("REFUEL_CHECKPOINT_URL"), "checkpoint store for specs that name none (default file://<data-dir>/checkpoints)")
 		stepTime   = fs.Duration("demo-step-time", 100*time.Millisecond, "pace of the demo trainer: a spec's work becomes work/step-time steps")
-		provider   = fs.String("provider", envOr("REFUEL_PROVIDER", controlplane.ProviderSim), "cloud to acquire from: sim (trace-driven spot market), local (this machine, unlimited stock) or aws (env REFUEL_PROVIDER)")
+		provider   = fs.String("provider", envOr("REFUEL_PROVIDER", controlplane.ProviderSim), "cloud to acquire from: sim (trace-driven spot market), local (this machine, unlimited stock), aws or gce, or public clouds separated by commas whose offerings make one market, e.g. aws,gce (env REFUEL_PROVIDER)")
 		simTraces  = fs.String("sim-traces", os.Getenv("REFUEL_SIM_TRACES"), "directory of availability traces (ZONE_GPU_COUNT.json files) the sim's spot market replays, or builtin:aws-02-15-2023 (p3.2xlarge in nine zones of three regions, the zones --sim-prices embedded prices); default the built-in market, AWS us-west-2a/b V100 and K80 from 2022-10-26 (env REFUEL_SIM_TRACES)")
 		simSpeed   = fs.Float64("sim-speed", 1, "trace ticks per second of the sim's market (0 stands still)")
 		simNotice  = fs.Duration("sim-notice", 20*time.Second, "sim: time between a spot interruption notice and the instance being taken")
@@ -54,6 +56,10 @@ func serve(args []string) int {
 		awsURL     = fs.String("aws-endpoint", os.Getenv("AWS_ENDPOINT_URL_EC2"), "EC2 endpoint for --provider aws (default AWS's; the sim's with --ec2-sim)")
 		awsRegion  = fs.String("aws-region", os.Getenv("AWS_REGION"), "AWS region for --provider aws")
 		awsLT      = fs.String("aws-launch-template", envOr("REFUEL_AWS_LAUNCH_TEMPLATE", "refuel-node"), "launch template (name) whose user data starts the node agent (worker agent), for --provider aws")
+		gceProject = fs.String("gce-project", os.Getenv(gce.EnvProject), "Google Cloud project for --provider gce (env "+gce.EnvProject+"); the sim serves any")
+		gceZones   = fs.String("gce-zones", "", "comma-separated Compute Engine zones --provider gce considers; default every zone of the project that is up")
+		gceURL     = fs.String("gce-endpoint", "", "Compute Engine endpoint for --provider gce, e.g. http://127.0.0.1:8085/compute/v1/ for worker gce-sim (default Google's, with Application Default Credentials; the sim's with --gce-sim)")
+		gceSim     = fs.String("gce-sim", "", "also serve the sim over Compute Engine's API on this address (e.g. 127.0.0.1:8085), with the Compute Engine market beside the EC2 one; with --provider gce the gce provider then talks to it")
 		poolsFile  = fs.String("pools", os.Getenv("REFUEL_POOLS"), "pools file (YAML): a base group runs ask for first and burst pools they overflow to; none lets runs acquire on their own (env REFUEL_POOLS; see examples/pools.yaml)")
 		spotRetry  = fs.Duration("spot-retry", wf.Run.SpotRetryInterval, "how often a deadline run on on-demand asks refuel whether to try spot again, backing off to an hour while tries find no stock; 0 keeps such runs on on-demand")
 		waitSpot   = fs.Bool("deadline-waits-for-spot", wf.Run.WaitForSpot, "a deadline run that finds no spot waits for it while refuel says its slack allows; false takes on-demand at the first stock-out")
@@ -162,8 +168,9 @@ func serve(args []string) int {
 		CheckpointURL: *ckptURL, DemoStepTime: *stepTime, Logger: log,
 		Provider: *provider, Pools: pools, Workflows: wf,
 		Sim: controlplane.SimConfig{Traces: *simTraces, Speed: *simSpeed, Notice: *simNotice, ServeEC2: *ec2Sim,
-			MarketTime: *simMarket, RestartOverhead: *simRestart, Prices: prices, ControlToken: simControlToken},
+			MarketTime: *simMarket, RestartOverhead: *simRestart, Prices: prices, ControlToken: simControlToken, ServeGCE: *gceSim},
 		AWS: awsConfig(*awsURL, *awsRegion, *awsLT, *ec2Sim != ""),
+		GCE: gceConfig(*gceProject, *gceZones, *gceURL, *gceSim != ""),
 		Security: controlplane.Security{
 			TLS:        devserver.TLS{CertFile: *tlsCert, KeyFile: *tlsKey, ClientCAFile: *tlsCA},
 			APIKeyFile: *apiKeyFile, CodecServer: *codecAddr, CodecTokenFile: *codecToken,
@@ -187,6 +194,7 @@ func serve(args []string) int {
 		zap.String("provider", *provider),
 		zap.String("deployment", *deployment),
 		zap.String("ec2_endpoint", stack.EC2Endpoint),
+		zap.String("gce_endpoint", stack.GCEEndpoint),
 		zap.String("codec_server", stack.CodecURL))
 	if ui := stack.UIURL(); ui != "" {
 		fmt.Fprintf(os.Stderr, "\n  Temporal Web UI: %s/namespaces/default/workflows\n  Submit a job:    bin/starter submit examples/job.yaml\n\n", ui)
@@ -215,6 +223,24 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// gceConfig is the Compute Engine provider's configuration from flags.
+// Against the in-process sim any project does: it serves every one.
+func gceConfig(project, zones, endpoint string, againstSim bool) gce.Config {
+	cfg := gce.Config{Project: project, Endpoint: endpoint}
+	for _, z := range strings.Split(zones, ",") {
+		if z = strings.TrimSpace(z); z != "" {
+			cfg.Zones = append(cfg.Zones, z)
+		}
+	}
+	if againstSim {
+		if cfg.Project == "" {
+			cfg.Project = "refuel-sim"
+		}
+		cfg.PollInterval = time.Second // a simulated boot takes a moment
+	}
+	return cfg
 }
 
 // awsConfig is the AWS provider's configuration from flags. Against the

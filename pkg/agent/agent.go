@@ -67,6 +67,10 @@ type Config struct {
 	// MetadataEndpoint is the instance metadata service, such as
 	// http://169.254.169.254; "" watches for no notices.
 	MetadataEndpoint string
+	// GCEMetadataHost is a Compute Engine instance's metadata server
+	// (host:port, as GCE_METADATA_HOST names it), whose instance/preempted
+	// is watched instead of MetadataEndpoint; "" on any other cloud.
+	GCEMetadataHost string
 	// Notices, when set, are the instance's notices read in-process
 	// instead of polled from MetadataEndpoint: a virtual instance's.
 	Notices NoticeSource

@@ -114,14 +114,17 @@ func (r *run) outliving(ctx context.Context, grace time.Duration) (context.Conte
 }
 
 // watchNotices starts watching the instance's notices, in-process or on
-// its metadata service, if it has either. The returned func stops the
-// watch and returns once no more events can come from it.
+// its metadata service (EC2's or Compute Engine's), if it has either.
+// The returned func stops the watch and returns once no more events can
+// come from it.
 func (r *run) watchNotices(ctx context.Context) (<-chan Notice, func()) {
 	notices := make(chan Notice, 1)
 	var feed noticeFeed
 	switch {
 	case r.cfg.Notices != nil:
 		feed = &sourceFeed{src: r.cfg.Notices}
+	case r.cfg.GCEMetadataHost != "":
+		feed = newGCEWatcher(r.cfg.GCEMetadataHost)
 	case r.cfg.MetadataEndpoint != "":
 		feed = newNoticeWatcher(r.cfg.MetadataEndpoint, r.cfg.NoticePoll)
 	default:

@@ -36,3 +36,15 @@ type Provider interface {
 	// tag (nil lists all that refuel manages).
 	List(ctx context.Context, tags map[string]string) ([]Instance, error)
 }
+
+// Reclaimer is a provider whose cloud says which of its instances it took
+// back (a spot instance reclaimed, a preemptible VM preempted) once they
+// are gone: the control plane tells their runs (instance-taken), so a run
+// whose notice left no time for its agent to report recovers at once
+// instead of at its heartbeat timeout.
+type Reclaimer interface {
+	// Reclaimed lists the instances carrying every given tag that the
+	// cloud took back and that have ended. An instance is listed for as
+	// long as the cloud keeps it visible; callers tell each one once.
+	Reclaimed(ctx context.Context, tags map[string]string) ([]Instance, error)
+}

@@ -89,4 +89,10 @@ func TestRegion(t *testing.T) {
 			t.Errorf("region of %q: %q; want %q", zone, got, want)
 		}
 	}
+	// The clouds name regions apart (EC2 us-east-1, Compute Engine
+	// us-east1), so a move between clouds is always priced as a move
+	// between regions: the checkpoint's egress and its transfer time.
+	if aws, gce := Region("us-east-1b"), Region("us-east1-b"); aws == gce {
+		t.Errorf("EC2's us-east-1b and Compute Engine's us-east1-b are both in %q; want regions apart", aws)
+	}
 }

@@ -180,6 +180,37 @@ func (c *Cloud) List(ctx context.Context, tags map[string]string) ([]capacity.In
 	return out, nil
 }
 
+// Reclaimed implements capacity.Reclaimer: the spot instances carrying
+// every tag that EC2 shut down or terminated for the spot market (state
+// reason Server.SpotInstanceTermination, or ...Shutdown for a stop). EC2
+// keeps a terminated instance visible for about an hour.
+func (c *Cloud) Reclaimed(ctx context.Context, tags map[string]string) ([]capacity.Instance, error) {
+	if len(tags) == 0 {
+		tags = map[string]string{capacity.TagManagedBy: capacity.ManagedBy}
+	}
+	filters := []types.Filter{{Name: aws.String("instance-state-name"), Values: []string{"shutting-down", "terminated", "stopping", "stopped"}}}
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		filters = append(filters, types.Filter{Name: aws.String("tag:" + k), Values: []string{tags[k]}})
+	}
+	var out []capacity.Instance
+	pages := ec2.NewDescribeInstancesPaginator(c.ec2, &ec2.DescribeInstancesInput{Filters: filters, MaxResults: aws.Int32(1000)})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, c.wrap(err, "listing reclaimed instances")
+		}
+		for _, r := range page.Reservations {
+			for _, inst := range r.Instances {
+				if inst.InstanceLifecycle == types.InstanceLifecycleTypeSpot && spotReclaimed(inst.StateReason) {
+					out = append(out, c.instance(inst))
+				}
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
 // instance turns an EC2 instance into refuel's. Its price is the
 // catalogue's on-demand price; for spot it is 0, since the price paid is
 // not recorded on the instance.
