@@ -58,11 +58,13 @@ func TestAutoscaleBenchJSON(t *testing.T) {
 		if r.Attainment < 0 || r.Attainment > 1 || r.CostUSD <= 0 || r.PeakReplicas < 1 {
 			t.Errorf("implausible row %+v", r)
 		}
-		if r.Policy == policyOracle && (r.CostVsOracle != 1 || r.Attainment != 1) {
-			t.Errorf("oracle row %+v; want all demand served at cost ratio 1", r)
+		// The oracle buys the target (99% of requests within the SLO) at
+		// the least cost it finds; static holds the peak throughout.
+		if r.Policy == policyOracle && (r.CostVsOracle != 1 || r.Attainment < 0.99) {
+			t.Errorf("oracle row %+v; want at least 99%% of requests within the SLO at cost ratio 1", r)
 		}
-		if r.Policy == policyStatic && r.Attainment != 1 {
-			t.Errorf("static row %+v; want all demand served", r)
+		if r.Policy == policyStatic && r.Attainment < 0.99 {
+			t.Errorf("static row %+v; want at least 99%% of requests within the SLO", r)
 		}
 	}
 	var want []string
@@ -83,6 +85,9 @@ func TestAutoscaleBenchTable(t *testing.T) {
 	lines := strings.Split(out, "\n")
 	var rows []string
 	for _, l := range lines {
+		if strings.HasPrefix(l, "worst rows") {
+			break // the rows of the table; the hindsight rows follow
+		}
 		if f := strings.Fields(l); len(f) > 2 && f[0] == "hour" {
 			rows = append(rows, f[0]+" "+f[1])
 		}
