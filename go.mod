@@ -43,16 +43,6 @@ require (
 )
 
 require (
-	cloud.google.com/go/pubsub v1.51.1 // indirect
-	cloud.google.com/go/pubsub/v2 v2.7.0 // indirect
-	github.com/fsouza/fake-gcs-server v1.52.2
-	github.com/google/renameio/v2 v2.0.0 // indirect
-	github.com/gorilla/handlers v1.5.2 // indirect
-	github.com/pkg/xattr v0.4.10 // indirect
-	go.opencensus.io v0.24.0 // indirect
-)
-
-require (
 	cel.dev/expr v0.25.3 // indirect
 	cloud.google.com/go v0.123.0 // indirect
 	cloud.google.com/go/auth v0.23.2
