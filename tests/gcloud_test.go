@@ -71,7 +71,7 @@ func TestGcloudCLIOnARun(t *testing.T) {
 	if _, err := exec.LookPath("gcloud"); err != nil {
 		t.Skip("the gcloud CLI (google-cloud-cli) is not installed on this machine: nothing to run this test with")
 	}
-	parallel(t)
+	parallelFirst(t) // about a minute here, more beside other tests
 	wf := registry.New()
 	wf.Run.HeartbeatTimeout, wf.Run.RestartBackoff = 5*time.Second, time.Second
 	s := startStack(t, func(c *controlplane.Config) {

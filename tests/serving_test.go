@@ -95,7 +95,7 @@ func TestServiceServesThroughItsBalancer(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 is not installed")
 	}
-	parallel(t)
+	parallelFirst(t) // about a minute here, more beside other tests
 	s := startStack(t, func(c *controlplane.Config) { c.Provider = controlplane.ProviderLocal })
 	h := s.Balancers // every control-plane worker hosts the services' balancers
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
