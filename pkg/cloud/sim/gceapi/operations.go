@@ -1,5 +1,6 @@
 // The sim's zone operations: made, finished, waited for, listed and
 // filtered, as Compute Engine answers them.
+
 package gceapi
 
 import (
