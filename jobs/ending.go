@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
@@ -168,6 +169,8 @@ func KindName(workflowType string) string {
 		return "service"
 	case workflows.DevEnvironmentName:
 		return "dev"
+	case workflows.ServiceReplicaName:
+		return "replica"
 	}
 	return workflowType
 }
@@ -177,6 +180,9 @@ func Workload(ctx context.Context, c client.Client, id string) (Workflow, error)
 	w, err := Describe(ctx, c, id)
 	if err != nil {
 		return w, err
+	}
+	if w.Type == workflows.ServiceReplicaName {
+		return w, fmt.Errorf("%s is %s, not a training run or a service: use its service's id, %s", id, KindOf(w.Type), ServiceOfReplica(id))
 	}
 	if w.Type != workflows.TrainingRunName && w.Type != workflows.InferenceServiceName {
 		return w, fmt.Errorf("%s is %s, not a training run or a service", id, KindOf(w.Type))
@@ -190,6 +196,16 @@ var workflowKinds = map[string]string{
 	workflows.InferenceServiceName: "an inference service",
 	workflows.DevEnvironmentName:   "a development environment",
 	workflows.CapacityPoolName:     "the capacity pool",
+	workflows.ServiceReplicaName:   "a service's replica",
+}
+
+// ServiceOfReplica is the service a replica's id belongs to: replicas
+// are named SERVICE/rN.
+func ServiceOfReplica(id string) string {
+	if i := strings.LastIndex(id, "/r"); i > 0 {
+		return id[:i]
+	}
+	return id
 }
 
 // KindOf names a workflow type with its article: "a training run".

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"go.temporal.io/api/enums/v1"
+
+	"refuel/workflows"
 )
 
 func TestOnlyACompletedRunIsASuccess(t *testing.T) {
@@ -71,3 +73,22 @@ type wrapErr struct {
 
 func (e wrapErr) Error() string { return e.msg + ": " + e.cause.Error() }
 func (e wrapErr) Unwrap() error { return e.cause }
+
+func TestAReplicaIsNamedAndPointsAtItsService(t *testing.T) {
+	cases := []struct{ id, service string }{
+		{"chat/r3", "chat"},
+		{"team/chat/r12", "team/chat"},
+		{"chat", "chat"},
+	}
+	for _, c := range cases {
+		if got := ServiceOfReplica(c.id); got != c.service {
+			t.Errorf("ServiceOfReplica(%q) = %q, want %q", c.id, got, c.service)
+		}
+	}
+	if got := KindName(workflows.ServiceReplicaName); got != "replica" {
+		t.Errorf("KindName(ServiceReplica) = %q, want replica", got)
+	}
+	if got := KindOf(workflows.ServiceReplicaName); got != "a service's replica" {
+		t.Errorf("KindOf(ServiceReplica) = %q", got)
+	}
+}

@@ -62,9 +62,18 @@ func serve(ctx context.Context, c client.Client, ss spec.ServiceSpec, stdout io.
 	} else {
 		fmt.Fprintf(stdout, "  endpoint: not yet (a balancer reports it once the service runs): starter service-status %s\n", ss.ID)
 	}
-	fmt.Fprintf(stdout, "  watch: starter service-status %s --watch\n  load:  starter load %s --qps N\n  stop:  starter stop-service %s\n",
-		ss.ID, ss.ID, ss.ID)
+	fmt.Fprintf(stdout, "  watch: starter service-status %s --watch\n  load:  %s\n  stop:  starter stop-service %s\n",
+		ss.ID, loadHint(ss.ID, ss.Serves()), ss.ID)
 	return nil
+}
+
+// loadHint is the command that gives a service load: real requests where
+// it serves, a reported number where it only holds capacity.
+func loadHint(id string, serves bool) string {
+	if serves {
+		return "starter load " + id + " --qps N"
+	}
+	return "starter metrics " + id + " --qps N (capacity-only: no endpoint to send requests to)"
 }
 
 // endpointWait is how long `starter serve` waits for a balancer to
@@ -342,7 +351,7 @@ func printServiceStatus(w io.Writer, st inference.Status) {
 		fmt.Fprintf(w, "load       %g qps, queue %g, gpu %.0f%% over %d replicas at %s%s\n",
 			m.QPS, m.QueueLength, 100*m.GPUUtilization, m.Replicas, m.At.Format(time.TimeOnly), stale)
 	} else {
-		fmt.Fprintf(w, "load       none reported yet (starter load %s --qps N)\n", st.ID)
+		fmt.Fprintf(w, "load       none reported yet (%s)\n", loadHint(st.ID, st.Mode != inference.ModeCapacityOnly))
 	}
 	if f := st.Desired.Forecast; f != nil {
 		fmt.Fprintf(w, "forecast   %s expects %.1f replicas' load at %s (margin %.1f)\n", f.Forecaster, f.Load, f.At.Format(time.TimeOnly), f.Margin)
