@@ -29,7 +29,8 @@ import (
 //
 //   - REFUEL_PORT: the port to listen on, on every interface. Where
 //     instances share a host (the local and simulated clouds) the agent
-//     picks a free one; elsewhere it is DefaultDevPort.
+//     picks a free one; elsewhere it is DefaultDevPort, or a free one
+//     where something on the machine already listens there.
 //   - REFUEL_WORKSPACE: the workspace, an absolute directory whose files
 //     are the environment's: kept across stops, moves and preemptions.
 //
@@ -64,7 +65,8 @@ type Dev struct {
 	Host string
 	// Port is the port the command listens on; 0 lets the agent choose:
 	// a free port where instances share a host (SharedHost, or a
-	// loopback Host), DefaultDevPort elsewhere.
+	// loopback Host), DefaultDevPort elsewhere unless something already
+	// listens there.
 	Port       int
 	SharedHost bool
 	// NoticeGrace is how long the command runs on after an interruption
@@ -204,11 +206,17 @@ func (d *Dev) sharesHost() bool {
 
 // choosePort is the port the command gets.
 func (d *Dev) choosePort() (int, error) {
-	switch {
-	case d.Port > 0:
+	if d.Port > 0 {
 		return d.Port, nil
-	case !d.sharesHost():
-		return DefaultDevPort, nil
+	}
+	if !d.sharesHost() {
+		// The machine is the instance's own, but another program (or a
+		// second machine joined from the same host) may hold the usual
+		// port: then any free one, since the endpoint names it.
+		if l, err := net.Listen("tcp", ":"+strconv.Itoa(DefaultDevPort)); err == nil {
+			l.Close()
+			return DefaultDevPort, nil
+		}
 	}
 	l, err := net.Listen("tcp", ":0")
 	if err != nil {
