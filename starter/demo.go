@@ -171,8 +171,15 @@ func demo(ctx context.Context, c client.Client, ui string, out io.Writer) error 
 	}
 	load.report(out, "the spike")
 	d.printPool(ctx)
-	if id := d.spotReplica(); load.serving && id != "" {
-		fmt.Fprintf(out, "\nthe spot market reclaims replica instance %s under load (notice: 30s): it drains, then goes\n", id)
+	if id, market := d.reclaimableReplica(); load.serving && id != "" {
+		if market == "spot" {
+			fmt.Fprintf(out, "\nthe spot market reclaims replica instance %s under load (notice: 30s): it drains, then goes\n", id)
+		} else {
+			// The simulated market's spot stock may be out, so every public
+			// replica is on-demand: the cloud then takes one back as a
+			// maintenance event would, with the same notice.
+			fmt.Fprintf(out, "\nno replica is on spot (its stock ran out); the cloud takes back %s replica instance %s under load (notice: 30s): it drains, then goes\n", market, id)
+		}
 		if _, err := jobs.Interrupt(ctx, c, id, 30*time.Second); err != nil {
 			return err
 		}
@@ -455,14 +462,18 @@ func demoService(id string, out io.Writer) spec.ServiceSpec {
 	return svc
 }
 
-// spotReplica is the instance of a ready replica on spot, "" if none.
-func (d *demoRun) spotReplica() string {
+// reclaimableReplica is the instance of a ready replica on a public
+// cloud, spot first, and its market; "" if none.
+func (d *demoRun) reclaimableReplica() (id, market string) {
 	for _, r := range d.svc.Replicas {
-		if r.State == inference.ReplicaReady && r.Instance != nil && r.Instance.Market == "spot" {
-			return r.Instance.ID
+		if r.State != inference.ReplicaReady || r.Instance == nil || r.Instance.Market == "base" {
+			continue
+		}
+		if id == "" || (r.Instance.Market == "spot" && market != "spot") {
+			id, market = r.Instance.ID, r.Instance.Market
 		}
 	}
-	return ""
+	return id, market
 }
 
 // holds reports whether a replica of the service is on instance id.
