@@ -114,7 +114,11 @@ func (s *service) scaleIn(ctx workflow.Context, rs []*Replica, keep int) {
 	if len(rs) <= keep {
 		return
 	}
-	for _, r := range releaseOrder(rs)[:len(rs)-keep] {
+	order := releaseOrder
+	if s.ServesReplicas && workflow.GetVersion(ctx, servingReleaseOrderVersion, workflow.DefaultVersion, 1) < 1 {
+		order = releaseOrderUnplaced
+	}
+	for _, r := range order(rs)[:len(rs)-keep] {
 		s.Release(ctx, r, activities.ReleaseScaledIn)
 	}
 }
@@ -127,9 +131,27 @@ func (s *service) scaleIn(ctx workflow.Context, rs []*Replica, keep int) {
 // recently acquired first, so a replica still loading its model goes
 // before a serving one like it.
 func releaseOrder(rs []*Replica) []*Replica {
+	return releaseOrderOf(rs, (*Replica).allocation)
+}
+
+// releaseOrderUnplaced is the order services with serving replicas
+// recorded before servingReleaseOrderVersion used: it knew no replica's
+// instance (a ServiceReplica child holds it), so it went by id alone.
+func releaseOrderUnplaced(rs []*Replica) []*Replica {
+	return releaseOrderOf(rs, func(r *Replica) admission.Allocation {
+		a := admission.Allocation{Request: admission.Request{ID: r.ID}, Layer: r.Layer}
+		if r.Lease != nil {
+			a.AdmittedAt = r.Since
+			a.Offerings = []capacity.Offering{r.Offering()}
+		}
+		return a
+	})
+}
+
+func releaseOrderOf(rs []*Replica, allocation func(*Replica) admission.Allocation) []*Replica {
 	allocs := make([]admission.Allocation, len(rs))
 	for i, r := range rs {
-		allocs[i] = r.allocation()
+		allocs[i] = allocation(r)
 	}
 	out := make([]*Replica, 0, len(rs))
 	for _, a := range admission.ReleaseOrder(allocs) {
@@ -140,12 +162,25 @@ func releaseOrder(rs []*Replica) []*Replica {
 	return out
 }
 
-// allocation describes the replica as the pool would, for ReleaseOrder.
+// allocation describes the replica as the pool would, for ReleaseOrder:
+// from its lease, or, for a serving replica whose ServiceReplica child
+// holds the lease, from the instance the child reported it runs on.
 func (r *Replica) allocation() admission.Allocation {
 	a := admission.Allocation{Request: admission.Request{ID: r.ID}, Layer: r.Layer}
-	if r.Lease != nil {
+	switch {
+	case r.Lease != nil:
 		a.AdmittedAt = r.Since
 		a.Offerings = []capacity.Offering{r.Offering()}
+	case r.RunsOn != nil:
+		on := r.RunsOn
+		a.AdmittedAt = on.Since
+		a.Offerings = []capacity.Offering{{Market: capacity.Market(on.Market), Zone: on.Zone, PricePerHour: on.PricePerHour}}
+		if a.Layer == "" {
+			a.Layer = admission.BurstLayer
+			if a.Offerings[0].Market == capacity.Base {
+				a.Layer = admission.BaseLayer
+			}
+		}
 	}
 	return a
 }

@@ -195,6 +195,33 @@ func TestReleaseOrder(t *testing.T) {
 	}
 }
 
+// A serving replica's lease is its ServiceReplica child's; the service
+// knows its instance from what the child reported (RunsOn). Scale-in
+// still gives back burst before base and the dearest first, where
+// before it went by id and kept an on-demand replica over base ones.
+func TestServingScaleInGivesBackBurstBeforeBase(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	on := func(id, market string, price float64) *Replica {
+		return &Replica{ID: id, State: ReplicaReady, RunsOn: &workload.InstanceRef{ID: "i-" + id, Market: market, PricePerHour: price, Since: t0}}
+	}
+	rs := []*Replica{on("r2", "base", 1.2), on("r3", "on-demand", 3.06), on("r5", "base", 1.2), on("r7", "on-demand", 3.06), on("r8", "spot", 0.97)}
+	var got []string
+	for _, r := range releaseOrder(rs) {
+		got = append(got, r.ID)
+	}
+	if want := []string{"r3", "r7", "r8", "r2", "r5"}; !slices.Equal(got, want) {
+		t.Errorf("release order %v; want %v (burst, the dearest first, then base)", got, want)
+	}
+	got = got[:0]
+	for _, r := range releaseOrderUnplaced(rs) {
+		got = append(got, r.ID)
+	}
+	if want := []string{"r2", "r3", "r5", "r7", "r8"}; !slices.Equal(got, want) {
+		t.Errorf("the recorded order %v; want %v (by id)", got, want)
+	}
+}
+
 // A service whose metrics stop (a load generator stopped with Ctrl-C)
 // does not stay sized for its last reading: once no report came for
 // MetricsStaleAfter it goes to min_replicas, and its status says why.

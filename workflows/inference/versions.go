@@ -27,4 +27,12 @@ const (
 	// inference-service-serving.json; the history of one of its
 	// replicas, a ServiceReplica, is recorded beside it (service-replica).
 	servingReplicasVersion = "serving-replicas"
+
+	// servingReleaseOrderVersion: a service with serving replicas scales
+	// in burst before base, the dearest first, as services without a
+	// command do, reading each replica's instance from what its
+	// ServiceReplica child reported; before it, it knew no replica's
+	// instance and went by id. Guarded by
+	// TestServingScaleInGivesBackBurstBeforeBase.
+	servingReleaseOrderVersion = "serving-release-order"
 )
