@@ -186,8 +186,11 @@ func (s *service) ShowDetails(ctx workflow.Context) {
 	}
 	for _, r := range s.Replicas {
 		line := r.ID + ": " + string(r.State)
-		if r.Lease != nil {
+		switch on := r.RunsOn; {
+		case r.Lease != nil:
 			line += " on " + workload.OfferingName(r.Offering()) + " (" + r.Instance.ID + ", " + string(r.Layer) + ")"
+		case on != nil: // a serving replica: its ServiceReplica child holds the lease
+			line += " on " + on.Offering + " (" + on.ID + ")"
 		}
 		if r.Endpoint != "" && (r.State == ReplicaReady || r.State == ReplicaDraining) {
 			line += " at " + r.Endpoint
