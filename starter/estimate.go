@@ -257,8 +257,8 @@ func shortHours(h float64) string {
 	return fmt.Sprintf("%.1fh", h)
 }
 
-// uses names the offerings held, most used first, with their share of
-// the hours.
+// uses names the offerings held, most used first, each with its cloud
+// (gce spot a3-highgpu-1g in us-central1-a) and its share of the hours.
 func uses(us []estimate.Use) string {
 	var parts []string
 	for _, u := range us {
@@ -267,7 +267,7 @@ func uses(us []estimate.Use) string {
 		}
 		name := u.Offering
 		if p := strings.Split(u.Offering, "/"); len(p) == 4 {
-			name = p[3] + " " + p[1] + " " + p[2]
+			name = p[0] + " " + p[3] + " " + p[1] + " in " + p[2]
 		}
 		parts = append(parts, fmt.Sprintf("%s %.0f%%", name, 100*u.Share))
 	}

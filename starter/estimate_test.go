@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"refuel/pkg/estimate"
 	"refuel/pkg/marketmem"
 )
 
@@ -163,5 +164,23 @@ func TestEstimateBenchChecksEstimatesAgainstRuns(t *testing.T) {
 	}
 	if rows != 2 || sums != 2 {
 		t.Errorf("%d rows and %d summaries; want a row per start and a summary for all and for the deadline", rows, sums)
+	}
+}
+
+// The table names each offering's cloud, as its key does first.
+func TestEstimateTableNamesTheCloud(t *testing.T) {
+	for name, tc := range map[string]struct {
+		uses []estimate.Use
+		want string
+	}{
+		"two clouds": {[]estimate.Use{{Offering: "gce/a3-highgpu-1g/us-central1-a/spot", Share: 0.7}, {Offering: "aws/p3.2xlarge/us-west-2a/on-demand", Share: 0.3}},
+			"gce spot a3-highgpu-1g in us-central1-a 70%, aws on-demand p3.2xlarge in us-west-2a 30%"},
+		"the sim":        {[]estimate.Use{{Offering: "sim/p3.2xlarge/us-west-2b/spot", Share: 1}}, "sim spot p3.2xlarge in us-west-2b 100%"},
+		"not a key":      {[]estimate.Use{{Offering: "dc-1", Share: 1}}, "dc-1 100%"},
+		"a trace of use": {[]estimate.Use{{Offering: "aws/p3.2xlarge/us-west-2a/spot", Share: 0.001}}, "none"},
+	} {
+		if got := uses(tc.uses); got != tc.want {
+			t.Errorf("%s: %q; want %q", name, got, tc.want)
+		}
 	}
 }

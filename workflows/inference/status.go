@@ -187,7 +187,7 @@ func (s *service) ShowDetails(ctx workflow.Context) {
 	for _, r := range s.Replicas {
 		line := r.ID + ": " + string(r.State)
 		if r.Lease != nil {
-			line += " on " + workload.OfferingName(r.Offering()) + " (" + r.Instance.ID + ", " + string(r.Layer) + ")"
+			line += " on " + workload.OfferingPlace(r.Offering()) + " (" + r.Instance.ID + ", " + string(r.Layer) + ")"
 		}
 		if r.Endpoint != "" && (r.State == ReplicaReady || r.State == ReplicaDraining) {
 			line += " at " + r.Endpoint
