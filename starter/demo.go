@@ -34,6 +34,8 @@ func demoCommand() *cobra.Command {
 	}
 	conn := addClientFlags(cmd)
 	ui := cmd.Flags().String("ui", "http://127.0.0.1:8233", "Web UI address to point people at")
+	var clouds []string
+	cmd.Flags().StringSliceVar(&clouds, "clouds", nil, "the public clouds the worker's --provider names (aws,gce, as make run CLOUDS=aws,gce starts it): one run is kept to each, and spot is taken back on each")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := context.Background()
 		c, err := waitForCluster(ctx, conn, cmd.ErrOrStderr())
@@ -41,7 +43,7 @@ func demoCommand() *cobra.Command {
 			return err
 		}
 		defer c.Close()
-		return demo(ctx, c, *ui, cmd.OutOrStdout())
+		return demo(ctx, c, *ui, clouds, cmd.OutOrStdout())
 	}
 	return cmd
 }
@@ -78,12 +80,15 @@ func waitForCluster(ctx context.Context, conn *clientFlags, stderr io.Writer) (c
 // free, so burst is released before base; the environment, unused,
 // stops by itself. The priorities are the usual order: inference 90,
 // development 70, training below.
-func demo(ctx context.Context, c client.Client, ui string, out io.Writer) error {
+func demo(ctx context.Context, c client.Client, ui string, clouds []string, out io.Writer) error {
 	stamp := time.Now().Format("0102-150405")
 	d := &demoRun{c: c, out: out, seen: map[string]training.Status{}}
 	_, err := jobs.PoolStatus(ctx, c)
 	d.pool = err == nil
-	if !d.pool {
+	switch {
+	case !d.pool && len(clouds) > 1:
+		fmt.Fprintf(out, "one market of %s, no capacity pool: each run acquires the cheapest offering of any of them on its own\n", strings.Join(clouds, " and "))
+	case !d.pool:
 		fmt.Fprintln(out, "no capacity pool runs (start the worker with --pools examples/pools.yaml, as `make run` does): runs acquire on their own")
 	}
 
@@ -109,6 +114,15 @@ func demo(ctx context.Context, c client.Client, ui string, out io.Writer) error 
 		{ID: "demo-" + stamp + "-eval", Team: "research", Tier: spec.TierFlexible, Priority: 30, Work: spec.Duration(90 * time.Second),
 			Checkpoint: spec.Checkpoint{Interval: "10s"}},
 	}
+	if len(clouds) > 1 {
+		// One market of several clouds: the runs go where spot is
+		// cheapest, but for one kept to each cloud, so both clouds carry
+		// work (and the market shows on each).
+		for i, cloud := range clouds {
+			j := &d.fleet[2+i%(len(d.fleet)-2)] // the sweep and the eval, which checkpoint every 10s
+			j.Resources.Providers = append(j.Resources.Providers, cloud)
+		}
+	}
 	fmt.Fprintln(out, "== 1. the training queue fills")
 	for i := range d.fleet {
 		d.fleet[i].Normalize()
@@ -118,11 +132,17 @@ func demo(ctx context.Context, c client.Client, ui string, out io.Writer) error 
 		if _, err := jobs.Submit(ctx, c, d.fleet[i]); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "submitted %-36s tier %-8s priority %2d team %s\n", d.fleet[i].ID, d.fleet[i].Tier, d.fleet[i].Priority, d.fleet[i].Team)
+		only := ""
+		if ps := d.fleet[i].Resources.Providers; len(ps) > 0 {
+			only = " on " + strings.Join(ps, ", ") + " only"
+		}
+		fmt.Fprintf(out, "submitted %-36s tier %-8s priority %2d team %s%s\n", d.fleet[i].ID, d.fleet[i].Tier, d.fleet[i].Priority, d.fleet[i].Team, only)
 	}
 	fmt.Fprintf(out, "\n  Watch it in the Temporal Web UI: %s/namespaces/default/workflows?query=%s\n", ui,
 		strings.ReplaceAll(fmt.Sprintf("WorkflowId STARTS_WITH \"demo-%s\"", stamp), " ", "+"))
-	fmt.Fprintf(out, "  the capacity pool: %s/namespaces/default/workflows/%s\n", ui, workflows.PoolWorkflowID)
+	if d.pool {
+		fmt.Fprintf(out, "  the capacity pool: %s/namespaces/default/workflows/%s\n", ui, workflows.PoolWorkflowID)
+	}
 	fmt.Fprintf(out, "  or from a shell: bin/starter status %s --watch\n\n", d.fleet[2].ID)
 
 	if err := d.until(ctx, "every run is admitted", func() bool { return d.admitted() == len(d.fleet) }); err != nil {
@@ -131,17 +151,36 @@ func demo(ctx context.Context, c client.Client, ui string, out io.Writer) error 
 	d.printPool(ctx)
 
 	fmt.Fprintln(out, "\n== 2. the spot market takes an instance")
-	if err := d.until(ctx, "a spot run with a checkpoint", func() bool { return d.spotRun() != "" }); err != nil {
-		return err
+	// On several clouds, each takes one back in its own way (EC2's
+	// two-minute notice, Compute Engine's preemption), and the run
+	// recovers from its checkpoint either way.
+	onClouds := []string{""}
+	if len(clouds) > 1 {
+		onClouds = clouds
 	}
-	id := d.spotRun()
-	st := d.seen[id]
-	fmt.Fprintf(out, "%s checkpointed at step %d; the market reclaims its instance %s (notice: 30s)\n", id, st.LastCheckpoint.Step, st.Instance.ID)
-	if _, err := jobs.Interrupt(ctx, c, st.Instance.ID, 30*time.Second); err != nil {
-		return err
-	}
-	if err := d.until(ctx, id+" resumes on a replacement", func() bool { return d.seen[id].Recoveries > st.Recoveries }); err != nil {
-		return err
+	for _, cloud := range onClouds {
+		on := ""
+		if cloud != "" {
+			on = " on " + cloud
+		}
+		if cloud == "" {
+			if err := d.until(ctx, "a spot run with a checkpoint", func() bool { return d.spotRun(cloud) != "" }); err != nil {
+				return err
+			}
+		} else if !d.within(ctx, 2*time.Minute, func() bool { return d.spotRun(cloud) != "" }) {
+			// The simulated market may have no spot there now.
+			fmt.Fprintf(out, "no run trains on spot%s with a checkpoint yet (its spot may be out of stock): nothing to take back there\n", on)
+			continue
+		}
+		id := d.spotRun(cloud)
+		st := d.seen[id]
+		fmt.Fprintf(out, "%s checkpointed at step %d; the market%s reclaims its instance %s (notice: 30s)\n", id, st.LastCheckpoint.Step, on, st.Instance.ID)
+		if _, err := jobs.Interrupt(ctx, c, st.Instance.ID, 30*time.Second); err != nil {
+			return err
+		}
+		if err := d.until(ctx, id+" resumes on a replacement", func() bool { return d.seen[id].Recoveries > st.Recoveries }); err != nil {
+			return err
+		}
 	}
 
 	fmt.Fprintln(out, "\n== 3. an inference service's traffic spikes")
@@ -198,7 +237,11 @@ func demo(ctx context.Context, c client.Client, ui string, out io.Writer) error 
 	load.report(out, "the scale-in")
 	d.printPool(ctx)
 
-	fmt.Fprintln(out, "\n== 5. training finishes; burst is given back before base")
+	if d.pool {
+		fmt.Fprintln(out, "\n== 5. training finishes; burst is given back before base")
+	} else {
+		fmt.Fprintln(out, "\n== 5. training finishes; every instance is given back")
+	}
 	if err := d.until(ctx, "every run ends", func() bool { return d.ended() == len(d.fleet) }); err != nil {
 		return err
 	}
@@ -238,14 +281,23 @@ type demoRun struct {
 
 // until polls, printing every change, until cond holds.
 func (d *demoRun) until(ctx context.Context, what string, cond func() bool) error {
-	deadline := time.Now().Add(10 * time.Minute)
+	if !d.within(ctx, 10*time.Minute, cond) {
+		return fmt.Errorf("demo: %s did not happen within 10 minutes; see the worker's log", what)
+	}
+	return nil
+}
+
+// within polls, printing every change, until cond holds or limit passes,
+// and reports whether it held.
+func (d *demoRun) within(ctx context.Context, limit time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(limit)
 	for {
 		d.poll(ctx)
 		if cond() {
-			return nil
+			return true
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("demo: %s did not happen within 10 minutes; see the worker's log", what)
+			return false
 		}
 		time.Sleep(time.Second)
 	}
@@ -302,6 +354,9 @@ func replicas(st inference.Status) string {
 	for _, r := range st.Replicas {
 		where := string(r.Layer)
 		if r.Instance != nil {
+			if cloud, _, ok := strings.Cut(r.Instance.Offering, "/"); ok && r.Layer == "" {
+				where = cloud // no pool: the cloud says where it is
+			}
 			where += "/" + r.Instance.Market
 		}
 		parts = append(parts, fmt.Sprintf("%s %s %s", r.ID[strings.LastIndex(r.ID, "/")+1:], r.State, strings.TrimPrefix(where, "/")))
@@ -322,7 +377,18 @@ func placement(st training.Status) string {
 	} else if st.Admission == nil {
 		layer = "public"
 	}
-	return fmt.Sprintf("on %s %s (%s, $%.2f/h)", layer, st.Instance.ID, st.Instance.Market, st.Instance.PricePerHour)
+	return fmt.Sprintf("on %s %s (%s, $%.2f/h)", layer, st.Instance.ID, offeringWords(st.Instance.Offering, st.Instance.Market), st.Instance.PricePerHour)
+}
+
+// offeringWords says where an offering key (cloud/type/zone/market) is:
+// "gce spot a3-highgpu-1g in us-central1-a"; market alone when the key
+// is not one.
+func offeringWords(key, market string) string {
+	parts := strings.Split(key, "/")
+	if len(parts) != 4 {
+		return market
+	}
+	return fmt.Sprintf("%s %s %s in %s", parts[0], parts[3], parts[1], parts[2])
 }
 
 func (d *demoRun) logf(format string, args ...any) {
@@ -352,11 +418,13 @@ func (d *demoRun) ended() int {
 	return n
 }
 
-// spotRun is a run training on spot with a checkpoint, if any.
-func (d *demoRun) spotRun() string {
+// spotRun is a run training on spot with a checkpoint, if any; on cloud,
+// unless it is "".
+func (d *demoRun) spotRun(cloud string) string {
 	for _, j := range d.fleet {
 		st := d.seen[j.ID]
-		if st.Instance != nil && st.Instance.Market == "spot" && st.LastCheckpoint != nil && st.State == workflows.StateRunning {
+		if st.Instance != nil && st.Instance.Market == "spot" && st.LastCheckpoint != nil && st.State == workflows.StateRunning &&
+			(cloud == "" || strings.HasPrefix(st.Instance.Offering, cloud+"/")) {
 			return j.ID
 		}
 	}
@@ -405,7 +473,11 @@ func (d *demoRun) startEnv(ctx context.Context, stamp string) error {
 		return err
 	}
 	d.env = ds.ID
-	fmt.Fprintf(d.out, "started %s (priority %d): a developer's notebook on a base machine, stopping after %s idle\n", ds.ID, ds.Priority, idle)
+	on := "a base machine"
+	if !d.pool {
+		on = "a public cloud's instance"
+	}
+	fmt.Fprintf(d.out, "started %s (priority %d): a developer's notebook on %s, stopping after %s idle\n", ds.ID, ds.Priority, on, idle)
 	fmt.Fprintf(d.out, "  bin/starter dev status %s --watch; bin/starter dev connect %s --local-port 8000\n", ds.ID, ds.ID)
 	return nil
 }
@@ -434,7 +506,7 @@ func instanceOf(st devenv.Status) string {
 	if layer == "" {
 		layer = "public"
 	}
-	return fmt.Sprintf("on %s %s (%s)", layer, st.Instance.ID, st.Instance.Market)
+	return fmt.Sprintf("on %s %s (%s)", layer, st.Instance.ID, offeringWords(st.Instance.Offering, st.Instance.Market))
 }
 
 // demoService is the demo's service: the demo model server (this
