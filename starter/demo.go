@@ -29,7 +29,7 @@ func demoCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "demo",
 		Short:   "drive the demo a person can watch in the Web UI",
-		Example: "  starter demo",
+		Example: "  starter demo\n  starter demo --clouds aws,gce   # the worker on --provider aws,gce, as make run CLOUDS=aws,gce starts it",
 		Args:    noArgs("starter demo takes no arguments"),
 	}
 	conn := addClientFlags(cmd)
