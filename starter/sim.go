@@ -281,7 +281,7 @@ func replayTraces(f simFlags, stdout, stderr io.Writer) error {
 		}
 		job := placedJob(f.job, traces, offerings)
 		if prices != nil {
-			if job, err = pricedJob(job, traces, market.Gap, start, prices, f.prices, f.instanceType); err != nil {
+			if job, err = pricedJob(job, traces, market.Gap, start, prices, f.prices, f.instanceType, true); err != nil {
 				return &FlagError{"prices", err.Error(), "price every zone of the traces"}
 			}
 		}

@@ -29,11 +29,12 @@ func loadPrices(name string) (*trace.Prices, error) {
 // instance type is instanceType when given (any cloud's: an EC2 type, a
 // GCE machine type; in a market of several clouds, for the zones of the
 // cloud that sells it), else the one its trace's name maps to in its
-// cloud's catalogue. With the embedded prices, a Compute Engine zone is
-// priced from refuel's Compute Engine price table (its region's row). A
+// cloud's catalogue. With the embedded prices and gceTable, a Compute
+// Engine zone is priced from refuel's Compute Engine price table (its
+// region's row). A
 // zone the prices do not price is an error naming it and the file: no
 // zone is silently charged another's price.
-func pricedJob(job replay.Job, traces []*trace.Trace, gap time.Duration, start int, prices *trace.Prices, file, instanceType string) (replay.Job, error) {
+func pricedJob(job replay.Job, traces []*trace.Trace, gap time.Duration, start int, prices *trace.Prices, file, instanceType string, gceTable bool) (replay.Job, error) {
 	at := prices.Start().Add(time.Duration(start) * gap)
 	offerings := zoneOfferings(traces, instanceType)
 	job.Zones = make([]replay.ZonePrice, len(traces))
@@ -44,7 +45,7 @@ func pricedJob(job replay.Job, traces []*trace.Trace, gap time.Duration, start i
 		}
 		it := o.InstanceType
 		z := replay.ZonePrice{Region: trace.Region(t.Zone), Cloud: o.Cloud}
-		if o.Cloud == "gce" && file == embeddedPrices {
+		if o.Cloud == "gce" && file == embeddedPrices && gceTable {
 			p, ok := gceRegionPrice(it, z.Region)
 			if !ok {
 				return job, &UnpricedZoneError{Zone: t.Zone, File: file, Problem: fmt.Sprintf("has no Compute Engine price for %s in region %s", it, z.Region)}
