@@ -118,9 +118,14 @@ func demo(ctx context.Context, c client.Client, ui string, clouds []string, out 
 		// One market of several clouds: the runs go where spot is
 		// cheapest, but for one kept to each cloud, so both clouds carry
 		// work (and the market shows on each).
+		// The deadline run, which may fall back to on-demand where its
+		// cloud's spot runs out (a flexible run would wait for spot
+		// there), and the eval; both checkpoint every 10s.
+		kept := []int{1, 3}
 		for i, cloud := range clouds {
-			j := &d.fleet[2+i%(len(d.fleet)-2)] // the sweep and the eval, which checkpoint every 10s
+			j := &d.fleet[kept[i%len(kept)]]
 			j.Resources.Providers = append(j.Resources.Providers, cloud)
+			j.Checkpoint.Interval = "10s"
 		}
 	}
 	fmt.Fprintln(out, "== 1. the training queue fills")
