@@ -35,7 +35,7 @@ func demoCommand() *cobra.Command {
 	conn := addClientFlags(cmd)
 	ui := cmd.Flags().String("ui", "http://127.0.0.1:8233", "Web UI address to point people at")
 	var clouds []string
-	cmd.Flags().StringSliceVar(&clouds, "clouds", nil, "the public clouds the worker's --provider names (aws,gce, as make run CLOUDS=aws,gce starts it): one run is kept to each, and spot is taken back on each")
+	cmd.Flags().StringSliceVar(&clouds, "clouds", nil, "the public clouds the worker's --provider names (aws,gce, as make run CLOUDS=aws,gce starts it): the critical run is kept to the first, and spot is taken back on each that holds a spot run")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := context.Background()
 		c, err := waitForCluster(ctx, conn, cmd.ErrOrStderr())
@@ -116,17 +116,10 @@ func demo(ctx context.Context, c client.Client, ui string, clouds []string, out 
 	}
 	if len(clouds) > 1 {
 		// One market of several clouds: the runs go where spot is
-		// cheapest, but for one kept to each cloud, so both clouds carry
-		// work (and the market shows on each).
-		// The deadline run, which may fall back to on-demand where its
-		// cloud's spot runs out (a flexible run would wait for spot
-		// there), and the eval; both checkpoint every 10s.
-		kept := []int{1, 3}
-		for i, cloud := range clouds {
-			j := &d.fleet[kept[i%len(kept)]]
-			j.Resources.Providers = append(j.Resources.Providers, cloud)
-			j.Checkpoint.Interval = "10s"
-		}
+		// cheapest, but for the critical run, kept to the first cloud on
+		// on-demand, so each cloud carries work. (A spot run kept to a
+		// cloud whose spot ran out would wait there for it.)
+		d.fleet[0].Resources.Providers = []string{clouds[0]}
 	}
 	fmt.Fprintln(out, "== 1. the training queue fills")
 	for i := range d.fleet {
@@ -156,28 +149,26 @@ func demo(ctx context.Context, c client.Client, ui string, clouds []string, out 
 	d.printPool(ctx)
 
 	fmt.Fprintln(out, "\n== 2. the spot market takes an instance")
-	// On several clouds, each takes one back in its own way (EC2's
-	// two-minute notice, Compute Engine's preemption), and the run
-	// recovers from its checkpoint either way.
+	if err := d.until(ctx, "a spot run with a checkpoint", func() bool { return d.spotRun("") != "" }); err != nil {
+		return err
+	}
+	// On several clouds, each that holds a spot run now takes one back in
+	// its own way (EC2's two-minute notice, Compute Engine's preemption),
+	// and the run recovers from its checkpoint either way.
 	onClouds := []string{""}
 	if len(clouds) > 1 {
 		onClouds = clouds
 	}
 	for _, cloud := range onClouds {
+		id := d.spotRun(cloud)
+		if id == "" {
+			fmt.Fprintf(out, "no run trains on spot on %s now: nothing to take back there\n", cloud)
+			continue
+		}
 		on := ""
 		if cloud != "" {
 			on = " on " + cloud
 		}
-		if cloud == "" {
-			if err := d.until(ctx, "a spot run with a checkpoint", func() bool { return d.spotRun(cloud) != "" }); err != nil {
-				return err
-			}
-		} else if !d.within(ctx, 2*time.Minute, func() bool { return d.spotRun(cloud) != "" }) {
-			// The simulated market may have no spot there now.
-			fmt.Fprintf(out, "no run trains on spot%s with a checkpoint yet (its spot may be out of stock): nothing to take back there\n", on)
-			continue
-		}
-		id := d.spotRun(cloud)
 		st := d.seen[id]
 		fmt.Fprintf(out, "%s checkpointed at step %d; the market%s reclaims its instance %s (notice: 30s)\n", id, st.LastCheckpoint.Step, on, st.Instance.ID)
 		if _, err := jobs.Interrupt(ctx, c, st.Instance.ID, 30*time.Second); err != nil {
@@ -286,23 +277,14 @@ type demoRun struct {
 
 // until polls, printing every change, until cond holds.
 func (d *demoRun) until(ctx context.Context, what string, cond func() bool) error {
-	if !d.within(ctx, 10*time.Minute, cond) {
-		return fmt.Errorf("demo: %s did not happen within 10 minutes; see the worker's log", what)
-	}
-	return nil
-}
-
-// within polls, printing every change, until cond holds or limit passes,
-// and reports whether it held.
-func (d *demoRun) within(ctx context.Context, limit time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(limit)
+	deadline := time.Now().Add(10 * time.Minute)
 	for {
 		d.poll(ctx)
 		if cond() {
-			return true
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return false
+			return fmt.Errorf("demo: %s did not happen within 10 minutes; see the worker's log", what)
 		}
 		time.Sleep(time.Second)
 	}
