@@ -26,7 +26,9 @@ build:
 # CLOUDS=aws,gce runs the demo on simulated public clouds instead, all of
 # them one market: the sim serves each cloud's API (EC2's on :4566,
 # Compute Engine's on :8085) and runs acquire across both, without the
-# pool and its base machines.
+# pool and its base machines; the demo (--clouds) keeps its critical run
+# to the first cloud named, on-demand, so each cloud carries work, and
+# takes spot back on each cloud that holds a spot run.
 CLOUDS ?=
 
 run: build
