@@ -26,7 +26,9 @@ build:
 # CLOUDS=aws,gce runs the demo on simulated public clouds instead, all of
 # them one market: the sim serves each cloud's API (EC2's on :4566,
 # Compute Engine's on :8085) and runs acquire across both, without the
-# pool and its base machines.
+# pool and its base machines; the demo (--clouds) keeps its critical run
+# to the first cloud named, on-demand, so each cloud carries work, and
+# takes spot back on each cloud that holds a spot run.
 CLOUDS ?=
 
 run: build
@@ -35,7 +37,7 @@ ifneq ($(CLOUDS),)
 	@echo "starting refuel on simulated $(CLOUDS) (logs: $(DATA)/worker.log)"
 	@$(BIN)/worker --data-dir $(DATA) --provider $(CLOUDS) $(if $(findstring aws,$(CLOUDS)),--ec2-sim 127.0.0.1:4566) $(if $(findstring gce,$(CLOUDS)),--gce-sim 127.0.0.1:8085) > $(DATA)/worker.log 2>&1 & wpid=$$!; \
 	trap 'kill $$wpid 2>/dev/null; wait $$wpid 2>/dev/null' EXIT; trap 'exit 130' INT TERM HUP; \
-	$(BIN)/starter demo || { tail -20 $(DATA)/worker.log; exit 1; }; \
+	$(BIN)/starter demo --clouds $(CLOUDS) || { tail -20 $(DATA)/worker.log; exit 1; }; \
 	echo "Web UI: http://127.0.0.1:8233  metrics: http://127.0.0.1:9464/metrics  (Ctrl-C to stop)"; \
 	wait $$wpid
 else

@@ -177,6 +177,7 @@ func (a *Capacity) Release(ctx context.Context, in ReleaseInput) error {
 	a.learnRelease(ctx, in)
 	activity.GetMetricsHandler(ctx).WithTags(map[string]string{
 		telemetry.LabelReason: string(in.Reason), telemetry.LabelMarket: string(in.Instance.Offering.Market), telemetry.LabelProvider: in.Instance.Offering.Provider,
+		telemetry.LabelCloud: telemetry.CloudOf(in.Instance.Offering.Key()),
 	}).Counter(telemetry.ReleasesTotal).Inc(1)
 	return nil
 }
@@ -363,8 +364,10 @@ func (a *Capacity) names() []string {
 	return out
 }
 
+// recordAcquisition counts one acquisition attempt. A provider names its
+// offerings (their key's first segment), so it is also their cloud.
 func recordAcquisition(ctx context.Context, provider, market, outcome string) {
-	activity.GetMetricsHandler(ctx).WithTags(map[string]string{telemetry.LabelProvider: provider, telemetry.LabelMarket: market, telemetry.LabelOutcome: outcome}).
+	activity.GetMetricsHandler(ctx).WithTags(map[string]string{telemetry.LabelProvider: provider, telemetry.LabelCloud: provider, telemetry.LabelMarket: market, telemetry.LabelOutcome: outcome}).
 		Counter(telemetry.AcquisitionsTotal).Inc(1)
 }
 
@@ -376,7 +379,7 @@ func timeAcquisition(ctx context.Context, g providerGroup, inst capacity.Instanc
 	if err != nil {
 		market, outcome = string(g.offerings[0].Market), string(capacity.ClassOf(err))
 	}
-	activity.GetMetricsHandler(ctx).WithTags(map[string]string{telemetry.LabelProvider: g.provider, telemetry.LabelMarket: market, telemetry.LabelOutcome: outcome}).
+	activity.GetMetricsHandler(ctx).WithTags(map[string]string{telemetry.LabelProvider: g.provider, telemetry.LabelCloud: g.provider, telemetry.LabelMarket: market, telemetry.LabelOutcome: outcome}).
 		Timer(telemetry.AcquisitionSeconds).Record(took)
 }
 

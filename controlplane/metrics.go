@@ -53,8 +53,8 @@ type layeredProvider struct {
 func newStateCollector(providers []layeredProvider, c client.Client, namespace string, pool bool, log *zap.Logger) *stateCollector {
 	return &stateCollector{
 		providers: providers, client: c, namespace: namespace, pool: pool, log: log,
-		instances: prometheus.NewDesc(telemetry.InstancesHeld, "Instances refuel holds now, by provider, market, layer (base or burst), zone, instance type and team.",
-			[]string{telemetry.LabelProvider, telemetry.LabelMarket, telemetry.LabelLayer, telemetry.LabelZone, telemetry.LabelInstanceType, telemetry.LabelTeam}, nil),
+		instances: prometheus.NewDesc(telemetry.InstancesHeld, "Instances refuel holds now, by provider, cloud, market, layer (base or burst), zone, instance type and team.",
+			[]string{telemetry.LabelProvider, telemetry.LabelCloud, telemetry.LabelMarket, telemetry.LabelLayer, telemetry.LabelZone, telemetry.LabelInstanceType, telemetry.LabelTeam}, nil),
 		queue:    prometheus.NewDesc(telemetry.QueueDepth, "Requests waiting in the capacity pool's admission queue, by workload (training or service).", []string{telemetry.LabelWorkload}, nil),
 		baseGPUs: prometheus.NewDesc(telemetry.BaseGPUs, "GPUs of the base group.", nil, nil),
 		baseFree: prometheus.NewDesc(telemetry.BaseGPUsFree, "GPUs of the base group no allocation holds.", nil, nil),
@@ -90,7 +90,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // instanceKey is one series of refuel_instances.
-type instanceKey struct{ provider, market, layer, zone, itype, team string }
+type instanceKey struct{ provider, cloud, market, layer, zone, itype, team string }
 
 func (c *stateCollector) collectInstances(ctx context.Context, ch chan<- prometheus.Metric) error {
 	counts := map[instanceKey]int{}
@@ -103,11 +103,15 @@ func (c *stateCollector) collectInstances(ctx context.Context, ch chan<- prometh
 		}
 		for _, in := range insts {
 			o := in.Offering
-			counts[instanceKey{p.Name(), string(o.Market), p.layer, o.Zone, o.InstanceType, in.Tags[capacity.TagTeam]}]++
+			cloud := telemetry.CloudOf(o.Key())
+			if cloud == "" { // an instance whose offering names no provider is its lister's
+				cloud = p.Name()
+			}
+			counts[instanceKey{p.Name(), cloud, string(o.Market), p.layer, o.Zone, o.InstanceType, in.Tags[capacity.TagTeam]}]++
 		}
 	}
 	for k, n := range counts {
-		ch <- prometheus.MustNewConstMetric(c.instances, prometheus.GaugeValue, float64(n), k.provider, k.market, k.layer, k.zone, k.itype, k.team)
+		ch <- prometheus.MustNewConstMetric(c.instances, prometheus.GaugeValue, float64(n), k.provider, k.cloud, k.market, k.layer, k.zone, k.itype, k.team)
 	}
 	return errors.Join(errs...)
 }

@@ -29,11 +29,13 @@ func demoCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "demo",
 		Short:   "drive the demo a person can watch in the Web UI",
-		Example: "  starter demo",
+		Example: "  starter demo\n  starter demo --clouds aws,gce   # the worker on --provider aws,gce, as make run CLOUDS=aws,gce starts it",
 		Args:    noArgs("starter demo takes no arguments"),
 	}
 	conn := addClientFlags(cmd)
 	ui := cmd.Flags().String("ui", "http://127.0.0.1:8233", "Web UI address to point people at")
+	var clouds []string
+	cmd.Flags().StringSliceVar(&clouds, "clouds", nil, "the public clouds the worker's --provider names (aws,gce, as make run CLOUDS=aws,gce starts it): the critical run is kept to the first, and spot is taken back on each that holds a spot run")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := context.Background()
 		c, err := waitForCluster(ctx, conn, cmd.ErrOrStderr())
@@ -41,7 +43,7 @@ func demoCommand() *cobra.Command {
 			return err
 		}
 		defer c.Close()
-		return demo(ctx, c, *ui, cmd.OutOrStdout())
+		return demo(ctx, c, *ui, clouds, cmd.OutOrStdout())
 	}
 	return cmd
 }
@@ -78,12 +80,15 @@ func waitForCluster(ctx context.Context, conn *clientFlags, stderr io.Writer) (c
 // free, so burst is released before base; the environment, unused,
 // stops by itself. The priorities are the usual order: inference 90,
 // development 70, training below.
-func demo(ctx context.Context, c client.Client, ui string, out io.Writer) error {
+func demo(ctx context.Context, c client.Client, ui string, clouds []string, out io.Writer) error {
 	stamp := time.Now().Format("0102-150405")
 	d := &demoRun{c: c, out: out, seen: map[string]training.Status{}}
 	_, err := jobs.PoolStatus(ctx, c)
 	d.pool = err == nil
-	if !d.pool {
+	switch {
+	case !d.pool && len(clouds) > 1:
+		fmt.Fprintf(out, "one market of %s, no capacity pool: each run acquires the cheapest offering of any of them on its own\n", strings.Join(clouds, " and "))
+	case !d.pool:
 		fmt.Fprintln(out, "no capacity pool runs (start the worker with --pools examples/pools.yaml, as `make run` does): runs acquire on their own")
 	}
 
@@ -109,6 +114,13 @@ func demo(ctx context.Context, c client.Client, ui string, out io.Writer) error 
 		{ID: "demo-" + stamp + "-eval", Team: "research", Tier: spec.TierFlexible, Priority: 30, Work: spec.Duration(90 * time.Second),
 			Checkpoint: spec.Checkpoint{Interval: "10s"}},
 	}
+	if len(clouds) > 1 {
+		// One market of several clouds: the runs go where spot is
+		// cheapest, but for the critical run, kept to the first cloud on
+		// on-demand, so each cloud carries work. (A spot run kept to a
+		// cloud whose spot ran out would wait there for it.)
+		d.fleet[0].Resources.Providers = []string{clouds[0]}
+	}
 	fmt.Fprintln(out, "== 1. the training queue fills")
 	for i := range d.fleet {
 		d.fleet[i].Normalize()
@@ -118,11 +130,17 @@ func demo(ctx context.Context, c client.Client, ui string, out io.Writer) error 
 		if _, err := jobs.Submit(ctx, c, d.fleet[i]); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "submitted %-36s tier %-8s priority %2d team %s\n", d.fleet[i].ID, d.fleet[i].Tier, d.fleet[i].Priority, d.fleet[i].Team)
+		only := ""
+		if ps := d.fleet[i].Resources.Providers; len(ps) > 0 {
+			only = " on " + strings.Join(ps, ", ") + " only"
+		}
+		fmt.Fprintf(out, "submitted %-36s tier %-8s priority %2d team %s%s\n", d.fleet[i].ID, d.fleet[i].Tier, d.fleet[i].Priority, d.fleet[i].Team, only)
 	}
 	fmt.Fprintf(out, "\n  Watch it in the Temporal Web UI: %s/namespaces/default/workflows?query=%s\n", ui,
 		strings.ReplaceAll(fmt.Sprintf("WorkflowId STARTS_WITH \"demo-%s\"", stamp), " ", "+"))
-	fmt.Fprintf(out, "  the capacity pool: %s/namespaces/default/workflows/%s\n", ui, workflows.PoolWorkflowID)
+	if d.pool {
+		fmt.Fprintf(out, "  the capacity pool: %s/namespaces/default/workflows/%s\n", ui, workflows.PoolWorkflowID)
+	}
 	fmt.Fprintf(out, "  or from a shell: bin/starter status %s --watch\n\n", d.fleet[2].ID)
 
 	if err := d.until(ctx, "every run is admitted", func() bool { return d.admitted() == len(d.fleet) }); err != nil {
@@ -131,17 +149,34 @@ func demo(ctx context.Context, c client.Client, ui string, out io.Writer) error 
 	d.printPool(ctx)
 
 	fmt.Fprintln(out, "\n== 2. the spot market takes an instance")
-	if err := d.until(ctx, "a spot run with a checkpoint", func() bool { return d.spotRun() != "" }); err != nil {
+	if err := d.until(ctx, "a spot run with a checkpoint", func() bool { return d.spotRun("") != "" }); err != nil {
 		return err
 	}
-	id := d.spotRun()
-	st := d.seen[id]
-	fmt.Fprintf(out, "%s checkpointed at step %d; the market reclaims its instance %s (notice: 30s)\n", id, st.LastCheckpoint.Step, st.Instance.ID)
-	if _, err := jobs.Interrupt(ctx, c, st.Instance.ID, 30*time.Second); err != nil {
-		return err
+	// On several clouds, each that holds a spot run now takes one back in
+	// its own way (EC2's two-minute notice, Compute Engine's preemption),
+	// and the run recovers from its checkpoint either way.
+	onClouds := []string{""}
+	if len(clouds) > 1 {
+		onClouds = clouds
 	}
-	if err := d.until(ctx, id+" resumes on a replacement", func() bool { return d.seen[id].Recoveries > st.Recoveries }); err != nil {
-		return err
+	for _, cloud := range onClouds {
+		id := d.spotRun(cloud)
+		if id == "" {
+			fmt.Fprintf(out, "no run trains on spot on %s now: nothing to take back there\n", cloud)
+			continue
+		}
+		on := ""
+		if cloud != "" {
+			on = " on " + cloud
+		}
+		st := d.seen[id]
+		fmt.Fprintf(out, "%s checkpointed at step %d; the market%s reclaims its instance %s (notice: 30s)\n", id, st.LastCheckpoint.Step, on, st.Instance.ID)
+		if _, err := jobs.Interrupt(ctx, c, st.Instance.ID, 30*time.Second); err != nil {
+			return err
+		}
+		if err := d.until(ctx, id+" resumes on a replacement", func() bool { return d.seen[id].Recoveries > st.Recoveries }); err != nil {
+			return err
+		}
 	}
 
 	fmt.Fprintln(out, "\n== 3. an inference service's traffic spikes")
@@ -198,7 +233,11 @@ func demo(ctx context.Context, c client.Client, ui string, out io.Writer) error 
 	load.report(out, "the scale-in")
 	d.printPool(ctx)
 
-	fmt.Fprintln(out, "\n== 5. training finishes; burst is given back before base")
+	if d.pool {
+		fmt.Fprintln(out, "\n== 5. training finishes; burst is given back before base")
+	} else {
+		fmt.Fprintln(out, "\n== 5. training finishes; every instance is given back")
+	}
 	if err := d.until(ctx, "every run ends", func() bool { return d.ended() == len(d.fleet) }); err != nil {
 		return err
 	}
@@ -302,6 +341,9 @@ func replicas(st inference.Status) string {
 	for _, r := range st.Replicas {
 		where := string(r.Layer)
 		if r.Instance != nil {
+			if cloud, _, ok := strings.Cut(r.Instance.Offering, "/"); ok && r.Layer == "" {
+				where = cloud // no pool: the cloud says where it is
+			}
 			where += "/" + r.Instance.Market
 		}
 		parts = append(parts, fmt.Sprintf("%s %s %s", r.ID[strings.LastIndex(r.ID, "/")+1:], r.State, strings.TrimPrefix(where, "/")))
@@ -322,7 +364,18 @@ func placement(st training.Status) string {
 	} else if st.Admission == nil {
 		layer = "public"
 	}
-	return fmt.Sprintf("on %s %s (%s, $%.2f/h)", layer, st.Instance.ID, st.Instance.Market, st.Instance.PricePerHour)
+	return fmt.Sprintf("on %s %s (%s, $%.2f/h)", layer, st.Instance.ID, offeringWords(st.Instance.Offering, st.Instance.Market), st.Instance.PricePerHour)
+}
+
+// offeringWords says where an offering key (cloud/type/zone/market) is:
+// "gce spot a3-highgpu-1g in us-central1-a"; market alone when the key
+// is not one.
+func offeringWords(key, market string) string {
+	parts := strings.Split(key, "/")
+	if len(parts) != 4 {
+		return market
+	}
+	return fmt.Sprintf("%s %s %s in %s", parts[0], parts[3], parts[1], parts[2])
 }
 
 func (d *demoRun) logf(format string, args ...any) {
@@ -352,11 +405,13 @@ func (d *demoRun) ended() int {
 	return n
 }
 
-// spotRun is a run training on spot with a checkpoint, if any.
-func (d *demoRun) spotRun() string {
+// spotRun is a run training on spot with a checkpoint, if any; on cloud,
+// unless it is "".
+func (d *demoRun) spotRun(cloud string) string {
 	for _, j := range d.fleet {
 		st := d.seen[j.ID]
-		if st.Instance != nil && st.Instance.Market == "spot" && st.LastCheckpoint != nil && st.State == workflows.StateRunning {
+		if st.Instance != nil && st.Instance.Market == "spot" && st.LastCheckpoint != nil && st.State == workflows.StateRunning &&
+			(cloud == "" || strings.HasPrefix(st.Instance.Offering, cloud+"/")) {
 			return j.ID
 		}
 	}
@@ -405,7 +460,11 @@ func (d *demoRun) startEnv(ctx context.Context, stamp string) error {
 		return err
 	}
 	d.env = ds.ID
-	fmt.Fprintf(d.out, "started %s (priority %d): a developer's notebook on a base machine, stopping after %s idle\n", ds.ID, ds.Priority, idle)
+	on := "a base machine"
+	if !d.pool {
+		on = "a public cloud's instance"
+	}
+	fmt.Fprintf(d.out, "started %s (priority %d): a developer's notebook on %s, stopping after %s idle\n", ds.ID, ds.Priority, on, idle)
 	fmt.Fprintf(d.out, "  bin/starter dev status %s --watch; bin/starter dev connect %s --local-port 8000\n", ds.ID, ds.ID)
 	return nil
 }
@@ -434,7 +493,7 @@ func instanceOf(st devenv.Status) string {
 	if layer == "" {
 		layer = "public"
 	}
-	return fmt.Sprintf("on %s %s (%s)", layer, st.Instance.ID, st.Instance.Market)
+	return fmt.Sprintf("on %s %s (%s)", layer, st.Instance.ID, offeringWords(st.Instance.Offering, st.Instance.Market))
 }
 
 // demoService is the demo's service: the demo model server (this

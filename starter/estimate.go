@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"refuel/activities"
 	"refuel/jobs"
 	awscloud "refuel/pkg/cloud/aws"
+	"refuel/pkg/cloud/gce"
 	"refuel/pkg/cloud/sim"
 	"refuel/pkg/estimate"
 	"refuel/pkg/marketmem"
@@ -60,6 +62,7 @@ type deploymentFlags struct {
 	pools, memory, dataDir, deployment, provider string
 	simTraces, simPrices                         string
 	awsRegion, awsEndpoint, awsTemplate          string
+	gceProject, gceZones, gceEndpoint            string
 	restartOverhead                              time.Duration
 	windows                                      int
 }
@@ -71,12 +74,15 @@ func addDeploymentFlags(cmd *cobra.Command) *deploymentFlags {
 	fs.StringVar(&f.memory, "market-memory", os.Getenv("REFUEL_MARKET_MEMORY"), "the deployment's market memory, read and never written (env REFUEL_MARKET_MEMORY; default file://DATA_DIR/market-memory)")
 	fs.StringVar(&f.dataDir, "data-dir", envOrDefault("REFUEL_DATA_DIR", ".refuel"), "the worker's data dir, where its market memory is by default (env REFUEL_DATA_DIR)")
 	fs.StringVar(&f.deployment, "deployment", envOrDefault("REFUEL_DEPLOYMENT", activities.DefaultDeployment), "the deployment whose memory to read (env REFUEL_DEPLOYMENT)")
-	fs.StringVar(&f.provider, "provider", envOrDefault("REFUEL_PROVIDER", "sim"), "the worker's cloud: sim, aws or local (env REFUEL_PROVIDER)")
+	fs.StringVar(&f.provider, "provider", envOrDefault("REFUEL_PROVIDER", "sim"), "the worker's cloud: sim, aws, gce or local, or public clouds separated by commas, e.g. aws,gce (env REFUEL_PROVIDER)")
 	fs.StringVar(&f.simTraces, "sim-traces", os.Getenv("REFUEL_SIM_TRACES"), "sim: the worker's market, a directory of traces or builtin:NAME (env REFUEL_SIM_TRACES; default the built-in market)")
 	fs.StringVar(&f.simPrices, "sim-prices", os.Getenv("REFUEL_SIM_PRICES"), "sim: the worker's price file, or "+sim.EmbeddedPrices+" (env REFUEL_SIM_PRICES)")
 	fs.StringVar(&f.awsRegion, "aws-region", os.Getenv("AWS_REGION"), "aws: the region whose offerings, prices and spot placement scores to read")
 	fs.StringVar(&f.awsEndpoint, "aws-endpoint", os.Getenv("AWS_ENDPOINT_URL_EC2"), "aws: EC2's endpoint (default AWS's)")
 	fs.StringVar(&f.awsTemplate, "aws-launch-template", envOrDefault("REFUEL_AWS_LAUNCH_TEMPLATE", "refuel-node"), "aws: the worker's launch template (env REFUEL_AWS_LAUNCH_TEMPLATE)")
+	fs.StringVar(&f.gceProject, "gce-project", os.Getenv(gce.EnvProject), "gce: the worker's Google Cloud project (env "+gce.EnvProject+")")
+	fs.StringVar(&f.gceZones, "gce-zones", "", "gce: the worker's comma-separated --gce-zones (default every zone of the project that is up)")
+	fs.StringVar(&f.gceEndpoint, "gce-endpoint", "", "gce: Compute Engine's endpoint, e.g. http://127.0.0.1:8085/compute/v1/ for the sim (default Google's)")
 	fs.DurationVar(&f.restartOverhead, "restart-overhead", 0, "what each start of an instance costs a run (default the worker's --changeover-overhead default, 12m)")
 	fs.IntVar(&f.windows, "windows", estimate.DefaultWindows, "windows of the market each case is replayed over")
 	_ = fs.SetAnnotation("pools", cobra.BashCompFilenameExt, []string{"yaml", "yml", "json"})
@@ -114,37 +120,65 @@ func (f *deploymentFlags) open(ctx context.Context) (jobs.Deployment, error) {
 		return d, fmt.Errorf("--market-memory: %w", err)
 	}
 	d.Memory = mem
-	switch f.provider {
+	// Several public clouds make one market, as the worker's --provider
+	// aws,gce does.
+	names := strings.Split(f.provider, ",")
+	for i, name := range names {
+		name = strings.TrimSpace(name)
+		if len(names) > 1 && (name == "sim" || name == "local" || slices.Contains(names[:i], name)) {
+			return d, &FlagError{"provider", fmt.Sprintf("%q combines %s with other clouds", f.provider, name), "combine only public clouds, each once (aws,gce), as the worker's --provider"}
+		}
+		names[i] = name
+		if err := f.openProvider(ctx, name, &d); err != nil {
+			return d, err
+		}
+	}
+	return d, nil
+}
+
+// openProvider adds the provider called name to d.
+func (f *deploymentFlags) openProvider(ctx context.Context, name string, d *jobs.Deployment) error {
+	switch name {
 	case "sim":
 		cfg, _, err := sim.MarketAt(f.simTraces, nil)
 		if err != nil {
-			return d, &FlagError{"sim-traces", err.Error(), "give the worker's traces directory, or builtin:" + strings.Join(sim.BuiltInMarkets, ", builtin:")}
+			return &FlagError{"sim-traces", err.Error(), "give the worker's traces directory, or builtin:" + strings.Join(sim.BuiltInMarkets, ", builtin:")}
 		}
 		if f.simPrices != "" {
 			p, err := sim.LoadPrices(f.simPrices)
 			if err != nil {
-				return d, &FlagError{"sim-prices", err.Error(), "give the worker's price file, or " + sim.EmbeddedPrices}
+				return &FlagError{"sim-prices", err.Error(), "give the worker's price file, or " + sim.EmbeddedPrices}
 			}
 			cfg = cfg.WithPrices(p)
 		}
 		cloud, err := sim.New(cfg)
 		if err != nil {
-			return d, err
+			return err
 		}
 		d.Providers = append(d.Providers, cloud)
 		d.SimMarket, d.SimMarketName = &cfg, simMarketName(f.simTraces)
 	case "aws":
 		cloud, err := awscloud.New(ctx, awscloud.Config{Region: f.awsRegion, Endpoint: f.awsEndpoint, LaunchTemplate: awscloud.LaunchTemplate{Name: f.awsTemplate}})
 		if err != nil {
-			return d, fmt.Errorf("--provider aws: %w", err)
+			return fmt.Errorf("--provider aws: %w", err)
+		}
+		d.Providers = append(d.Providers, cloud)
+	case "gce":
+		var zones []string
+		if f.gceZones != "" {
+			zones = strings.Split(f.gceZones, ",")
+		}
+		cloud, err := gce.New(ctx, gce.Config{Project: f.gceProject, Zones: zones, Endpoint: f.gceEndpoint})
+		if err != nil {
+			return fmt.Errorf("--provider gce: %w", err)
 		}
 		d.Providers = append(d.Providers, cloud)
 	case "local":
-		return d, &FlagError{"provider", "local runs on this machine, which has no market to estimate", "give the worker's cloud: --provider sim or aws"}
+		return &FlagError{"provider", "local runs on this machine, which has no market to estimate", "give the worker's cloud: --provider sim, aws, gce or aws,gce"}
 	default:
-		return d, &FlagError{"provider", fmt.Sprintf("%q is not a provider", f.provider), "use sim, aws or local, as the worker's --provider"}
+		return &FlagError{"provider", fmt.Sprintf("%q is not a provider", f.provider), "use sim, aws, gce or local, as the worker's --provider"}
 	}
-	return d, nil
+	return nil
 }
 
 // simMarketName is how the basis names the sim's market.
@@ -257,8 +291,8 @@ func shortHours(h float64) string {
 	return fmt.Sprintf("%.1fh", h)
 }
 
-// uses names the offerings held, most used first, with their share of
-// the hours.
+// uses names the offerings held, most used first, each with its cloud
+// (gce spot a3-highgpu-1g in us-central1-a) and its share of the hours.
 func uses(us []estimate.Use) string {
 	var parts []string
 	for _, u := range us {
@@ -267,7 +301,7 @@ func uses(us []estimate.Use) string {
 		}
 		name := u.Offering
 		if p := strings.Split(u.Offering, "/"); len(p) == 4 {
-			name = p[3] + " " + p[1] + " " + p[2]
+			name = p[0] + " " + p[3] + " " + p[1] + " in " + p[2]
 		}
 		parts = append(parts, fmt.Sprintf("%s %.0f%%", name, 100*u.Share))
 	}

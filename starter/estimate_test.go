@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"refuel/pkg/cloud/sim"
+	"refuel/pkg/cloud/sim/gceapi"
+	"refuel/pkg/estimate"
 	"refuel/pkg/marketmem"
 )
 
@@ -163,5 +166,83 @@ func TestEstimateBenchChecksEstimatesAgainstRuns(t *testing.T) {
 	}
 	if rows != 2 || sums != 2 {
 		t.Errorf("%d rows and %d summaries; want a row per start and a summary for all and for the deadline", rows, sums)
+	}
+}
+
+// The table names each offering's cloud, as its key does first.
+func TestEstimateTableNamesTheCloud(t *testing.T) {
+	for name, tc := range map[string]struct {
+		uses []estimate.Use
+		want string
+	}{
+		"two clouds": {[]estimate.Use{{Offering: "gce/a3-highgpu-1g/us-central1-a/spot", Share: 0.7}, {Offering: "aws/p3.2xlarge/us-west-2a/on-demand", Share: 0.3}},
+			"gce spot a3-highgpu-1g in us-central1-a 70%, aws on-demand p3.2xlarge in us-west-2a 30%"},
+		"the sim":        {[]estimate.Use{{Offering: "sim/p3.2xlarge/us-west-2b/spot", Share: 1}}, "sim spot p3.2xlarge in us-west-2b 100%"},
+		"not a key":      {[]estimate.Use{{Offering: "dc-1", Share: 1}}, "dc-1 100%"},
+		"a trace of use": {[]estimate.Use{{Offering: "aws/p3.2xlarge/us-west-2a/spot", Share: 0.001}}, "none"},
+	} {
+		if got := uses(tc.uses); got != tc.want {
+			t.Errorf("%s: %q; want %q", name, got, tc.want)
+		}
+	}
+}
+
+// starter estimate prices a deployment on Compute Engine (here its sim's
+// endpoint) with the keys of its offerings naming the cloud first, and
+// refuses to mix the sim with a public cloud, naming --provider.
+func TestEstimateOnComputeEngine(t *testing.T) {
+	cfg, _, err := gceapi.AddMarket(sim.Config{}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cloud, err := sim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cloud.Close() })
+	srv, err := gceapi.Start(cloud, "127.0.0.1:0", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	dir := t.TempDir()
+	job := filepath.Join(dir, "job.yaml")
+	body := fmt.Sprintf("id: est-1\ntier: deadline\nwork: 2h\ndeadline: %s\nresources:\n  instance_types: [a3-highgpu-1g]\n", time.Now().Add(4*time.Hour).UTC().Format(time.RFC3339))
+	if err := os.WriteFile(job, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		provider string
+		wantErr  string
+	}{
+		"gce":         {provider: "gce"},
+		"sim and gce": {provider: "sim,gce", wantErr: "--provider"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out, errs bytes.Buffer
+			code := run([]string{"estimate", job, "--json", "--windows", "2", "--data-dir", dir, "--provider", tc.provider,
+				"--gce-project", "p", "--gce-zones", "us-central1-a,us-east4-a", "--gce-endpoint", srv.Endpoint()}, &out, &errs)
+			if tc.wantErr != "" {
+				if code == 0 || !strings.Contains(errs.String(), tc.wantErr) {
+					t.Errorf("exit %d, %q; want an error naming %s", code, errs.String(), tc.wantErr)
+				}
+				return
+			}
+			if code != 0 {
+				t.Fatalf("starter estimate: exit %d\n%s", code, errs.String())
+			}
+			var got struct{ Cases []estimate.Case }
+			if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Cases) == 0 || len(got.Cases[0].Offerings) == 0 {
+				t.Fatalf("no offering used: %s", out.String())
+			}
+			for _, u := range got.Cases[0].Offerings {
+				if !strings.HasPrefix(u.Offering, "gce/a3-highgpu-1g/us-") {
+					t.Errorf("offering %q; want gce's a3-highgpu-1g, cloud first", u.Offering)
+				}
+			}
+		})
 	}
 }

@@ -218,6 +218,11 @@ type simRow struct {
 	// ProbeUSD is what trying spot to learn zones' stock cost (in
 	// cost_usd): skynomad's probes.
 	ProbeUSD float64 `json:"probe_usd"`
+	// CloudMoves counts the transfers that moved the checkpoint to another
+	// cloud; Placements is the run's timeline, each stretch on one
+	// offering named by its key, cloud first.
+	CloudMoves int            `json:"cloud_moves"`
+	Placements []simPlacement `json:"placements,omitempty"`
 }
 
 // simSummary closes a run of several windows, per policy.
@@ -232,6 +237,7 @@ type simSummary struct {
 	MeanFinishHours  float64     `json:"mean_finish_hours"`
 	Preemptions      int         `json:"preemptions"`
 	Changeovers      int         `json:"changeovers"`
+	CloudMoves       int         `json:"cloud_moves"`
 }
 
 // replayTraces replays what f asks.
@@ -265,6 +271,7 @@ func replayTraces(f simFlags, stdout, stderr io.Writer) error {
 	} else if last, err := market.LastStart(f.job.Deadline); err != nil || f.start > last {
 		fmt.Fprintf(stderr, "sim: the deadline runs past the end of the traces; spot counts as out of stock there\n")
 	}
+	offerings := zoneOfferings(traces, f.instanceType)
 	var rows []simRow
 	var plotted []replay.Result
 	plotJob := f.job
@@ -272,9 +279,9 @@ func replayTraces(f simFlags, stdout, stderr io.Writer) error {
 		if len(starts) > 1 {
 			fmt.Fprintf(stderr, "sim: window %d/%d (start tick %d)\n", w+1, len(starts), start)
 		}
-		job := f.job
+		job := placedJob(f.job, traces, offerings)
 		if prices != nil {
-			if job, err = pricedJob(job, traces, market.Gap, start, prices, f.prices, f.instanceType); err != nil {
+			if job, err = pricedJob(job, traces, market.Gap, start, prices, f.prices, f.instanceType, true); err != nil {
 				return &FlagError{"prices", err.Error(), "price every zone of the traces"}
 			}
 		}
@@ -286,13 +293,15 @@ func replayTraces(f simFlags, stdout, stderr io.Writer) error {
 			if err != nil {
 				return fmt.Errorf("policy %s, start %d: %w", p, start, err)
 			}
-			rows = append(rows, rowOf(p, job, res))
+			row := rowOf(p, job, res)
+			row.Placements = placements(market, offerings, res)
+			rows = append(rows, row)
 			if w == 0 {
 				plotted = append(plotted, res)
 			}
 		}
 	}
-	if err := printSim(stdout, f, rows); err != nil {
+	if err := printSim(stdout, f, rows, clouds(offerings)); err != nil {
 		return err
 	}
 	if f.plot != "" {
@@ -331,6 +340,7 @@ func rowOf(p policy.Name, job replay.Job, r replay.Result) simRow {
 		Finished: r.Finished, Restarts: r.Starts, CostFraction: r.Cost / job.OnDemandCost(), Tier: string(job.Tier),
 		Transfers: r.Transfers, EgressUSD: r.EgressUSD, Nodes: max(1, job.Nodes),
 		MinNodes: max(1, job.Nodes), ShrunkHours: r.Shrunk.Hours(), ProbeUSD: r.ProbeUSD,
+		CloudMoves: r.CloudMoves,
 	}
 	if job.MinNodes > 0 {
 		row.MinNodes = job.MinNodes
@@ -356,6 +366,7 @@ func summarise(f simFlags, rows []simRow) []simSummary {
 			s.MeanFinishHours += r.FinishHours
 			s.Preemptions += r.Preemptions
 			s.Changeovers += r.Changeovers
+			s.CloudMoves += r.CloudMoves
 		}
 		if s.Windows > 0 {
 			n := float64(s.Windows)
@@ -368,7 +379,9 @@ func summarise(f simFlags, rows []simRow) []simSummary {
 	return out
 }
 
-func printSim(w io.Writer, f simFlags, rows []simRow) error {
+// printSim prints rows; a market of several clouds (onClouds) adds each
+// run's moves between clouds and the clouds it held, in order.
+func printSim(w io.Writer, f simFlags, rows []simRow, onClouds []string) error {
 	var sums []simSummary
 	if f.starts > 0 {
 		sums = summarise(f, rows)
@@ -393,20 +406,31 @@ func printSim(w io.Writer, f simFlags, rows []simRow) error {
 	case j.Nodes > 1:
 		fmt.Fprintf(w, "A gang of %d nodes: spot only where %d are in stock at once; costs count every node, hours the gang's.\n", j.Nodes, j.Nodes)
 	}
+	several := len(onClouds) > 1
+	if several {
+		fmt.Fprintf(w, "One market of %s: a move between clouds is a move between regions.\n", strings.Join(onClouds, " and "))
+	}
+	// extra is the columns a market of several clouds adds to a row.
+	extra := func(moves int, where string) string {
+		if !several {
+			return ""
+		}
+		return fmt.Sprintf("%d\t%s\t", moves, where)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tstart\tcost $\tof on-demand\tfinish h\tdeadline\tspot h\ton-demand h\tpreemptions\tchangeovers\t")
+	fmt.Fprintln(tw, "policy\tstart\tcost $\tof on-demand\tfinish h\tdeadline\tspot h\ton-demand h\tpreemptions\tchangeovers\t"+cloudHeader(several))
 	for _, r := range rows {
 		met := "met"
 		if !r.DeadlineMet {
 			met = "MISSED"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.1f%%\t%.2f\t%s\t%.2f\t%.2f\t%d\t%d\t\n", r.Policy, r.Start, r.CostUSD, 100*r.CostFraction, r.FinishHours, met, r.SpotHours, r.OnDemandHours, r.Preemptions, r.Changeovers)
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.1f%%\t%.2f\t%s\t%.2f\t%.2f\t%d\t%d\t%s\n", r.Policy, r.Start, r.CostUSD, 100*r.CostFraction, r.FinishHours, met, r.SpotHours, r.OnDemandHours, r.Preemptions, r.Changeovers, extra(r.CloudMoves, cloudPath(r.Placements)))
 	}
 	if len(sums) > 0 {
 		fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t\t\t")
-		fmt.Fprintln(tw, "policy\twindows\tmean cost $\tof on-demand\tmean finish h\tdeadlines met\tmax cost $\t\tpreemptions\tchangeovers\t")
+		fmt.Fprintln(tw, "policy\twindows\tmean cost $\tof on-demand\tmean finish h\tdeadlines met\tmax cost $\t\tpreemptions\tchangeovers\t"+cloudHeader(several))
 		for _, s := range sums {
-			fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.1f%%\t%.2f\t%d/%d\t%.2f\t\t%d\t%d\t\n", s.Policy, s.Windows, s.MeanCostUSD, 100*s.MeanCostFraction, s.MeanFinishHours, s.DeadlinesMet, s.Windows, s.MaxCostUSD, s.Preemptions, s.Changeovers)
+			fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.1f%%\t%.2f\t%d/%d\t%.2f\t\t%d\t%d\t%s\n", s.Policy, s.Windows, s.MeanCostUSD, 100*s.MeanCostFraction, s.MeanFinishHours, s.DeadlinesMet, s.Windows, s.MaxCostUSD, s.Preemptions, s.Changeovers, extra(s.CloudMoves, ""))
 		}
 	}
 	return tw.Flush()

@@ -299,7 +299,8 @@ func benchCells(sec *benchSection, dls []time.Duration, starts int, stderr io.Wr
 
 // regionCells are the windows of every market of a section whose zones
 // span regions, each zone at its own prices, read at ticks of at least
-// tick.
+// tick. Compute Engine zones are priced only from the price file itself:
+// the bench's table keeps to markets the file prices.
 func regionCells(sec *benchSection, dls []time.Duration, starts int, tick time.Duration, priced *trace.Prices, pricesName string, stderr io.Writer) []*regionCell {
 	var cells []*regionCell
 	for _, bm := range sec.multis {
@@ -312,7 +313,7 @@ func regionCells(sec *benchSection, dls []time.Duration, starts int, tick time.D
 				continue
 			}
 		}
-		if _, err := pricedJob(sec.job, bm.traces, bm.market.Gap, 0, priced, pricesName, ""); err != nil {
+		if _, err := pricedJob(sec.job, bm.traces, bm.market.Gap, 0, priced, pricesName, "", false); err != nil {
 			fmt.Fprintf(stderr, "sim-bench: not replaying %s across priced regions: %v\n", bm.name, err)
 			continue
 		}
@@ -324,7 +325,7 @@ func regionCells(sec *benchSection, dls []time.Duration, starts int, tick time.D
 			for _, st := range ss {
 				j := sec.job
 				j.Deadline = dl
-				if j, err = pricedJob(j, bm.traces, bm.market.Gap, st, priced, pricesName, ""); err != nil {
+				if j, err = pricedJob(j, bm.traces, bm.market.Gap, st, priced, pricesName, "", false); err != nil {
 					continue
 				}
 				cells = append(cells, &regionCell{market: bm, deadline: dl, start: st, job: j,

@@ -247,13 +247,16 @@ func abs(v float64) float64 {
 }
 
 // plotPrices says the prices the plotted window was replayed at: each
-// zone's, when priced apart (--prices), else the job's.
+// zone's (after its cloud), when priced apart (--prices), else the job's.
 func plotPrices(m *replay.Market, job replay.Job) string {
 	if len(job.Zones) == 0 {
 		return fmt.Sprintf("spot $%.4f/h, on-demand $%.2f/h; zones: %s", job.SpotPrice, job.OnDemandPrice, strings.Join(m.Zones, ", "))
 	}
 	parts := make([]string, len(m.Zones))
 	for i, z := range m.Zones {
+		if c := job.Zones[i].Cloud; c != "" {
+			z = c + " " + z
+		}
 		parts[i] = fmt.Sprintf("%s spot $%.4f/h, on-demand $%.2f/h", z, job.Zones[i].Spot, job.Zones[i].OnDemand)
 	}
 	return "prices: " + strings.Join(parts, "; ")

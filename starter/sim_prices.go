@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"refuel/pkg/cloud/gce"
 	"refuel/pkg/cloud/sim"
 	"refuel/pkg/replay"
 	"refuel/pkg/trace"
@@ -24,22 +25,35 @@ func loadPrices(name string) (*trace.Prices, error) {
 // pricedJob is job with each zone of the traces priced from prices (read
 // from the file named file) as they stood when the window starting at
 // tick start opened (the traces' tick 0 being the prices' start),
-// on-demand by the zone's region. A zone's instance type is instanceType
-// when given (any cloud's: an EC2 type, a GCE machine type), else the one
-// its trace's name maps to; a zone the prices do not price is an error
-// naming it and the file: no zone is silently charged another's price.
-func pricedJob(job replay.Job, traces []*trace.Trace, gap time.Duration, start int, prices *trace.Prices, file, instanceType string) (replay.Job, error) {
+// on-demand by the zone's region, and placed in its cloud. A zone's
+// instance type is instanceType when given (any cloud's: an EC2 type, a
+// GCE machine type; in a market of several clouds, for the zones of the
+// cloud that sells it), else the one its trace's name maps to in its
+// cloud's catalogue. With the embedded prices and gceTable, a Compute
+// Engine zone is priced from refuel's Compute Engine price table (its
+// region's row). A
+// zone the prices do not price is an error naming it and the file: no
+// zone is silently charged another's price.
+func pricedJob(job replay.Job, traces []*trace.Trace, gap time.Duration, start int, prices *trace.Prices, file, instanceType string, gceTable bool) (replay.Job, error) {
 	at := prices.Start().Add(time.Duration(start) * gap)
+	offerings := zoneOfferings(traces, instanceType)
 	job.Zones = make([]replay.ZonePrice, len(traces))
 	for i, t := range traces {
-		it := instanceType
-		if it == "" {
-			var ok bool
-			if it, ok = sim.InstanceTypeOf(t); !ok {
-				return job, &UnpricedZoneError{Zone: t.Zone, File: file, Problem: fmt.Sprintf("its trace %s names no instance type refuel knows (%s × %d)", t.File, t.Instance, t.Count)}
-			}
+		o := offerings[i]
+		if !o.known {
+			return job, &UnpricedZoneError{Zone: t.Zone, File: file, Problem: fmt.Sprintf("its trace %s names no instance type refuel knows (%s × %d)", t.File, t.Instance, t.Count)}
 		}
-		z := replay.ZonePrice{Region: trace.Region(t.Zone)}
+		it := o.InstanceType
+		z := replay.ZonePrice{Region: trace.Region(t.Zone), Cloud: o.Cloud}
+		if o.Cloud == "gce" && file == embeddedPrices && gceTable {
+			p, ok := gceRegionPrice(it, z.Region)
+			if !ok {
+				return job, &UnpricedZoneError{Zone: t.Zone, File: file, Problem: fmt.Sprintf("has no Compute Engine price for %s in region %s", it, z.Region)}
+			}
+			z.Spot, z.OnDemand = p.Spot, p.OnDemand
+			job.Zones[i] = z
+			continue
+		}
 		var ok bool
 		if z.Spot, ok = prices.SpotAt(t.Zone, it, at); !ok {
 			return job, &UnpricedZoneError{Zone: t.Zone, File: file, Problem: fmt.Sprintf("has no spot price for %s there", it)}
@@ -50,6 +64,18 @@ func pricedJob(job replay.Job, traces []*trace.Trace, gap time.Duration, start i
 		job.Zones[i] = z
 	}
 	return job, nil
+}
+
+// gceRegionPrice is a machine type's row of refuel's Compute Engine price
+// table in region itself: not the table's stand-in region, which would
+// charge one region another's price.
+func gceRegionPrice(machineType, region string) (gce.Price, bool) {
+	for _, p := range gce.DefaultPrices().Prices {
+		if p.MachineType == machineType && p.Region == region {
+			return p, true
+		}
+	}
+	return gce.Price{}, false
 }
 
 // UnpricedZoneError is a zone the prices given cannot price.

@@ -56,7 +56,11 @@ const (
 // other tags (the SDK's namespace, task queue, workflow type) are not
 // exported on refuel's metrics, so each keeps one fixed set of labels.
 const (
-	LabelProvider     = "provider"
+	LabelProvider = "provider"
+	// LabelCloud is the cloud of an instance, offering or cost: the first
+	// segment of the offering's key (aws, gce, sim, local, base), so a
+	// market of several clouds reads apart by cloud.
+	LabelCloud        = "cloud"
 	LabelMarket       = "market" // spot, on-demand, base
 	LabelZone         = "zone"
 	LabelInstanceType = "instance_type"
@@ -98,7 +102,7 @@ type definition struct {
 }
 
 var (
-	capacityLabels = []string{LabelProvider, LabelMarket, LabelZone}
+	capacityLabels = []string{LabelProvider, LabelCloud, LabelMarket, LabelZone}
 	// Seconds to minutes: a launch answers in under a second on the sims
 	// and takes minutes on a cloud that boots machines.
 	acquisitionBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
@@ -113,9 +117,9 @@ var (
 // catalogue is every metric refuel records through a MetricsHandler.
 var catalogue = []definition{
 	{name: AcquisitionsTotal, kind: counterKind, help: "Acquisition attempts per offering tried, by outcome (acquired or the failure class).",
-		labels: []string{LabelProvider, LabelMarket, LabelOutcome}},
+		labels: []string{LabelProvider, LabelCloud, LabelMarket, LabelOutcome}},
 	{name: ReleasesTotal, kind: counterKind, help: "Instances released, by reason (completed, preempted, yielded, changeover, cleanup, ...).",
-		labels: []string{LabelProvider, LabelMarket, LabelReason}},
+		labels: []string{LabelProvider, LabelCloud, LabelMarket, LabelReason}},
 	{name: PreemptionsTotal, kind: counterKind, help: "Instances a cloud took back from a run or a service.", labels: capacityLabels},
 	{name: RecoveriesTotal, kind: counterKind, help: "Runs resumed from a checkpoint on a replacement instance."},
 	{name: NodeReplacementsTotal, kind: counterKind, help: "Nodes of a gang replaced, the other nodes kept, after the market took them."},
@@ -124,15 +128,15 @@ var catalogue = []definition{
 	{name: ControlPlaneRestartsTotal, kind: counterKind, help: "Trainers stopped at a checkpoint because no run attached within the control-plane tolerance, trained again on the same instance."},
 	{name: LostWorkSeconds, kind: counterKind, help: "Training work lost to preemptions, to be computed again, in seconds.", labels: capacityLabels},
 	{name: CostUSDTotal, kind: counterKind, help: "Instance time paid for, in US dollars, counted when a ledger segment closes.",
-		labels: []string{LabelTeam, LabelProvider, LabelMarket, LabelLayer, LabelPool}, scale: 1e-6},
+		labels: []string{LabelTeam, LabelProvider, LabelCloud, LabelMarket, LabelLayer, LabelPool}, scale: 1e-6},
 	{name: AcquisitionSeconds, kind: histogramKind, help: "Time a provider took to answer one acquisition request, by outcome.",
-		labels: []string{LabelProvider, LabelMarket, LabelOutcome}, buckets: acquisitionBuckets},
+		labels: []string{LabelProvider, LabelCloud, LabelMarket, LabelOutcome}, buckets: acquisitionBuckets},
 	{name: AdmissionWaitSeconds, kind: histogramKind, help: "Time from asking the capacity pool for an instance to being admitted.",
 		labels: []string{LabelWorkload, LabelLayer}, buckets: admissionBuckets},
 	{name: RecoverySeconds, kind: histogramKind, help: "Time from a preemption (its notice, or its detection) to training resumed on a replacement.",
 		labels: capacityLabels, buckets: recoveryBuckets},
 	{name: CheckpointUploadSeconds, kind: histogramKind, help: "Time a node agent took to upload and verify one checkpoint.",
-		labels: []string{LabelProvider, LabelMarket}, buckets: uploadBuckets},
+		labels: []string{LabelProvider, LabelCloud, LabelMarket}, buckets: uploadBuckets},
 }
 
 // ObserveRecovery records a recovery: from the preemption's notice (or
@@ -153,7 +157,7 @@ func ObserveAdmissionWait(h client.MetricsHandler, workload, layer string, d tim
 // ObserveCheckpointUpload records one checkpoint upload the node agent on
 // an instance of o timed.
 func ObserveCheckpointUpload(h client.MetricsHandler, o capacity.Offering, d time.Duration) {
-	h.WithTags(map[string]string{LabelProvider: o.Provider, LabelMarket: string(o.Market)}).Timer(CheckpointUploadSeconds).Record(d)
+	h.WithTags(map[string]string{LabelProvider: o.Provider, LabelCloud: CloudOf(o.Key()), LabelMarket: string(o.Market)}).Timer(CheckpointUploadSeconds).Record(d)
 }
 
 // CountCost adds what a closed ledger segment cost to the team's cost
@@ -168,7 +172,7 @@ func CountCost(h client.MetricsHandler, team string, seg cost.Segment) {
 		return
 	}
 	h.WithTags(map[string]string{
-		LabelTeam: team, LabelProvider: providerOf(seg.Offering), LabelMarket: seg.Market,
+		LabelTeam: team, LabelProvider: providerOf(seg.Offering), LabelCloud: CloudOf(seg.Offering), LabelMarket: seg.Market,
 		LabelLayer: LayerOf(capacity.Market(seg.Market)), LabelPool: seg.Pool,
 	}).Counter(CostUSDTotal).Inc(int64(micro))
 }
@@ -193,10 +197,17 @@ func LayerOf(m capacity.Market) string {
 	return string(admission.BurstLayer)
 }
 
-// OfferingTags are the capacity labels (provider, market, zone) of an
-// offering, for WithTags.
+// OfferingTags are the capacity labels (provider, cloud, market, zone) of
+// an offering, for WithTags.
 func OfferingTags(o capacity.Offering) map[string]string {
-	return map[string]string{LabelProvider: o.Provider, LabelMarket: string(o.Market), LabelZone: o.Zone}
+	return map[string]string{LabelProvider: o.Provider, LabelCloud: CloudOf(o.Key()), LabelMarket: string(o.Market), LabelZone: o.Zone}
+}
+
+// CloudOf is the value of LabelCloud for an offering's key: its first
+// segment (gce of gce/a3-highgpu-1g/us-central1-a/spot).
+func CloudOf(offeringKey string) string {
+	cloud, _, _ := strings.Cut(offeringKey, "/")
+	return cloud
 }
 
 // providerOf reads the provider from an offering key (provider/type/zone/market).

@@ -34,21 +34,21 @@ func TestTimersOfTheCatalogueAreHistogramsWithTheirBuckets(t *testing.T) {
 	want := `
 # HELP refuel_recovery_seconds Time from a preemption (its notice, or its detection) to training resumed on a replacement.
 # TYPE refuel_recovery_seconds histogram
-refuel_recovery_seconds_bucket{market="spot",provider="sim",zone="us-west-2a",le="1"} 0
-refuel_recovery_seconds_bucket{market="spot",provider="sim",zone="us-west-2a",le="2.5"} 0
-refuel_recovery_seconds_bucket{market="spot",provider="sim",zone="us-west-2a",le="5"} 0
-refuel_recovery_seconds_bucket{market="spot",provider="sim",zone="us-west-2a",le="10"} 1
-refuel_recovery_seconds_bucket{market="spot",provider="sim",zone="us-west-2a",le="20"} 1
-refuel_recovery_seconds_bucket{market="spot",provider="sim",zone="us-west-2a",le="30"} 1
-refuel_recovery_seconds_bucket{market="spot",provider="sim",zone="us-west-2a",le="60"} 2
-refuel_recovery_seconds_bucket{market="spot",provider="sim",zone="us-west-2a",le="120"} 2
-refuel_recovery_seconds_bucket{market="spot",provider="sim",zone="us-west-2a",le="300"} 2
-refuel_recovery_seconds_bucket{market="spot",provider="sim",zone="us-west-2a",le="600"} 2
-refuel_recovery_seconds_bucket{market="spot",provider="sim",zone="us-west-2a",le="1800"} 2
-refuel_recovery_seconds_bucket{market="spot",provider="sim",zone="us-west-2a",le="3600"} 2
-refuel_recovery_seconds_bucket{market="spot",provider="sim",zone="us-west-2a",le="+Inf"} 2
-refuel_recovery_seconds_sum{market="spot",provider="sim",zone="us-west-2a"} 47
-refuel_recovery_seconds_count{market="spot",provider="sim",zone="us-west-2a"} 2
+refuel_recovery_seconds_bucket{cloud="sim",market="spot",provider="sim",zone="us-west-2a",le="1"} 0
+refuel_recovery_seconds_bucket{cloud="sim",market="spot",provider="sim",zone="us-west-2a",le="2.5"} 0
+refuel_recovery_seconds_bucket{cloud="sim",market="spot",provider="sim",zone="us-west-2a",le="5"} 0
+refuel_recovery_seconds_bucket{cloud="sim",market="spot",provider="sim",zone="us-west-2a",le="10"} 1
+refuel_recovery_seconds_bucket{cloud="sim",market="spot",provider="sim",zone="us-west-2a",le="20"} 1
+refuel_recovery_seconds_bucket{cloud="sim",market="spot",provider="sim",zone="us-west-2a",le="30"} 1
+refuel_recovery_seconds_bucket{cloud="sim",market="spot",provider="sim",zone="us-west-2a",le="60"} 2
+refuel_recovery_seconds_bucket{cloud="sim",market="spot",provider="sim",zone="us-west-2a",le="120"} 2
+refuel_recovery_seconds_bucket{cloud="sim",market="spot",provider="sim",zone="us-west-2a",le="300"} 2
+refuel_recovery_seconds_bucket{cloud="sim",market="spot",provider="sim",zone="us-west-2a",le="600"} 2
+refuel_recovery_seconds_bucket{cloud="sim",market="spot",provider="sim",zone="us-west-2a",le="1800"} 2
+refuel_recovery_seconds_bucket{cloud="sim",market="spot",provider="sim",zone="us-west-2a",le="3600"} 2
+refuel_recovery_seconds_bucket{cloud="sim",market="spot",provider="sim",zone="us-west-2a",le="+Inf"} 2
+refuel_recovery_seconds_sum{cloud="sim",market="spot",provider="sim",zone="us-west-2a"} 47
+refuel_recovery_seconds_count{cloud="sim",market="spot",provider="sim",zone="us-west-2a"} 2
 `
 	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), RecoverySeconds); err != nil {
 		t.Error(err)
@@ -62,6 +62,8 @@ func TestCostIsCountedInDollarsWhenASegmentCloses(t *testing.T) {
 	CountCost(m.Handler, "nlp", seg) // open: nothing yet
 	seg.End = start.Add(2 * time.Hour)
 	CountCost(m.Handler, "nlp", seg)
+	gce := cost.Segment{InstanceID: "g-1", Pool: "burst-h100", Market: "spot", Offering: "gce/a3-highgpu-1g/us-central1-a/spot", PricePerHour: 2.3724, Start: start, End: start.Add(time.Hour)}
+	CountCost(m.Handler, "nlp", gce)
 	base := cost.Segment{InstanceID: "b-1", Pool: "base", Market: "base", Offering: "base/p3.2xlarge/dc-1/base", PricePerHour: 1.5, Start: start, End: start.Add(time.Hour)}
 	var l cost.Ledger
 	l.Open(base)
@@ -73,8 +75,9 @@ func TestCostIsCountedInDollarsWhenASegmentCloses(t *testing.T) {
 	want := `
 # HELP refuel_cost_usd_total Instance time paid for, in US dollars, counted when a ledger segment closes.
 # TYPE refuel_cost_usd_total counter
-refuel_cost_usd_total{layer="base",market="base",pool="base",provider="base",team="nlp"} 1.5
-refuel_cost_usd_total{layer="burst",market="spot",pool="burst-v100",provider="sim",team="nlp"} 1.9402
+refuel_cost_usd_total{cloud="base",layer="base",market="base",pool="base",provider="base",team="nlp"} 1.5
+refuel_cost_usd_total{cloud="gce",layer="burst",market="spot",pool="burst-h100",provider="gce",team="nlp"} 2.3724
+refuel_cost_usd_total{cloud="sim",layer="burst",market="spot",pool="burst-v100",provider="sim",team="nlp"} 1.9402
 `
 	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), CostUSDTotal); err != nil {
 		t.Error(err)

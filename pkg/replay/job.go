@@ -46,9 +46,13 @@ type Job struct {
 	Rules int `json:"rules,omitempty"`
 }
 
-// ZonePrice is one zone's prices and region.
+// ZonePrice is one zone's prices, region and cloud.
 type ZonePrice struct {
-	Region   string  `json:"region"`
+	Region string `json:"region"`
+	// Cloud is the cloud that sells the zone (aws, gce), when known. The
+	// clouds name their regions apart, so a move between clouds is a move
+	// between regions; Result.CloudMoves counts it also as one.
+	Cloud    string  `json:"cloud,omitempty"`
 	Spot     float64 `json:"spot"`     // USD per instance-hour
 	OnDemand float64 `json:"ondemand"` // USD per instance-hour
 }
@@ -118,6 +122,13 @@ func (j Job) region(z int) string {
 		return ""
 	}
 	return j.Zones[z].Region
+}
+
+func (j Job) cloud(z int) string {
+	if len(j.Zones) == 0 {
+		return ""
+	}
+	return j.Zones[z].Cloud
 }
 
 // moveUSD is what moving the checkpoint to another region costs.

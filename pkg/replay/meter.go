@@ -50,8 +50,10 @@ type Meter struct {
 	// checkpoint is the region the run's checkpoint is in: that of the
 	// last instance it held.
 	checkpoint string
-	held       float64 // USD spent on instances
-	res        Result
+	// checkpointCloud is the cloud that region is in.
+	checkpointCloud string
+	held            float64 // USD spent on instances
+	res             Result
 }
 
 // NewMeter returns the meter of a run of job on a market of the named
@@ -201,8 +203,11 @@ func (m *Meter) Hold(c policy.Choice) (Step, error) {
 			m.res.Transfers++
 			m.res.EgressUSD += m.job.moveUSD()
 			m.overheadLeft += m.job.moveTime(m.gap)
+			if c := m.job.cloud(zone); c != m.checkpointCloud {
+				m.res.CloudMoves++
+			}
 		}
-		m.checkpoint = m.job.region(zone)
+		m.checkpoint, m.checkpointCloud = m.job.region(zone), m.job.cloud(zone)
 	}
 	m.cur, m.curZone = c, zone
 	held := m.gap

@@ -114,6 +114,9 @@ type Result struct {
 	// region, and EgressUSD what they cost (included in Cost).
 	Transfers int
 	EgressUSD float64
+	// CloudMoves counts the Transfers that moved the checkpoint to
+	// another cloud.
+	CloudMoves int
 	// ProbeUSD is what trying spot to learn a zone's stock cost
 	// (included in Cost): see Job.ProbeTime.
 	ProbeUSD float64

@@ -263,3 +263,43 @@ func TestRunPricesZonesAndMovesBetweenRegions(t *testing.T) {
 		t.Errorf("%d transfers of a run that started in the west; want none", got.Transfers)
 	}
 }
+
+// A move between clouds is a move between regions (egress and transfer
+// time), and counted apart as one between clouds.
+func TestRunCountsMovesBetweenClouds(t *testing.T) {
+	m := time.Minute
+	all := []int{1, 1, 1, 1, 1, 1, 1, 1}
+	mk := market(t, 10*m, all, all, all)
+	job := Job{Tier: spec.TierDeadline, Work: 40 * m, Deadline: 80 * m, RestartOverhead: 5 * m,
+		Zones: []ZonePrice{
+			{Region: "us-west-2", Cloud: "aws", Spot: 1, OnDemand: 3},
+			{Region: "us-east-1", Cloud: "aws", Spot: 1, OnDemand: 3},
+			{Region: "us-central1", Cloud: "gce", Spot: 1, OnDemand: 3},
+		},
+		CheckpointGB: 40, EgressUSDPerGB: 0.02, TransferTime: 7 * m}
+	west, east := spot, policy.Choice{Market: capacity.Spot, Zone: "z1"}
+	gce := policy.Choice{Market: capacity.Spot, Zone: "z2"}
+	for name, tc := range map[string]struct {
+		plan                  Plan
+		transfers, cloudMoves int
+	}{
+		"one cloud, one region":      {Plan{west, west, west, west, west, west}, 0, 0},
+		"one cloud, two regions":     {Plan{west, east, east, east, east, east, east}, 1, 0},
+		"aws to gce":                 {Plan{west, gce, gce, gce, gce, gce, gce}, 1, 1},
+		"aws to gce and back":        {Plan{west, gce, gce, west, west, west, west, west}, 2, 2},
+		"gce first, before any work": {Plan{none, gce, gce, gce, gce, gce}, 0, 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := Run(mk, job, 0, tc.plan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Transfers != tc.transfers || got.CloudMoves != tc.cloudMoves {
+				t.Errorf("%d transfers, %d between clouds; want %d and %d", got.Transfers, got.CloudMoves, tc.transfers, tc.cloudMoves)
+			}
+			if egress := float64(tc.transfers) * 40 * 0.02; math.Abs(got.EgressUSD-egress) > 1e-9 {
+				t.Errorf("egress $%v; want $%v", got.EgressUSD, egress)
+			}
+		})
+	}
+}

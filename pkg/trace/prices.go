@@ -196,3 +196,21 @@ func Region(zone string) string {
 	}
 	return zone
 }
+
+// CloudOf is the cloud a zone name is of, by the form each cloud names its
+// zones in: "aws" for EC2's region and letter ("us-east-1a"), "gce" for
+// Compute Engine's region, dash and letter ("us-central1-a"), "" for a
+// name of neither form, whose cloud the name does not say.
+func CloudOf(zone string) string {
+	region := Region(zone)
+	if region == zone || !strings.Contains(region, "-") {
+		return ""
+	}
+	if last := region[len(region)-1]; last < '0' || last > '9' {
+		return ""
+	}
+	if strings.HasSuffix(zone[:len(zone)-1], "-") {
+		return "gce"
+	}
+	return "aws"
+}

@@ -96,3 +96,15 @@ func TestRegion(t *testing.T) {
 		t.Errorf("EC2's us-east-1b and Compute Engine's us-east1-b are both in %q; want regions apart", aws)
 	}
 }
+
+func TestCloudOf(t *testing.T) {
+	for zone, want := range map[string]string{
+		"us-east-1a": "aws", "eu-west-2c": "aws", "ap-southeast-1b": "aws",
+		"us-central1-a": "gce", "asia-south2-b": "gce", "us-east1-b": "gce",
+		"dc-1": "", "local": "", "us-east-1": "", "us-central1": "", "": "",
+	} {
+		if got := CloudOf(zone); got != want {
+			t.Errorf("cloud of %q: %q; want %q", zone, got, want)
+		}
+	}
+}

@@ -447,7 +447,7 @@ func (r *replicaRun) ShowDetails(ctx workflow.Context) {
 		line += " at " + r.Endpoint
 	}
 	if l := r.Lease; l != nil {
-		line += " on " + workload.OfferingName(l.Offering()) + " (" + l.Instance.ID + ")"
+		line += " on " + workload.OfferingPlace(l.Offering()) + " (" + l.Instance.ID + ")"
 	}
 	workflow.SetCurrentDetails(ctx, line+" · replica of "+r.in.Parent)
 }

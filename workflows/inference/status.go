@@ -188,7 +188,7 @@ func (s *service) ShowDetails(ctx workflow.Context) {
 		line := r.ID + ": " + string(r.State)
 		switch on := r.RunsOn; {
 		case r.Lease != nil:
-			line += " on " + workload.OfferingName(r.Offering()) + " (" + r.Instance.ID + ", " + string(r.Layer) + ")"
+			line += " on " + workload.OfferingPlace(r.Offering()) + " (" + r.Instance.ID + ", " + string(r.Layer) + ")"
 		case on != nil: // a serving replica: its ServiceReplica child holds the lease
 			line += " on " + on.Offering + " (" + on.ID + ")"
 		}

@@ -46,11 +46,11 @@ func (r *run) details(now time.Time) string {
 		}
 		lines = append(lines, gang+" · "+strconv.Itoa(st.NodeReplacements)+" replaced while the others waited")
 		for rank, l := range r.Gang() {
-			lines = append(lines, "rank "+strconv.Itoa(rank)+" on "+workload.OfferingName(l.Offering())+" ("+l.Instance.ID+", "+
+			lines = append(lines, "rank "+strconv.Itoa(rank)+" on "+workload.OfferingPlace(l.Offering())+" ("+l.Instance.ID+", "+
 				workload.Dollars(l.Offering().PricePerHour)+"/h) since "+l.Since.UTC().Format("15:04:05")+" UTC")
 		}
 	} else if l := r.Lease; l != nil {
-		lines = append(lines, "on "+workload.OfferingName(l.Offering())+" ("+l.Instance.ID+", "+workload.Dollars(l.Offering().PricePerHour)+"/h) since "+
+		lines = append(lines, "on "+workload.OfferingPlace(l.Offering())+" ("+l.Instance.ID+", "+workload.Dollars(l.Offering().PricePerHour)+"/h) since "+
 			l.Since.UTC().Format("15:04:05")+" UTC · attempt "+strconv.Itoa(l.Attempt))
 	}
 	if why := r.marketWhy(); why != "" {
@@ -87,7 +87,7 @@ func (r *run) details(now time.Time) string {
 	if n := len(r.Offerings); n > 0 && !ended {
 		names := make([]string, 0, min(n, 4))
 		for _, o := range r.Offerings[:min(n, 4)] {
-			names = append(names, workload.OfferingName(o)+" "+workload.Dollars(o.PricePerHour)+"/h")
+			names = append(names, workload.OfferingPlace(o)+" "+workload.Dollars(o.PricePerHour)+"/h")
 		}
 		more := ""
 		if n > 4 {

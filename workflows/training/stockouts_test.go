@@ -47,7 +47,8 @@ func TestDetailsClearWhenTheRunEnds(t *testing.T) {
 		r := runOf("j", "")
 		r.spec = spec.JobSpec{ID: "j", Team: "t", Tier: spec.TierFlexible}
 		r.RunRecord = RunRecord{State: state, Record: workload.Record{Failures: []workload.Failure{{Class: string(capacity.NoCapacity), Offering: "sim/p3.2xlarge/us-west-2a/spot", Message: "We currently do not have sufficient capacity", Time: at}}, StockOuts: &workload.StockOuts{Count: 18, Last: at, Zone: "us-west-2a"}}}
-		r.Offerings = []capacity.Offering{{Provider: "sim", InstanceType: "p3.2xlarge", Zone: "us-west-2a", Market: capacity.Spot}}
+		r.Offerings = []capacity.Offering{{Provider: "sim", InstanceType: "p3.2xlarge", Zone: "us-west-2a", Market: capacity.Spot},
+			{Provider: "gce", InstanceType: "a3-highgpu-1g", Zone: "us-central1-a", Market: capacity.Spot}}
 		return r
 	}
 	cases := map[string]struct {
@@ -55,7 +56,8 @@ func TestDetailsClearWhenTheRunEnds(t *testing.T) {
 		want     []string
 		wantNone []string
 	}{
-		"waiting": {r: base(workflows.StateWaiting), want: []string{"stock-outs: 18, last 18:27:34 UTC in us-west-2a", "may acquire"}, wantNone: []string{"sufficient"}},
+		"waiting": {r: base(workflows.StateWaiting), want: []string{"stock-outs: 18, last 18:27:34 UTC in us-west-2a",
+			"may acquire: sim spot p3.2xlarge in us-west-2a", "gce spot a3-highgpu-1g in us-central1-a"}, wantNone: []string{"sufficient"}},
 		"waiting, until": {r: func() *run {
 			r := base(workflows.StateWaiting)
 			until := at.Add(40 * time.Second)

@@ -34,6 +34,18 @@ func OfferingName(o capacity.Offering) string {
 	return string(o.Market) + " " + o.InstanceType + " in " + o.Zone
 }
 
+// OfferingPlace is an offering with its cloud first, as the Web UI's
+// current details name where work runs: gce spot a3-highgpu-1g in
+// us-central1-a. Current details are workflow metadata, not commands, so
+// they may say more than the activities' summaries (OfferingName), which
+// recorded histories keep.
+func OfferingPlace(o capacity.Offering) string {
+	if o.Provider == "" {
+		return OfferingName(o)
+	}
+	return o.Provider + " " + OfferingName(o)
+}
+
 // acquireSummary is an acquisition's: the first offering, and how many
 // follow it.
 func acquireSummary(attempt int, offerings []capacity.Offering) string {

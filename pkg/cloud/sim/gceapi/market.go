@@ -125,6 +125,10 @@ func AddMarket(cfg sim.Config, where string) (out sim.Config, skipped []string, 
 	return cfg, skipped, nil
 }
 
+// MachineTypeOf is the machine type a trace stands for (see
+// typeForTrace), to name and price its zone's offering.
+func MachineTypeOf(t *trace.Trace) (string, bool) { return typeForTrace(t.Instance, t.Count) }
+
 // typeForTrace is the machine type a trace's name (ZONE_GPU_COUNT, or
 // ZONE_TYPE) stands for: h100_1 is a3-highgpu-1g, a100_1 a2-highgpu-1g,
 // l4_1 g2-standard-4.
