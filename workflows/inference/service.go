@@ -184,7 +184,7 @@ func (s *service) resume(ctx workflow.Context) {
 		case r.Lease == nil:
 			s.goBringUp(ctx, r)
 		case r.State == ReplicaStarting:
-			workflow.Go(ctx, func(ctx workflow.Context) { s.placement().loadModel(ctx, r) })
+			workflow.Go(ctx, func(ctx workflow.Context) { s.placement().promote(ctx, r) })
 		}
 	}
 }

@@ -27,4 +27,11 @@ const (
 	// inference-service-serving.json; the history of one of its
 	// replicas, a ServiceReplica, is recorded beside it (service-replica).
 	servingReplicasVersion = "serving-replicas"
+
+	// stoppedWarmVersion: a capacity-only service stops a warm-pool
+	// entry's on-demand burst instance once acquired, where its provider
+	// can (activities.StopInstance), books its time stopped at its
+	// volume's price, and starts it (activities.StartInstance) when scale
+	// out takes it. Recorded in inference-service-warm-stopped.json.
+	stoppedWarmVersion = "stopped-warm"
 )

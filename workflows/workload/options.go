@@ -133,6 +133,18 @@ func ControlOptions(ctx workflow.Context) workflow.Context {
 	})
 }
 
+// StartStopOptions are for stopping an instance and starting it again
+// (a warm-pool entry): a start takes the provider's start time, minutes
+// on a GPU instance, so the activity heartbeats while it waits.
+func StartStopOptions(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           workflows.TaskQueue,
+		StartToCloseTimeout: 10 * time.Minute,
+		HeartbeatTimeout:    activities.CapacityHeartbeatTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 5},
+	})
+}
+
 // acquireOptions leave to Temporal's retry policy only the failures whose
 // capacity.Remedy says a prompt retry may cure them (the Acquire activity
 // marks the rest non-retryable); a run or service handles the rest itself.
