@@ -407,7 +407,7 @@ func TestPrintServiceStatus(t *testing.T) {
 			},
 		},
 		"capacity-only": {
-			st:     capacityOnly,
+			st: capacityOnly,
 			fields: map[string][]string{
 				"endpoint": strings.Fields("endpoint none: capacity-only (no command), its replicas hold instances and serve nothing"),
 				"load":     strings.Fields("load none reported yet (starter metrics chat --qps N (capacity-only: no endpoint to send requests to))"),
