@@ -97,6 +97,7 @@ func (w *Services) startService(ctx workflow.Context, input json.RawMessage, car
 			if carried.ForecastScaler, err = newForecastScaler(ss); err != nil {
 				return nil, invalidServiceSpecError(err)
 			}
+			carried.ForecastScaler.PricesFleetWarm = workflow.GetVersion(ctx, fleetWarmVersion, workflow.DefaultVersion, 1) >= 1
 		}
 		if ss.Serves() {
 			if workflow.GetVersion(ctx, servingReplicasVersion, workflow.DefaultVersion, 1) < 1 {

@@ -34,4 +34,10 @@ const (
 	// volume's price, and starts it (activities.StartInstance) when scale
 	// out takes it. Recorded in inference-service-warm-stopped.json.
 	stoppedWarmVersion = "stopped-warm"
+
+	// fleetWarmVersion: a new service's ForecastScaler prices its
+	// candidates on the warm entries the fleet holds, not the spec's
+	// whole warm_pool (autoscale.ForecastScaler.PricesFleetWarm).
+	// Recorded in inference-service-warm-stopped.json.
+	fleetWarmVersion = "fleet-warm"
 )
