@@ -102,6 +102,10 @@ type Replica struct {
 	// waits for it, so what the call obtains is given back too. It is
 	// never carried: continue-as-new waits until no call is under way.
 	busy bool
+	// stopping is set while its warm-pool instance is being stopped: a
+	// promotion waits for the stop, then starts it. Never carried, as
+	// busy.
+	stopping bool
 }
 
 // Placer is who finds a replica its capacity.

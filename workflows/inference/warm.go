@@ -32,6 +32,8 @@ func (p placement) stopWarm(ctx workflow.Context, r *Replica) {
 		return
 	}
 	var res activities.StopResult
+	r.stopping = true
+	defer func() { r.stopping = false }()
 	err := s.call(ctx, r, func(ctx workflow.Context) error {
 		actx := workload.Titled(workload.StartStopOptions(ctx), "stop warm-pool instance "+r.Instance.ID)
 		return workflow.ExecuteActivity(actx, activities.StopInstanceName, r.Instance).Get(ctx, &res)
@@ -54,8 +56,8 @@ func (p placement) stopWarm(ctx workflow.Context, r *Replica) {
 // start fails is released and replaced.
 func (p placement) promote(ctx workflow.Context, r *Replica) {
 	s := p.s
-	if r.Stopped || r.busy {
-		if workflow.Await(ctx, func() bool { return !r.busy || !s.live(ctx, r) }) != nil || !s.live(ctx, r) {
+	if r.Stopped || r.stopping {
+		if workflow.Await(ctx, func() bool { return !r.stopping || !s.live(ctx, r) }) != nil || !s.live(ctx, r) {
 			return
 		}
 	}
