@@ -1,14 +1,19 @@
 package inference
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/workflow"
 
 	"refuel/activities"
 	"refuel/pkg/admission"
 	"refuel/pkg/capacity"
 	"refuel/pkg/spec"
+	"refuel/workflows"
 	"refuel/workflows/internal/fakecloud"
 )
 
@@ -119,5 +124,45 @@ func TestServiceStopsItsWarmEntriesWhereItCan(t *testing.T) {
 				t.Errorf("final replicas %+v; want none", final.Replicas)
 			}
 		})
+	}
+}
+
+// A stopped warm entry is carried across continue-as-new as it is: the
+// next run neither stops nor acquires it again, and starts it when
+// scale-out takes it.
+func TestServiceCarriesAStoppedWarmEntry(t *testing.T) {
+	t.Parallel()
+	c := &serviceCloud{Cloud: &fakecloud.Cloud{Offerings: []capacity.Offering{fakecloud.OdA}}}
+	env := newServiceEnv(t, c, &fakePool{absent: true})
+	env.RegisterDelayedCallback(func() { env.SetContinueAsNewSuggested(true) }, time.Minute)
+	reportQPS(env, 10*time.Second, 50*time.Second, 1)
+	s := serviceSpec(func(s *spec.ServiceSpec) { s.WarmPool, s.ModelLoad = 1, spec.Duration(time.Minute) })
+	env.ExecuteWorkflow(workflows.InferenceServiceName, s)
+	var next *workflow.ContinueAsNewError
+	if err := env.GetWorkflowError(); !errors.As(err, &next) {
+		t.Fatalf("error %v; want continue-as-new", err)
+	}
+	var carried spec.ServiceSpec
+	var carry *ServiceState
+	if err := converter.GetDefaultDataConverter().FromPayloads(next.Input, &carried, &carry); err != nil {
+		t.Fatal(err)
+	}
+	if carry == nil || len(carry.Replicas) != 2 || !carry.Replicas[1].Stopped || carry.Replicas[1].StoppedPricePerHour != 0.02 {
+		t.Fatalf("carry %+v; want r1 serving and r2 stopped at $0.02/h", carry)
+	}
+	warm := carry.Replicas[1].Instance.ID
+
+	c2 := &serviceCloud{Cloud: &fakecloud.Cloud{Offerings: []capacity.Offering{fakecloud.OdA}}}
+	env2 := newServiceEnv(t, c2, &fakePool{absent: true})
+	reportQPS(env2, 10*time.Second, 5*time.Minute, 3) // 2 replicas' worth
+	st := statusAt(t, env2, 4*time.Minute)
+	runUntilCancelled(t, env2, 5*time.Minute, carried, carry)
+	stops, starts := c2.stoppedAndStarted()
+	if !slices.Equal(starts, []string{warm}) || st.Ready != 2 {
+		t.Errorf("next run: started %v, %d ready; want the carried %s started and 2 ready", starts, st.Ready, warm)
+	}
+	// Its one acquisition and stop are the refilled warm entry's.
+	if n := len(c2.acquisitions()); n != 1 || len(stops) != 1 || stops[0] == warm {
+		t.Errorf("next run: %d acquisitions, stopped %v; want only the refilled entry acquired and stopped", n, stops)
 	}
 }
