@@ -186,6 +186,10 @@ func (s *service) resume(ctx workflow.Context) {
 			s.goBringUp(ctx, r)
 		case r.State == ReplicaStarting:
 			workflow.Go(ctx, func(ctx workflow.Context) { s.placement().promote(ctx, r) })
+		case r.State == ReplicaWarm:
+			// One handed on running (its run ended before it was stopped,
+			// or before entries were) is stopped now where it can be.
+			workflow.Go(ctx, func(ctx workflow.Context) { s.placement().stopWarm(ctx, r) })
 		}
 	}
 }

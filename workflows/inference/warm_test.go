@@ -151,18 +151,39 @@ func TestServiceCarriesAStoppedWarmEntry(t *testing.T) {
 		t.Fatalf("carry %+v; want r1 serving and r2 stopped at $0.02/h", carry)
 	}
 	warm := carry.Replicas[1].Instance.ID
+	stoppedCarry := *carry
+	runningCarry := *carry // as a run before stopped entries hands it on
+	runningCarry.Replicas = []*Replica{carry.Replicas[0], new(Replica)}
+	*runningCarry.Replicas[1] = *carry.Replicas[1]
+	runningCarry.Replicas[1].Stopped, runningCarry.Replicas[1].StoppedPricePerHour = false, 0
 
-	c2 := &serviceCloud{Cloud: &fakecloud.Cloud{Offerings: []capacity.Offering{fakecloud.OdA}}}
-	env2 := newServiceEnv(t, c2, &fakePool{absent: true})
-	reportQPS(env2, 10*time.Second, 5*time.Minute, 3) // 2 replicas' worth
-	st := statusAt(t, env2, 4*time.Minute)
-	runUntilCancelled(t, env2, 5*time.Minute, carried, carry)
-	stops, starts := c2.stoppedAndStarted()
-	if !slices.Equal(starts, []string{warm}) || st.Ready != 2 {
-		t.Errorf("next run: started %v, %d ready; want the carried %s started and 2 ready", starts, st.Ready, warm)
-	}
-	// Its one acquisition and stop are the refilled warm entry's.
-	if n := len(c2.acquisitions()); n != 1 || len(stops) != 1 || stops[0] == warm {
-		t.Errorf("next run: %d acquisitions, stopped %v; want only the refilled entry acquired and stopped", n, stops)
+	for name, tc := range map[string]struct {
+		carry *ServiceState
+		// stops are the instances the next run stops: the refilled
+		// entry's, and the carried one's if it came running.
+		stops int
+	}{
+		"carried stopped": {&stoppedCarry, 1},
+		"carried running": {&runningCarry, 2},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c2 := &serviceCloud{Cloud: &fakecloud.Cloud{Offerings: []capacity.Offering{fakecloud.OdA}}}
+			env2 := newServiceEnv(t, c2, &fakePool{absent: true})
+			before := statusAt(t, env2, 5*time.Second)
+			reportQPS(env2, 10*time.Second, 5*time.Minute, 3) // 2 replicas' worth
+			st := statusAt(t, env2, 4*time.Minute)
+			runUntilCancelled(t, env2, 5*time.Minute, carried, tc.carry)
+			stops, starts := c2.stoppedAndStarted()
+			if len(before.Replicas) != 2 || before.Replicas[1].State != ReplicaStopped {
+				t.Errorf("next run, at first: %+v; want the carried entry stopped", before.Replicas)
+			}
+			if !slices.Equal(starts, []string{warm}) || st.Ready != 2 {
+				t.Errorf("next run: started %v, %d ready; want the carried %s started and 2 ready", starts, st.Ready, warm)
+			}
+			// Its one acquisition is the refilled warm entry's.
+			if n := len(c2.acquisitions()); n != 1 || len(stops) != tc.stops || (tc.stops == 2) != slices.Contains(stops, warm) {
+				t.Errorf("next run: %d acquisitions, stopped %v; want the refilled entry acquired, %d stopped", n, stops, tc.stops)
+			}
+		})
 	}
 }
