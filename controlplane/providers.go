@@ -59,6 +59,9 @@ type SimConfig struct {
 	// RestartOverhead is the market time each start of an instance costs
 	// a run keeping market time (0: sim.DefaultRestartOverhead).
 	RestartOverhead time.Duration
+	// StartTime is how long starting a stopped instance takes (0:
+	// sim.DefaultStartTime).
+	StartTime time.Duration
 	// ControlToken, when set, must come with every call to the EC2
 	// endpoint's /sim/ controls, which can take any instance away; with
 	// the AWS provider against a sim in another process, it is what this
@@ -230,6 +233,7 @@ func (s *Stack) startSim(launcher local.LauncherConfig, set *providerSet) (*sim.
 	simCfg.Launcher = launcher
 	simCfg.Speed, simCfg.NoticeWindow, simCfg.Logger = cfg.Sim.Speed, cfg.Sim.Notice, cfg.Logger.Named("sim")
 	simCfg.Quotas, simCfg.RestartOverhead = cfg.Sim.Quotas, cfg.Sim.RestartOverhead
+	simCfg.StartTime = cfg.Sim.StartTime
 	c, err := sim.New(simCfg)
 	if err != nil {
 		return nil, err

@@ -30,6 +30,8 @@ func Register(w worker.Registry, wf *registry.Workflows, caps *activities.Capaci
 		activities.ReleaseName:           caps.Release,
 		activities.ReplaceName:           caps.Replace,
 		activities.LostInstancesName:     caps.LostInstances,
+		activities.StopInstanceName:      caps.StopInstance,
+		activities.StartInstanceName:     caps.StartInstance,
 		activities.StockHistoryName:      caps.StockHistory,
 		activities.InterruptName:         caps.Interrupt,
 		activities.DecideMarketName:      caps.DecideMarket,

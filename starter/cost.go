@@ -41,13 +41,15 @@ func printCost(stdout io.Writer, rep jobs.CostReport, asJSON bool) error {
 		return json.NewEncoder(stdout).Encode(rep)
 	}
 	// Lost work and recovery are parts of the cost, not added to it.
-	fmt.Fprintf(stdout, "%-40s %-11s %-12s %-12s %10s %10s %10s %10s %6s\n", "RUN, SERVICE OR ENVIRONMENT", "KIND", "TEAM", "STATE", "COST $", "LOST $", "RECOVERY $", "IDLE $", "PREEMPT")
+	// Volume hours are the time warm-pool instances spent stopped, paid
+	// for their volume alone (within the cost, apart from the hours).
+	fmt.Fprintf(stdout, "%-40s %-11s %-12s %-12s %10s %10s %10s %10s %6s %10s\n", "RUN, SERVICE OR ENVIRONMENT", "KIND", "TEAM", "STATE", "COST $", "LOST $", "RECOVERY $", "IDLE $", "PREEMPT", "VOLUME H")
 	for _, l := range rep.Jobs {
-		fmt.Fprintf(stdout, "%-40s %-11s %-12s %-12s %10.4f %10.4f %10.4f %10.4f %6d\n", l.ID, l.Kind, l.Team, l.State, l.CostUSD, l.LostWorkUSD, l.RecoveryUSD, l.IdleUSD, l.Preemptions)
+		fmt.Fprintf(stdout, "%-40s %-11s %-12s %-12s %10.4f %10.4f %10.4f %10.4f %6d %10.3f\n", l.ID, l.Kind, l.Team, l.State, l.CostUSD, l.LostWorkUSD, l.RecoveryUSD, l.IdleUSD, l.Preemptions, l.Cost.VolumeHours)
 	}
-	fmt.Fprintf(stdout, "\n%-12s %-12s %5s %10s %10s %10s %10s %10s\n", "TEAM", "POOL", "JOBS", "HOURS", "COST $", "LOST $", "RECOVERY $", "IDLE $")
+	fmt.Fprintf(stdout, "\n%-12s %-12s %5s %10s %10s %10s %10s %10s %10s\n", "TEAM", "POOL", "JOBS", "HOURS", "COST $", "LOST $", "RECOVERY $", "IDLE $", "VOLUME H")
 	for _, r := range rep.Rollup {
-		fmt.Fprintf(stdout, "%-12s %-12s %5d %10.3f %10.4f %10.4f %10.4f %10.4f\n", r.Team, r.Pool, r.Jobs, r.Hours, r.USD, r.LostWorkUSD, r.RecoveryUSD, r.IdleUSD)
+		fmt.Fprintf(stdout, "%-12s %-12s %5d %10.3f %10.4f %10.4f %10.4f %10.4f %10.3f\n", r.Team, r.Pool, r.Jobs, r.Hours, r.USD, r.LostWorkUSD, r.RecoveryUSD, r.IdleUSD, r.VolumeHours)
 	}
 	return nil
 }

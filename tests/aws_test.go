@@ -51,15 +51,15 @@ func market(t *testing.T, zones map[string][]int) string {
 func startAWSStack(t *testing.T, zones map[string][]int, quotas sim.Quotas, edits ...func(*controlplane.Config)) *controlplane.Stack {
 	t.Helper()
 	return startStack(t, func(c *controlplane.Config) {
-		for _, e := range edits {
-			e(c)
-		}
 		c.Provider = controlplane.ProviderAWS
 		c.Sim = controlplane.SimConfig{Traces: market(t, zones), Speed: 0, Notice: 15 * time.Second, ServeEC2: "127.0.0.1:0", Quotas: quotas}
 		c.AWS = awscloud.Config{
 			Region: "us-west-2", AccessKeyID: "test", SecretAccessKey: "test",
 			LaunchTemplate: awscloud.LaunchTemplate{Name: "refuel-node"}, PollInterval: 100 * time.Millisecond,
 			InstanceTypes: []awscloud.InstanceType{{Name: "p3.2xlarge", GPUs: 1, OnDemandPrice: 3.06}},
+		}
+		for _, e := range edits {
+			e(c) // after the defaults, so an edit may change them
 		}
 	})
 }

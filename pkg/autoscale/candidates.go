@@ -115,7 +115,8 @@ func (f *ForecastScaler) keepPending(now time.Time, lead time.Duration, forecast
 // replica it holds is one it wanted within the last break-even time (the
 // ski-rental rule); one it asked for serves one start-up later: a warm
 // one, from the warm pool, after a warm start-up, as many as the pool
-// holds; the rest after a cold one.
+// holds (the fleet's warm entries, or the spec's warm_pool for a policy
+// that does not read them); the rest after a cold one.
 //
 // An interval in which every candidate priced fell short (a rise none of
 // them foresaw) counts late for none: it is no candidate's fault, and
@@ -124,6 +125,10 @@ func (f *ForecastScaler) keepPending(now time.Time, lead time.Duration, forecast
 // following the one whose margin the surge itself had swollen.
 func (f *ForecastScaler) price(now time.Time, load float64, lead time.Duration, forecasts []float64) {
 	cold, warm := f.meanStarts()
+	pool := f.Spec.WarmPool
+	if f.PricesFleetWarm {
+		pool = min(pool, f.WarmHeld)
+	}
 	coldN, warmN, holdN := min(stepsOf(cold), maxPriced), min(stepsOf(warm), maxPriced), min(stepsOf(f.hold()), maxPriced)
 	if !f.PricedAt.IsZero() && now.Sub(f.PricedAt) > 2*ErrorEvery {
 		// A gap in the reports: what was wanted before it says nothing
@@ -160,7 +165,7 @@ func (f *ForecastScaler) price(now time.Time, load float64, lead time.Duration, 
 				end := len(c.Wants) - coldN + n
 				h[n] = slices.Max(c.Wants[max(0, end-holdN):end])
 			}
-			serving := min(slices.Min(h[coldN-warmN:]), slices.Min(h)+float64(f.Spec.WarmPool))
+			serving := min(slices.Min(h[coldN-warmN:]), slices.Min(h)+float64(pool))
 			held[k], short[k] = h[coldN], load > serving+1e-9
 			anyOnTime = anyOnTime || !short[k]
 		}

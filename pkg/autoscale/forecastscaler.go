@@ -64,6 +64,13 @@ type ForecastScaler struct {
 	// Delayed for the upscale delay.
 	Held    Extremes `json:"held"`
 	Delayed Extremes `json:"delayed"`
+	// PricesFleetWarm makes the candidates count, as the warm pool, the
+	// warm entries the fleet held at the latest decision (WarmHeld)
+	// rather than the spec's whole warm_pool: a pool being refilled
+	// starts fewer warm. Its owner sets it; a service recorded before it
+	// prices the spec's.
+	PricesFleetWarm bool `json:"prices_fleet_warm,omitempty"`
+	WarmHeld        int  `json:"warm_held,omitempty"`
 	// StaleAfter is as Autoscaler's; its owner sets it.
 	StaleAfter time.Duration `json:"-"`
 	// forecast caches forecasts until the loads or the lead change.
@@ -237,6 +244,9 @@ func (f *ForecastScaler) meanStarts() (cold, warm time.Duration) {
 // Decide returns the replicas wanted at now.
 func (f *ForecastScaler) Decide(now time.Time, fl Fleet) Decision {
 	f.sync()
+	if f.PricesFleetWarm {
+		f.WarmHeld = fl.Warm
+	}
 	s := f.Spec
 	lead := f.Lead.Estimate()
 	have := fl.Replicas()

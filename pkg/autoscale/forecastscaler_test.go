@@ -388,3 +388,52 @@ func TestDailyProfile(t *testing.T) {
 		t.Errorf("after the bin was reached again: %g; want 2", got)
 	}
 }
+
+// A candidate that asked for more replicas one warm start-up ago is
+// priced as serving them only as far as the warm pool goes: the spec's
+// warm_pool, or, for a policy that reads the fleet, the warm entries the
+// fleet held at its latest decision.
+func TestCandidatePricingCountsTheWarmPoolHeld(t *testing.T) {
+	cases := map[string]struct {
+		readsFleet bool
+		fleetWarm  int
+		late       bool
+	}{
+		"the spec's warm pool":               {readsFleet: false, fleetWarm: 0, late: false},
+		"the fleet holds the whole pool":     {readsFleet: true, fleetWarm: 2, late: false},
+		"the fleet's pool is being refilled": {readsFleet: true, fleetWarm: 0, late: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := forecastScaler(t, func(s *spec.ServiceSpec) { s.LeadTime, s.WarmPool = "", 2 })
+			f.PricesFleetWarm = tc.readsFleet
+			f.Decide(monday, Fleet{Ready: 4, Warm: tc.fleetWarm})
+			f.Lead.Samples, f.WarmLead.Samples = []time.Duration{5 * time.Minute}, []time.Duration{ErrorEvery}
+			lead := f.Lead.Estimate()
+			for i := range f.Forecasters {
+				f.Forecasters[i].Errors = make([]float64, minErrors) // no margins
+			}
+			f.Loads.Put(monday, 1, maxLoads)
+			at := monday
+			price := func(n int, load, first, rest float64) {
+				for range n {
+					at = at.Add(ErrorEvery)
+					forecasts := make([]float64, len(family))
+					for i := range forecasts {
+						forecasts[i] = rest
+					}
+					forecasts[0] = first
+					f.price(at, load, lead, forecasts)
+				}
+			}
+			// The first forecaster wants 4, then 8 one warm start-up before
+			// the load reaches 6; the others hold 7 throughout.
+			price(2*stepsOf(lead), 4, 4, 7)
+			price(1, 4, 8, 7)
+			price(1, 6, 8, 7)
+			if late := f.Candidates[0].Late > 0; late != tc.late {
+				t.Errorf("the rising candidate late %g; want late %v", f.Candidates[0].Late, tc.late)
+			}
+		})
+	}
+}

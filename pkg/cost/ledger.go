@@ -30,6 +30,10 @@ type Segment struct {
 	// IdleSeconds is its paid time nobody used: a development
 	// environment's hours without use, within the ledger's totals.
 	IdleSeconds float64 `json:"idle_seconds,omitempty"`
+	// Stopped is set on a stretch the instance spent stopped (a warm-pool
+	// entry): PricePerHour is then its volume's, and its hours are volume
+	// hours, not instance hours.
+	Stopped bool `json:"stopped,omitempty"`
 }
 
 // IdleUSD is what the segment's idle time cost.
@@ -105,6 +109,23 @@ func (l *Ledger) Close(instanceID string, end time.Time) {
 	}
 }
 
+// Reprice ends the instance's open segment at at and opens the next one
+// like it, at price, stopped or not: an instance stopped (paid for its
+// volume alone) or started again. An instance with no open segment is
+// left as it is.
+func (l *Ledger) Reprice(instanceID string, at time.Time, price float64, stopped bool) {
+	s := l.latest(instanceID)
+	if s == nil || !s.open() {
+		return
+	}
+	next := Segment{InstanceID: instanceID, Pool: s.Pool, Market: s.Market, Offering: s.Offering, PricePerHour: price, Start: at, Stopped: stopped}
+	l.Close(instanceID, at)
+	if next.Start.Before(s.End) {
+		next.Start = s.End
+	}
+	l.Open(next)
+}
+
 // AddLostWork records seconds of work done on an instance and lost with
 // it, to be computed again. Amounts that are not positive are ignored.
 func (l *Ledger) AddLostWork(instanceID string, seconds float64) {
@@ -158,11 +179,26 @@ func (l Ledger) CostUSD(now time.Time) float64 {
 	return usd
 }
 
-// Hours is the instance time paid for, open segments counted up to now.
+// Hours is the instance time paid for, open segments counted up to now;
+// time stopped is VolumeHours.
 func (l Ledger) Hours(now time.Time) float64 {
 	var h float64
 	for _, s := range l.Segments {
-		h += s.Hours(now)
+		if !s.Stopped {
+			h += s.Hours(now)
+		}
+	}
+	return h
+}
+
+// VolumeHours is the time instances spent stopped, paid for their volume
+// alone, open segments counted up to now.
+func (l Ledger) VolumeHours(now time.Time) float64 {
+	var h float64
+	for _, s := range l.Segments {
+		if s.Stopped {
+			h += s.Hours(now)
+		}
 	}
 	return h
 }
@@ -211,6 +247,12 @@ type Breakdown struct {
 	// IdleUSD is what idle time cost, each segment's at its own price
 	// (included in TotalUSD).
 	IdleUSD float64 `json:"idle_usd,omitempty"`
+	// VolumeHours is the time instances spent stopped (warm-pool
+	// entries), and VolumeUSD what it cost at their volumes' price; both
+	// apart from Hours, VolumeUSD within TotalUSD and the markets' and
+	// pools' USD.
+	VolumeHours float64 `json:"volume_hours,omitempty"`
+	VolumeUSD   float64 `json:"volume_usd,omitempty"`
 }
 
 // Breakdown splits the cost up to now. The maps are filled walking the
@@ -219,6 +261,11 @@ func (l Ledger) Breakdown(now time.Time) Breakdown {
 	b := Breakdown{ByMarket: map[string]Line{}, ByPool: map[string]Line{}}
 	for _, s := range l.Segments {
 		h, usd := s.Hours(now), s.USD(now)
+		if s.Stopped {
+			b.VolumeHours += h
+			b.VolumeUSD += usd
+			h = 0 // volume hours are not instance hours
+		}
 		m, p := b.ByMarket[s.Market], b.ByPool[s.Pool]
 		m.add(h, usd)
 		p.add(h, usd)

@@ -235,3 +235,42 @@ func openCount(l Ledger) int {
 	}
 	return n
 }
+
+func TestLedgerStoppedTimeIsVolumeHours(t *testing.T) {
+	reprice := func(id string, h, price float64, stopped bool) op {
+		return func(l *Ledger) { l.Reprice(id, at(h), price, stopped) }
+	}
+	tests := []struct {
+		name                    string
+		ops                     []op
+		now                     float64
+		hours, volumeHours, usd float64
+		segments                int
+	}{
+		{"never stopped", []op{open("i-1", "aws", "on-demand", 3, 0)}, 2, 2, 0, 6, 1},
+		{"stopped and still", []op{open("i-1", "aws", "on-demand", 3, 0), reprice("i-1", 1, 0.02, true)}, 3, 1, 2, 3 + 0.04, 2},
+		{"stopped, started, released", []op{
+			open("i-1", "aws", "on-demand", 3, 0), reprice("i-1", 1, 0.02, true), reprice("i-1", 2, 3, false), closeAt("i-1", 3),
+		}, 5, 2, 1, 6.02, 3},
+		{"released while stopped", []op{open("i-1", "aws", "on-demand", 3, 0), reprice("i-1", 1, 0.02, true), closeAt("i-1", 4)}, 9, 1, 3, 3.06, 2},
+		{"nothing open: no change", []op{open("i-1", "aws", "on-demand", 3, 0), closeAt("i-1", 1), reprice("i-1", 2, 0.02, true)}, 5, 1, 0, 3, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := build(tt.ops...)
+			now := at(tt.now)
+			b := l.Breakdown(now)
+			if !cmp.Equal(l.Hours(now), tt.hours, approx) || !cmp.Equal(l.VolumeHours(now), tt.volumeHours, approx) ||
+				!cmp.Equal(b.TotalUSD, tt.usd, approx) || !cmp.Equal(b.Hours, tt.hours, approx) || !cmp.Equal(b.VolumeHours, tt.volumeHours, approx) {
+				t.Errorf("hours %v, volume hours %v, breakdown %+v; want %v, %v, $%v", l.Hours(now), l.VolumeHours(now), b, tt.hours, tt.volumeHours, tt.usd)
+			}
+			if len(l.Segments) != tt.segments {
+				t.Errorf("%d segments; want %d", len(l.Segments), tt.segments)
+			}
+			rows := Rollup([]JobCost{{Job: "svc", Team: "t", Ledger: l, At: now}})
+			if len(rows) != 1 || !cmp.Equal(rows[0].Hours, tt.hours, approx) || !cmp.Equal(rows[0].VolumeHours, tt.volumeHours, approx) || !cmp.Equal(rows[0].USD, tt.usd, approx) {
+				t.Errorf("rollup %+v; want %v hours, %v volume hours, $%v", rows, tt.hours, tt.volumeHours, tt.usd)
+			}
+		})
+	}
+}

@@ -28,6 +28,9 @@ type Row struct {
 	LostWorkUSD float64 `json:"lost_work_usd"`
 	RecoveryUSD float64 `json:"recovery_usd"`
 	IdleUSD     float64 `json:"idle_usd,omitempty"`
+	// VolumeHours is the time the team's instances spent stopped in the
+	// pool, paid for their volume alone (within USD, apart from Hours).
+	VolumeHours float64 `json:"volume_hours,omitempty"`
 }
 
 // Rollup sums jobs' ledgers by team and pool, in rows sorted by team and
@@ -60,7 +63,11 @@ func Rollup(items []JobCost) []Row {
 				seen[s.Pool] = true
 				r.Jobs++
 			}
-			r.Hours += s.Hours(j.At)
+			if s.Stopped {
+				r.VolumeHours += s.Hours(j.At)
+			} else {
+				r.Hours += s.Hours(j.At)
+			}
 			r.USD += s.USD(j.At)
 			r.LostWorkUSD += s.LostWorkSeconds * perSecond
 			r.RecoveryUSD += s.RecoverySeconds * perSecond

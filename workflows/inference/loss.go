@@ -30,7 +30,7 @@ func (s *service) goCheckForLoss(ctx workflow.Context) {
 	}
 	var insts []capacity.Instance
 	for _, r := range s.Replicas {
-		if r.Lease != nil && r.State != ReplicaReleasing && !r.busy {
+		if r.Lease != nil && r.State != ReplicaReleasing && !r.busy && !r.Stopped {
 			insts = append(insts, r.Instance)
 		}
 	}

@@ -65,8 +65,11 @@ func (s *service) bringUp(ctx workflow.Context, r *Replica) {
 	}
 	// A warm instance taken while its bring-up was finishing loads in
 	// the coroutine scaleOut started for it.
-	if r.State == ReplicaStarting && !r.FromWarm {
+	switch {
+	case r.State == ReplicaStarting && !r.FromWarm:
 		s.placement().loadModel(ctx, r)
+	case r.State == ReplicaWarm:
+		s.placement().stopWarm(ctx, r)
 	}
 }
 
@@ -260,7 +263,7 @@ func (p placement) loadModel(ctx workflow.Context, r *Replica) {
 	now := workflow.Now(ctx)
 	r.State, r.ReadyAt = ReplicaReady, now
 	s.ShowDetails(ctx)
-	startup := autoscale.Startup{Load: now.Sub(r.LoadingSince), Warm: r.FromWarm}
+	startup := autoscale.Startup{Init: r.StartedIn, Load: now.Sub(r.LoadingSince), Warm: r.FromWarm}
 	if !r.FromWarm {
 		startup.Provision = r.Since.Sub(r.RequestedAt)
 	}

@@ -90,7 +90,8 @@ func (s *service) converge(ctx workflow.Context) {
 }
 
 // scaleOut adds a serving replica: a prepared warm instance if there is
-// one, with only its model left to load; else a warm-pool entry still
+// one, with only its start (a stopped one) and its model left to load;
+// else a warm-pool entry still
 // on its way, which is further along than a new request; else a new one.
 func (s *service) scaleOut(ctx workflow.Context) {
 	warm := s.inState(ReplicaWarm)
@@ -105,7 +106,7 @@ func (s *service) scaleOut(ctx workflow.Context) {
 	w.State = ReplicaStarting
 	if w.Lease != nil {
 		w.FromWarm = true
-		workflow.Go(ctx, func(ctx workflow.Context) { s.placement().loadModel(ctx, w) })
+		workflow.Go(ctx, func(ctx workflow.Context) { s.placement().promote(ctx, w) })
 	} // else its bring-up goes on, and now ends serving
 }
 

@@ -97,6 +97,7 @@ func (w *Services) startService(ctx workflow.Context, input json.RawMessage, car
 			if carried.ForecastScaler, err = newForecastScaler(ss); err != nil {
 				return nil, invalidServiceSpecError(err)
 			}
+			carried.ForecastScaler.PricesFleetWarm = workflow.GetVersion(ctx, fleetWarmVersion, workflow.DefaultVersion, 1) >= 1
 		}
 		if ss.Serves() {
 			if workflow.GetVersion(ctx, servingReplicasVersion, workflow.DefaultVersion, 1) < 1 {
@@ -184,7 +185,11 @@ func (s *service) resume(ctx workflow.Context) {
 		case r.Lease == nil:
 			s.goBringUp(ctx, r)
 		case r.State == ReplicaStarting:
-			workflow.Go(ctx, func(ctx workflow.Context) { s.placement().loadModel(ctx, r) })
+			workflow.Go(ctx, func(ctx workflow.Context) { s.placement().promote(ctx, r) })
+		case r.State == ReplicaWarm:
+			// One handed on running (its run ended before it was stopped,
+			// or before entries were) is stopped now where it can be.
+			workflow.Go(ctx, func(ctx workflow.Context) { s.placement().stopWarm(ctx, r) })
 		}
 	}
 }

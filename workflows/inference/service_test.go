@@ -42,6 +42,42 @@ type serviceCloud struct {
 	releases []scheduledRelease
 	// lost are instances the cloud took back, by id, with their state.
 	lost map[string]capacity.State
+	// cannotStop makes it a provider without capacity.Stopper; failStart
+	// makes every start find the instance gone. stops and starts are the
+	// instances stopped and started, in order.
+	cannotStop, failStart bool
+	stops, starts         []string
+}
+
+// StopInstance stops any on-demand instance, as a capacity.Stopper does,
+// at a volume price of 0.02 an hour.
+func (c *serviceCloud) StopInstance(_ context.Context, inst capacity.Instance) (activities.StopResult, error) {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	switch {
+	case c.cannotStop:
+		return activities.StopResult{Reason: "provider fake cannot stop instances"}, nil
+	case inst.Offering.Market != capacity.OnDemand:
+		return activities.StopResult{Reason: "a spot instance is reclaimed, not stopped"}, nil
+	}
+	c.stops = append(c.stops, inst.ID)
+	return activities.StopResult{Stopped: true, PricePerHour: 0.02}, nil
+}
+
+func (c *serviceCloud) StartInstance(_ context.Context, inst capacity.Instance) (capacity.Instance, error) {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	if c.failStart {
+		return capacity.Instance{}, temporal.NewNonRetryableApplicationError("instance "+inst.ID+" not found", "instance-lost", nil)
+	}
+	c.starts = append(c.starts, inst.ID)
+	return inst, nil
+}
+
+func (c *serviceCloud) stoppedAndStarted() (stops, starts []string) {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	return slices.Clone(c.stops), slices.Clone(c.starts)
 }
 
 func (c *serviceCloud) LostInstances(_ context.Context, insts []capacity.Instance) ([]activities.LostInstance, error) {
@@ -212,7 +248,7 @@ func newServiceEnv(t *testing.T, c *serviceCloud, p *fakePool, register ...func(
 	env.RegisterWorkflowWithOptions((&Services{Options: DefaultOptions()}).InferenceService, workflow.RegisterOptions{Name: workflows.InferenceServiceName})
 	for name, fn := range map[string]any{
 		activities.ListOfferingsName: c.ListOfferings, activities.AcquireName: c.Acquire, activities.ReleaseName: c.Release,
-		activities.LostInstancesName: c.LostInstances,
+		activities.LostInstancesName: c.LostInstances, activities.StopInstanceName: c.StopInstance, activities.StartInstanceName: c.StartInstance,
 	} {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

@@ -78,7 +78,14 @@ type Replica struct {
 	ReadyAt      time.Time `json:"ready_at,omitzero"`
 	// FromWarm is set for a replica taken from the warm pool already
 	// prepared: only its model load remained.
-	FromWarm      bool                     `json:"from_warm,omitempty"`
+	FromWarm bool `json:"from_warm,omitempty"`
+	// Stopped is set while a warm-pool entry's instance is stopped, its
+	// volume (and the model on it) kept, costing StoppedPricePerHour.
+	Stopped             bool    `json:"stopped,omitempty"`
+	StoppedPricePerHour float64 `json:"stopped_price_per_hour,omitempty"`
+	// StartedIn is how long starting its stopped instance took, part of
+	// its warm start-up.
+	StartedIn     time.Duration            `json:"started_in,omitempty"`
 	ReleaseReason activities.ReleaseReason `json:"release_reason,omitempty"`
 
 	// A ServiceReplica's, as it last reported: Endpoint is its model
@@ -95,6 +102,10 @@ type Replica struct {
 	// waits for it, so what the call obtains is given back too. It is
 	// never carried: continue-as-new waits until no call is under way.
 	busy bool
+	// stopping is set while its warm-pool instance is being stopped: a
+	// promotion waits for the stop, then starts it. Never carried, as
+	// busy.
+	stopping bool
 }
 
 // Placer is who finds a replica its capacity.

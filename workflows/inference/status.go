@@ -29,8 +29,9 @@ type Status struct {
 	Desired  autoscale.Decision `json:"desired"`
 	Ready    int                `json:"ready"`
 	Starting int                `json:"starting"`
-	// Warm counts prepared instances, ready to join; warm-pool entries
-	// still being acquired are listed in Replicas but not counted here.
+	// Warm counts prepared instances, ready to join, running or stopped;
+	// warm-pool entries still being acquired are listed in Replicas but
+	// not counted here.
 	Warm        int                `json:"warm"`
 	Replicas    []ReplicaStatus    `json:"replicas"`
 	LastMetrics *autoscale.Metrics `json:"last_metrics"`
@@ -97,8 +98,13 @@ const (
 	// pool, being acquired, or loading its model.
 	ReplicaStarting ReplicaState = "starting"
 	ReplicaReady    ReplicaState = "ready"
-	// ReplicaWarm: a warm-pool instance, being acquired or prepared.
-	ReplicaWarm      ReplicaState = "warm"
+	// ReplicaWarm: a warm-pool instance, being acquired or prepared, and
+	// running.
+	ReplicaWarm ReplicaState = "warm"
+	// ReplicaStopped: a warm-pool instance stopped, its volume (and the
+	// model on it) kept, paid at stopped_price_per_hour until scale-out
+	// starts it.
+	ReplicaStopped   ReplicaState = "stopped"
 	ReplicaReleasing ReplicaState = "releasing"
 	// ReplicaDraining: a model server taking no new requests, finishing
 	// those it holds (scale-in, or an interruption notice).
@@ -117,6 +123,9 @@ type ReplicaStatus struct {
 	// Endpoint is host:port of its model server, for a balancer: set
 	// while it is ready or draining.
 	Endpoint string `json:"endpoint,omitempty"`
+	// StoppedPricePerHour is what a stopped warm-pool instance costs an
+	// hour (its volume); set while its state is stopped.
+	StoppedPricePerHour float64 `json:"stopped_price_per_hour,omitempty"`
 }
 
 // DecisionRecord is one change in what the autoscaler wanted.
@@ -142,6 +151,9 @@ func (r *Replica) Status() ReplicaStatus {
 	}
 	if r.State == ReplicaReady || r.State == ReplicaDraining {
 		rs.Endpoint = r.Endpoint
+	}
+	if r.Stopped && r.State == ReplicaWarm {
+		rs.State, rs.StoppedPricePerHour = ReplicaStopped, r.StoppedPricePerHour
 	}
 	if !r.ReadyAt.IsZero() {
 		at := r.ReadyAt
@@ -185,7 +197,7 @@ func (s *service) ShowDetails(ctx workflow.Context) {
 		lines = append(lines, forecastLine(f))
 	}
 	for _, r := range s.Replicas {
-		line := r.ID + ": " + string(r.State)
+		line := r.ID + ": " + string(r.Status().State)
 		switch on := r.RunsOn; {
 		case r.Lease != nil:
 			line += " on " + workload.OfferingPlace(r.Offering()) + " (" + r.Instance.ID + ", " + string(r.Layer) + ")"

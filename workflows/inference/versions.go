@@ -35,4 +35,17 @@ const (
 	// instance and went by id. Guarded by
 	// TestServingScaleInGivesBackBurstBeforeBase.
 	servingReleaseOrderVersion = "serving-release-order"
+
+	// stoppedWarmVersion: a capacity-only service stops a warm-pool
+	// entry's on-demand burst instance once acquired, where its provider
+	// can (activities.StopInstance), books its time stopped at its
+	// volume's price, and starts it (activities.StartInstance) when scale
+	// out takes it. Recorded in inference-service-warm-stopped.json.
+	stoppedWarmVersion = "stopped-warm"
+
+	// fleetWarmVersion: a new service's ForecastScaler prices its
+	// candidates on the warm entries the fleet holds, not the spec's
+	// whole warm_pool (autoscale.ForecastScaler.PricesFleetWarm).
+	// Recorded in inference-service-warm-stopped.json.
+	fleetWarmVersion = "fleet-warm"
 )

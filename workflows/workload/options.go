@@ -133,6 +133,22 @@ func ControlOptions(ctx workflow.Context) workflow.Context {
 	})
 }
 
+// StartStopOptions are for stopping an instance and starting it again
+// (a warm-pool entry): a start takes the provider's start time, minutes
+// on a GPU instance, so the activity heartbeats while it waits. A start
+// asked for while the instance is still stopping fails until it has
+// stopped, so failures are retried for as long as a start may take; an
+// instance gone fails at once (non-retryable).
+func StartStopOptions(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              workflows.TaskQueue,
+		StartToCloseTimeout:    10 * time.Minute,
+		ScheduleToCloseTimeout: 15 * time.Minute,
+		HeartbeatTimeout:       activities.CapacityHeartbeatTimeout,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 15 * time.Second},
+	})
+}
+
 // acquireOptions leave to Temporal's retry policy only the failures whose
 // capacity.Remedy says a prompt retry may cure them (the Acquire activity
 // marks the rest non-retryable); a run or service handles the rest itself.

@@ -122,7 +122,8 @@ func (c *Cloud) describeInstance(ctx context.Context, id string) (types.Instance
 
 // stateOf maps EC2's instance states onto refuel's. A spot instance that
 // EC2 is stopping or shutting down for the spot market is interrupted:
-// its notice was served. (The two-minute notice itself is visible only on
+// its notice was served. Any other stopping or stopped instance is
+// stopped, not terminated. (The two-minute notice itself is visible only on
 // the instance's metadata service, which the node agent watches.)
 func stateOf(inst types.Instance) capacity.State {
 	var name types.InstanceStateName
@@ -134,9 +135,14 @@ func stateOf(inst types.Instance) capacity.State {
 		return capacity.StatePending
 	case types.InstanceStateNameRunning:
 		return capacity.StateRunning
-	case types.InstanceStateNameStopping, types.InstanceStateNameShuttingDown:
+	case types.InstanceStateNameStopping, types.InstanceStateNameShuttingDown, types.InstanceStateNameStopped:
 		if inst.InstanceLifecycle == types.InstanceLifecycleTypeSpot && spotReclaimed(inst.StateReason) {
 			return capacity.StateInterrupted
+		}
+		if name != types.InstanceStateNameShuttingDown {
+			// Stopping or stopped, its volume kept (a warm-pool entry):
+			// it can be started again, so it is not gone.
+			return capacity.StateStopped
 		}
 	}
 	return capacity.StateTerminated

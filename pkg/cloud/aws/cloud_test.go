@@ -69,7 +69,15 @@ func TestDescribe(t *testing.T) {
 		},
 		"stopped": {
 			&fakeInstance{instanceType: "g5.xlarge", zone: "us-east-1b", state: "stopped"},
-			capacity.StateTerminated, odG5b,
+			capacity.StateStopped, odG5b,
+		},
+		"on-demand stopping": {
+			&fakeInstance{instanceType: "g5.xlarge", zone: "us-east-1b", state: "stopping", reason: "Client.UserInitiatedShutdown"},
+			capacity.StateStopped, odG5b,
+		},
+		"spot stopped by the market": {
+			&fakeInstance{instanceType: "g5.xlarge", zone: "us-east-1b", lifecycle: "spot", state: "stopped", reason: "Server.SpotInstanceShutdown"},
+			capacity.StateInterrupted, offer("g5.xlarge", "us-east-1b", capacity.Spot, 0),
 		},
 		"terminated": {
 			&fakeInstance{instanceType: "p3.2xlarge", zone: "us-east-1a", state: "terminated"},
