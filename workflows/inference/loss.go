@@ -12,19 +12,26 @@ import (
 	"refuel/workflows/workload"
 )
 
-// watchesForLoss reports whether this run of the service checks its
+// lossWatch asks the clouds whether they took back a replica's instance.
+type lossWatch struct{ s *service }
+
+func (s *service) lossWatch() lossWatch { return lossWatch{s} }
+
+// watching reports whether this run of the service checks its
 // replicas' instances.
-func (s *service) watchesForLoss(ctx workflow.Context) bool {
+func (l lossWatch) watching(ctx workflow.Context) bool {
+	s := l.s
 	return s.opts.LossCheckInterval > 0 && workflow.GetVersion(ctx, replicaLossVersion, workflow.DefaultVersion, 1) >= 1
 }
 
-// goCheckForLoss asks the clouds, in a coroutine of its own, whether they
+// goCheck asks the clouds, in a coroutine of its own, whether they
 // took back (or served a notice on) any replica's instance. A replica
 // runs no activity on its machine that would fail when the machine goes,
 // so this is how a service learns that spot stock ran out under it. Each
 // lost replica is released (reason preempted) and counted, and the fleet
 // converges again, which replaces it. One check runs at a time.
-func (s *service) goCheckForLoss(ctx workflow.Context) {
+func (l lossWatch) goCheck(ctx workflow.Context) {
+	s := l.s
 	if s.checking || s.draining {
 		return
 	}
@@ -47,9 +54,9 @@ func (s *service) goCheckForLoss(ctx workflow.Context) {
 			workflow.GetLogger(ctx).Warn("could not check the replicas' instances; the next check tries again", "error", err)
 			return
 		}
-		for _, l := range lost {
-			if r := s.holding(l.ID); r != nil {
-				s.onLost(ctx, r, l.State)
+		for _, gone := range lost {
+			if r := l.holding(gone.ID); r != nil {
+				l.onLost(ctx, r, gone.State)
 			}
 		}
 		if len(lost) > 0 {
@@ -59,7 +66,8 @@ func (s *service) goCheckForLoss(ctx workflow.Context) {
 }
 
 // holding is the replica, not being released, that holds the instance.
-func (s *service) holding(instanceID string) *Replica {
+func (l lossWatch) holding(instanceID string) *Replica {
+	s := l.s
 	for _, r := range s.Replicas {
 		if r.Lease != nil && r.Instance.ID == instanceID && r.State != ReplicaReleasing {
 			return r
@@ -71,7 +79,8 @@ func (s *service) holding(instanceID string) *Replica {
 // onLost records that the cloud took back a replica's instance and
 // releases the replica. One served a notice is let go at once rather
 // than when the notice runs out: its replacement starts sooner.
-func (s *service) onLost(ctx workflow.Context, r *Replica, state capacity.State) {
+func (l lossWatch) onLost(ctx workflow.Context, r *Replica, state capacity.State) {
+	s := l.s
 	o := r.Instance.Offering
 	s.ReplicasLost++
 	s.AddFailure(ctx, string(capacity.InstanceLost), o.Key(), fmt.Sprintf("the cloud took back replica %s's instance %s (%s)", r.ID, r.Instance.ID, state))

@@ -17,7 +17,7 @@ type Options struct {
 	// the server suggests it.
 	MaxHistory int
 	// LossCheckInterval is how often the service asks the clouds whether
-	// they took back a replica's instance (see goCheckForLoss); 0 never.
+	// they took back a replica's instance (see lossWatch.goCheck); 0 never.
 	LossCheckInterval time.Duration
 	// MetricsStaleAfter is how long a service's latest metrics report
 	// counts: past it with none newer, it scales to what its schedules

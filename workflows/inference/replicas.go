@@ -27,7 +27,7 @@ func (s *service) request(ctx workflow.Context, st ReplicaState) {
 	r := &Replica{ID: s.spec.ID + "/r" + strconv.Itoa(s.NextReplica), State: st, RequestedAt: workflow.Now(ctx)}
 	s.Replicas = append(s.Replicas, r)
 	if s.ServesReplicas {
-		s.startReplica(ctx, r)
+		s.children().start(ctx, r)
 		return
 	}
 	s.goBringUp(ctx, r)
@@ -274,7 +274,7 @@ func (p placement) loadModel(ctx workflow.Context, r *Replica) {
 // as new it only marks it: the next run gives it back.
 func (s *service) Release(ctx workflow.Context, r *Replica, reason activities.ReleaseReason) {
 	if s.ServesReplicas {
-		s.retire(ctx, r)
+		s.children().retire(ctx, r)
 		return
 	}
 	if r.State == ReplicaReleasing {

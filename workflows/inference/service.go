@@ -208,8 +208,8 @@ func (s *service) signals(ctx workflow.Context) []workload.SignalHandler {
 		workload.OnSignalOf(ctx, workflows.SignalYield, func(ctx workflow.Context, y workflows.YieldRequest) {
 			s.onYield(ctx, y)
 		}),
-		workload.OnSignalOf(ctx, workflows.SignalReplica, s.onReplica),
-		workload.OnSignalOf(ctx, serving.SignalTraffic, s.onTraffic),
+		workload.OnSignalOf(ctx, workflows.SignalReplica, s.children().onReport),
+		workload.OnSignalOf(ctx, serving.SignalTraffic, s.balancers().onReport),
 	}
 }
 
@@ -221,7 +221,7 @@ func (s *service) serve(ctx workflow.Context) error {
 	s.decide(ctx)
 	tick := workload.Timer(ctx, s.opts.DecisionInterval, "decide the fleet again")
 	var check workflow.Future
-	if s.watchesForLoss(ctx) {
+	if s.lossWatch().watching(ctx) {
 		check = workload.Timer(ctx, s.opts.LossCheckInterval, "check the replicas' instances")
 	}
 	for !s.historyLong(ctx) {
@@ -239,7 +239,7 @@ func (s *service) serve(ctx workflow.Context) error {
 					return // cancelled
 				}
 				check = workload.Timer(ctx, s.opts.LossCheckInterval, "check the replicas' instances")
-				s.goCheckForLoss(ctx)
+				s.lossWatch().goCheck(ctx)
 			})
 		}
 		workload.AddSignals(ctx, sel, signals)
@@ -345,7 +345,7 @@ func (s *service) snapshot(ctx workflow.Context) Status {
 		MinReplicas: s.spec.MinReplicas, MaxReplicas: s.spec.MaxReplicas, Desired: s.Desired,
 		Ready: f.Ready, Starting: f.Starting, Warm: f.Warm, Replicas: []ReplicaStatus{}, LastMetrics: s.LastMetrics,
 		LeadTimeSeconds: s.leadTime().Seconds(),
-		CostUSD:         s.EarlierCostUSD + s.Ledger.CostUSD(now) + s.replicaCost(),
+		CostUSD:         s.EarlierCostUSD + s.Ledger.CostUSD(now) + s.children().cost(),
 		Ledger:          s.Ledger,
 		Failures:        append([]workload.Failure{}, s.Failures...), // [] rather than null for clients
 		StockOuts:       s.StockOuts,
@@ -354,11 +354,11 @@ func (s *service) snapshot(ctx workflow.Context) Status {
 		StartedAt:       s.StartedAt,
 		ReplicasLost:    s.ReplicasLost,
 		Mode:            ModeCapacityOnly,
-		Serving:         s.settings(),
+		Serving:         s.balancers().settings(),
 		ReplicaFailures: s.ReplicaFailures,
 	}
 	if s.spec.Serves() {
-		st.Mode, st.Endpoint, st.Traffic = ModeServing, s.endpoint(), s.traffic()
+		st.Mode, st.Endpoint, st.Traffic = ModeServing, s.balancers().endpoint(), s.balancers().traffic()
 		if st.State == workflows.StateStopped {
 			st.Endpoint = ""
 		}

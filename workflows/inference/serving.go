@@ -18,15 +18,28 @@ import (
 // each in a worker) learns the ready replicas from status, and the
 // balancers' traffic reports drive the autoscaler.
 
+// children are the service's ServiceReplica children: started, drained,
+// heard from and forgotten.
+type children struct{ s *service }
+
+func (s *service) children() children { return children{s} }
+
+// balancers are the balancers in front of the service: what they report
+// of its traffic, and what they are told to enforce.
+type balancers struct{ s *service }
+
+func (s *service) balancers() balancers { return balancers{s} }
+
 // trafficStale is how long a balancer that stopped reporting still
 // counts: three of its report intervals.
 const trafficStale = 3 * serving.ReportEvery
 
-// startReplica starts the replica's ServiceReplica. The child is
+// start starts the replica's ServiceReplica. The child is
 // abandoned when this run closes: it outlives continue-as-new and
 // reports to the service's workflow ID, whichever run is current; a
 // cancelled service cancels its children itself (end).
-func (s *service) startReplica(ctx workflow.Context, r *Replica) {
+func (c children) start(ctx workflow.Context, r *Replica) {
+	s := c.s
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:        r.ID,
 		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
@@ -38,7 +51,7 @@ func (s *service) startReplica(ctx workflow.Context, r *Replica) {
 		defer func() { s.inFlight-- }()
 		if err := f.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 			s.AddFailure(ctx, string(capacity.Unknown), "", "replica "+r.ID+" did not start: "+err.Error())
-			s.forget(ctx, r)
+			c.forget(ctx, r)
 		}
 	})
 }
@@ -46,7 +59,8 @@ func (s *service) startReplica(ctx workflow.Context, r *Replica) {
 // retire drains a replica for good: status shows it draining at once,
 // so balancers send it nothing new, and its ServiceReplica gives its
 // instance back once what it holds has finished.
-func (s *service) retire(ctx workflow.Context, r *Replica) {
+func (c children) retire(ctx workflow.Context, r *Replica) {
+	s := c.s
 	if r.Retiring {
 		return
 	}
@@ -61,12 +75,13 @@ func (s *service) retire(ctx workflow.Context, r *Replica) {
 	})
 }
 
-// onReplica folds in what a replica reports: its state and endpoint; on
+// onReport folds in what a replica reports: its state and endpoint; on
 // its first ready, its start-up (the measured model-load time) for the
 // learned lead time; a server that failed or an instance lost without
 // notice, counted; a replica gone, forgotten, and replaced if it was
 // still wanted.
-func (s *service) onReplica(ctx workflow.Context, p ReplicaReport) {
+func (c children) onReport(ctx workflow.Context, p ReplicaReport) {
+	s := c.s
 	r := s.replica(p.ID)
 	if r == nil {
 		return
@@ -87,7 +102,7 @@ func (s *service) onReplica(ctx workflow.Context, p ReplicaReport) {
 	switch p.State {
 	case replicaGone:
 		s.EarlierCostUSD += p.CostUSD
-		s.forget(ctx, r)
+		c.forget(ctx, r)
 		return
 	case serving.ReplicaReady:
 		if r.State == ReplicaStarting {
@@ -106,16 +121,18 @@ func (s *service) onReplica(ctx workflow.Context, p ReplicaReport) {
 
 // forget drops a replica that has ended, and converges: one still
 // wanted is replaced.
-func (s *service) forget(ctx workflow.Context, r *Replica) {
+func (c children) forget(ctx workflow.Context, r *Replica) {
+	s := c.s
 	s.Replicas = slices.DeleteFunc(s.Replicas, func(x *Replica) bool { return x == r })
 	s.converge(ctx)
 	s.ShowDetails(ctx)
 }
 
-// onTraffic keeps a balancer's report and feeds the service's traffic
+// onReport keeps a balancer's report and feeds the service's traffic
 // across its balancers to the autoscaler: the rate, the queue and the
 // requests held (in flight and queued) for a concurrency target.
-func (s *service) onTraffic(ctx workflow.Context, rep serving.Report) {
+func (b balancers) onReport(ctx workflow.Context, rep serving.Report) {
+	s := b.s
 	s.Traffic = serving.Keep(s.Traffic, rep, trafficStale)
 	t := serving.Total(s.Traffic)
 	m := autoscale.Metrics{At: rep.At, QPS: t.RPS, QueueLength: float64(t.Queued), InFlight: float64(t.InFlight + t.Queued)}
@@ -128,7 +145,8 @@ func (s *service) onTraffic(ctx workflow.Context, rep serving.Report) {
 
 // endpoint is where clients reach the service: the balancer that
 // reported last.
-func (s *service) endpoint() string {
+func (b balancers) endpoint() string {
+	s := b.s
 	var at time.Time
 	out := ""
 	for _, r := range s.Traffic {
@@ -141,7 +159,8 @@ func (s *service) endpoint() string {
 
 // traffic is the service's traffic across its balancers; nil before any
 // reported.
-func (s *service) traffic() *serving.Traffic {
+func (b balancers) traffic() *serving.Traffic {
+	s := b.s
 	if len(s.Traffic) == 0 {
 		return nil
 	}
@@ -151,7 +170,8 @@ func (s *service) traffic() *serving.Traffic {
 
 // settings are what a balancer enforces for the service; nil for a
 // capacity-only service.
-func (s *service) settings() *serving.Settings {
+func (b balancers) settings() *serving.Settings {
+	s := b.s
 	if !s.spec.Serves() {
 		return nil
 	}
@@ -167,9 +187,10 @@ func (s *service) settings() *serving.Settings {
 
 func seconds(v float64) time.Duration { return time.Duration(v * float64(time.Second)) }
 
-// replicaCost is what the ServiceReplicas still running cost so far, as
+// cost is what the ServiceReplicas still running cost so far, as
 // they last reported.
-func (s *service) replicaCost() float64 {
+func (c children) cost() float64 {
+	s := c.s
 	usd := 0.0
 	for _, r := range s.Replicas {
 		usd += r.CostUSD

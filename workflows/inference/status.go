@@ -173,11 +173,11 @@ func (s *service) ShowDetails(ctx workflow.Context) {
 		strconv.Itoa(f.Warm) + " warm · " + workload.Dollars(s.EarlierCostUSD+s.Ledger.CostUSD(now)) + " spent"
 	if s.ServesReplicas {
 		ep := "no balancer has reported yet"
-		if e := s.endpoint(); e != "" {
+		if e := s.balancers().endpoint(); e != "" {
 			ep = "endpoint **" + e + "**"
 		}
 		head += " · " + ep
-		if t := s.traffic(); t != nil {
+		if t := s.balancers().traffic(); t != nil {
 			head += " · " + strconv.FormatFloat(t.RPS, 'f', 1, 64) + " req/s, p99 " + strconv.FormatFloat(t.LatencyP99Seconds*1000, 'f', 0, 64) +
 				" ms, " + strconv.FormatFloat(t.SLOShare*100, 'f', 1, 64) + "% within the SLO"
 		}
