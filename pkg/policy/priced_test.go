@@ -233,3 +233,43 @@ func TestRefuelWeighsDearSpotAgainstWaiting(t *testing.T) {
 		t.Errorf("version 1, 30 minutes of slack: dear for %s, want 0 (no wait affordable)", h)
 	}
 }
+
+// A run on spot in a cloud whose on-demand is dear, where the cheap
+// on-demand is in another region: the fallback moves the checkpoint
+// there, which takes time, so the deadline's margin counts the move, and
+// on-demand goes there only while the slack still pays for the move.
+func TestOnDemandFallbackPaysForTheMove(t *testing.T) {
+	m := Market{Step: 10 * time.Minute, Move: Move{Region: "gce", USD: 1, Time: 30 * time.Minute}, Zones: []Zone{
+		{Name: "g", Region: "gce", SpotAvailable: true, SpotPrice: 3, OnDemandPrice: 10},
+		{Name: "a", Region: "aws", OnDemandPrice: 3},
+	}}
+	spotG, odG, odA := Choice{Market: capacity.Spot, Zone: "g"}, Choice{Market: capacity.OnDemand, Zone: "g"}, Choice{Market: capacity.OnDemand, Zone: "a"}
+	at := func(slack time.Duration, cur Choice) State {
+		return State{TimeLeft: 10*time.Hour + slack, Remaining: 10 * time.Hour, RestartOverhead: 12 * time.Minute, Current: cur}
+	}
+	cases := map[string]struct {
+		s        State
+		safe     bool
+		onDemand Choice
+	}{
+		"slack for a restart and the move":  {at(time.Hour, spotG), true, odA},
+		"slack for a restart, not the move": {at(20*time.Minute, spotG), false, odG},
+		"on on-demand already: it stays":    {at(time.Hour, odG), true, odG},
+		"holding nothing, slack to move":    {at(time.Hour, None), true, odA},
+		"holding nothing, no slack to move": {at(20*time.Minute, None), false, odG},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := tc.s.Current
+			if c == None {
+				c = spotG
+			}
+			if got := safe(tc.s, m, c); got != tc.safe {
+				t.Errorf("safe(%s) = %v, want %v", c, got, tc.safe)
+			}
+			if got := m.onDemand(tc.s); got != tc.onDemand {
+				t.Errorf("onDemand = %s, want %s", got, tc.onDemand)
+			}
+		})
+	}
+}

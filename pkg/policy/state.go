@@ -183,21 +183,34 @@ func (m Market) zone(name string) int {
 	return -1
 }
 
-// onDemand is on-demand in the zone the run is in, or where it is
-// cheapest, the move counted (the first such zone on ties): on-demand is
-// in stock everywhere, so staying put saves nothing but a needless move.
+// onDemand is on-demand where a start is cheapest, the move counted (the
+// first such zone on ties). A run on on-demand stays where it is: on-demand
+// is in stock everywhere, so leaving saves nothing but costs a restart. A
+// run on spot, or holding nothing, goes elsewhere only where that is
+// strictly cheaper and the slack pays for the move's time too; else it
+// stays in the zone it is in (or the first zone with no move).
 func (m Market) onDemand(s State) Choice {
-	if s.Current.Holds() {
+	if len(m.Zones) == 0 {
 		return Choice{Market: capacity.OnDemand, Zone: s.Current.Zone}
 	}
-	if len(m.Zones) == 0 {
-		return Choice{Market: capacity.OnDemand}
+	cur := -1
+	if s.Current.Holds() {
+		cur = m.zone(s.Current.Zone)
+		if s.Current.Market == capacity.OnDemand || cur < 0 {
+			return Choice{Market: capacity.OnDemand, Zone: s.Current.Zone}
+		}
 	}
-	best := 0
-	for i := range m.Zones {
-		if m.priced() && m.startPrice(m.Zones[i], true, s) < m.startPrice(m.Zones[best], true, s) {
+	best := cur
+	for i, z := range m.Zones {
+		if m.moves(z) && s.TimeLeft < s.Remaining+s.RestartOverhead+m.Move.Time {
+			continue // the move would miss the deadline
+		}
+		if best < 0 || m.priced() && m.startPrice(z, true, s) < m.startPrice(m.Zones[best], true, s) {
 			best = i
 		}
+	}
+	if best < 0 {
+		best = 0
 	}
 	return Choice{Market: capacity.OnDemand, Zone: m.Zones[best].Name}
 }
