@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
@@ -46,14 +47,14 @@ func (s *Stack) tellRun(ctx context.Context, inst capacity.Instance) {
 	if run == "" {
 		return
 	}
-	// Training runs and development environments take the signal; a
-	// service finds its lost replicas on its own
-	// (workflows/inference/loss.go).
+	// Training runs, development environments and a serving service's
+	// replicas take the signal; a capacity-only service finds its lost
+	// replicas on its own (workflows/inference/loss.go).
 	desc, err := s.Client.DescribeWorkflowExecution(ctx, run, "")
 	if err != nil {
 		return
 	}
-	if t := desc.GetWorkflowExecutionInfo().GetType().GetName(); t != workflows.TrainingRunName && t != workflows.DevEnvironmentName {
+	if t := desc.GetWorkflowExecutionInfo().GetType().GetName(); !slices.Contains([]string{workflows.TrainingRunName, workflows.DevEnvironmentName, workflows.ServiceReplicaName}, t) {
 		return
 	}
 	err = s.Client.SignalWorkflow(ctx, run, "", workflows.SignalInstanceTaken, workflows.InstanceTaken{InstanceID: inst.ID})

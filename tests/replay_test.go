@@ -24,7 +24,7 @@ func protoJSON(m proto.Message) ([]byte, error) {
 // current workflow code: a change that would break running workflows
 // (a non-deterministic edit) fails here. Record them anew, when a change
 // is meant to be incompatible and versioned, with
-// REFUEL_RECORD_HISTORIES=testdata/histories go test ./tests -run 'TestDrill$|TestPauseAndResume|TestCancelReleasesInstances|TestPriorityPreemption|TestClockedRun|TestClockedGang|TestClockedElasticGang|TestDeadlineRunGoesBackToSpot|TestDeadlineRunWaitsForSpot|TestServiceReplaces|TestAgentKilledMidTraining|TestGangDrill$|TestElasticGangDrill|TestDeadlineGangGoesBackToSpot|TestJoinedBaseMachines|TestBudgetHoldsEndToEnd|TestSubmittedRunCarriesItsEstimate|TestServiceServesThroughItsBalancer|TestServiceWarmPoolIsStopped'.
+// REFUEL_RECORD_HISTORIES=testdata/histories go test ./tests -run 'TestDrill$|TestPauseAndResume|TestCancelReleasesInstances|TestPriorityPreemption|TestClockedRun|TestClockedGang|TestClockedElasticGang|TestDeadlineRunGoesBackToSpot|TestDeadlineRunWaitsForSpot|TestServiceReplaces|TestAgentKilledMidTraining|TestGangDrill$|TestElasticGangDrill|TestDeadlineGangGoesBackToSpot|TestJoinedBaseMachines|TestBudgetHoldsEndToEnd|TestSubmittedRunCarriesItsEstimate|TestServiceServesThroughItsBalancer|TestServiceWarmPoolIsStopped|TestServingWarmPoolIsStoppedAndPromoted'.
 // Histories recorded by earlier versions (*-before-*.json) stay, so runs
 // started before a versioned change keep replaying.
 func TestReplayRecordedHistories(t *testing.T) {

@@ -39,6 +39,10 @@ const (
 	// takes no new requests, finishes those it holds within the
 	// service's drain_timeout, then stops and gives its instance back.
 	SignalReplicaDrain = "drain-replica"
+	// SignalReplicaPromote takes a ServiceReplica started as a warm-pool
+	// entry into service (no payload): it starts its stopped instance,
+	// if it stopped it, and runs the model server.
+	SignalReplicaPromote = "promote-replica"
 
 	// DevEnvironmentName is a development environment's workflow: input
 	// one DevSpec as JSON, workflow ID the spec's id. It answers
@@ -83,6 +87,7 @@ var HandlerDescriptions = map[string]string{
 	SignalMetrics:         "observed load of a service: QPS, queue length, GPU utilisation",
 	SignalReplica:         "a replica's state: starting, ready (with its endpoint and model-load time), draining, gone",
 	SignalReplicaDrain:    "take no new requests, finish those in flight within drain_timeout, then give the instance back",
+	SignalReplicaPromote:  "a warm-pool replica goes into service: start its stopped instance and run the model server",
 	serving.SignalTraffic: "what the service's balancer measured: rate, in flight, queued, latency, errors, SLO share",
 	UpdatePriority:        "change the priority (0..100): a queued run moves at once",
 	UpdateBudget:          "change a run's budget in USD (0 for none): a run waiting over budget goes on",

@@ -28,6 +28,7 @@ import (
 // service's SignalReplicaDrain (scale-in) and on an interruption notice:
 // the service shows it draining, so the balancer sends it nothing new,
 // and what it holds finishes within drain_timeout, or the notice's grace.
+// One started warm is a warm-pool entry until promoted (replica_warm.go).
 //
 // carried is nil on a first start; continue-as-new hands the state on.
 func (w *Replicas) ServiceReplica(ctx workflow.Context, in ReplicaInput, carried *ReplicaWorkState) (ReplicaReport, error) {
@@ -67,6 +68,12 @@ func (w *Replicas) ServiceReplica(ctx workflow.Context, in ReplicaInput, carried
 				continue // draining, or asked to yield
 			}
 		}
+		if r.Warm {
+			if err := r.holdWarm(ctx); err != nil {
+				return r.end(ctx, err)
+			}
+			continue
+		}
 		v, err := r.serve(ctx)
 		if err == nil {
 			err = r.settle(ctx, v)
@@ -86,11 +93,13 @@ func (w *Replicas) ServiceReplica(ctx workflow.Context, in ReplicaInput, carried
 type Replicas struct{ Options workload.RunOptions }
 
 // ReplicaInput is a ServiceReplica's input: its service's spec, its id
-// (the workflow ID) and its service's workflow ID.
+// (the workflow ID) and its service's workflow ID. Warm starts it as a
+// warm-pool entry, which serves once promoted.
 type ReplicaInput struct {
 	Service spec.ServiceSpec `json:"service"`
 	ID      string           `json:"id"`
 	Parent  string           `json:"parent"`
+	Warm    bool             `json:"warm,omitempty"`
 }
 
 // ReplicaWorkState is a ServiceReplica's whole state, handed on as it is
@@ -110,6 +119,17 @@ type ReplicaWorkState struct {
 	DrainUntil time.Time `json:"drain_until,omitzero"`
 	// Priority is the service's, for the pool's queue.
 	Priority int `json:"priority"`
+	// Warm is set while the replica is a warm-pool entry: it holds its
+	// instance, Stopped (costing StoppedPricePerHour) where its provider
+	// could stop it, and runs no server. Promoted is set once its service
+	// takes it into service; FromWarm until its first ready after that,
+	// whose start-up StartedIn (starting its instance) is part of.
+	Warm                bool          `json:"warm,omitempty"`
+	Promoted            bool          `json:"promoted,omitempty"`
+	Stopped             bool          `json:"stopped,omitempty"`
+	StoppedPricePerHour float64       `json:"stopped_price_per_hour,omitempty"`
+	FromWarm            bool          `json:"from_warm,omitempty"`
+	StartedIn           time.Duration `json:"started_in,omitempty"`
 }
 
 // ReplicaReport is what a replica tells its service (SignalReplica),
@@ -133,6 +153,15 @@ type ReplicaReport struct {
 	Lost    bool   `json:"lost,omitempty"`
 	Failed  bool   `json:"failed,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Stopped, with state warm, says its instance is stopped, costing
+	// StoppedPricePerHour; a warm entry not stopped runs at full price.
+	Stopped             bool    `json:"stopped,omitempty"`
+	StoppedPricePerHour float64 `json:"stopped_price_per_hour,omitempty"`
+	// Warm, with ready, says it was a warm-pool entry promoted: its
+	// start-up was StartSeconds (starting its stopped instance, if it
+	// was) and LoadSeconds, not a provision.
+	Warm         bool    `json:"warm,omitempty"`
+	StartSeconds float64 `json:"start_seconds,omitempty"`
 	// CostUSD is what its instances cost so far.
 	CostUSD float64   `json:"cost_usd"`
 	At      time.Time `json:"at"`
@@ -174,7 +203,7 @@ func (w *Replicas) startReplica(ctx workflow.Context, in ReplicaInput, carried *
 		r.Options, r.opts = o, o.Filled()
 	}
 	r.ReplicaWorkState = ReplicaWorkState{Options: r.Options, State: serving.ReplicaStarting, Priority: ss.Priority,
-		Record: workload.Record{Failures: []workload.Failure{}}}
+		Record: workload.Record{Failures: []workload.Failure{}}, Warm: in.Warm}
 	return r, r.registerHandlers(ctx)
 }
 
@@ -402,11 +431,7 @@ func (r *replicaRun) OnProgress(ctx workflow.Context, p activities.Progress) {
 	}
 	r.Endpoint = d.Endpoint
 	if d.Serving && p.Kind == activities.ProgressServing && r.State == serving.ReplicaStarting && !r.Draining {
-		provision := 0.0
-		if l := r.Lease; l != nil {
-			provision = l.Since.Sub(r.requested).Seconds()
-		}
-		r.report(ctx, serving.ReplicaReady, func(rp *ReplicaReport) { rp.LoadSeconds, rp.ProvisionSeconds = d.LoadSeconds, provision })
+		r.report(ctx, serving.ReplicaReady, func(rp *ReplicaReport) { r.startup(rp, d.LoadSeconds) })
 	}
 }
 
@@ -420,6 +445,10 @@ func (r *replicaRun) registerHandlers(ctx workflow.Context) error {
 		workload.OnSignal(ctx, workflows.SignalReplicaDrain, func(ctx workflow.Context, c workflow.ReceiveChannel) {
 			c.Receive(ctx, nil)
 			r.drain(ctx)
+		}),
+		workload.OnSignal(ctx, workflows.SignalReplicaPromote, func(ctx workflow.Context, c workflow.ReceiveChannel) {
+			c.Receive(ctx, nil)
+			r.promote()
 		}),
 		workload.OnSignalOf(ctx, workflows.SignalProgress, r.OnProgress),
 		workload.OnSignalOf(ctx, workflows.SignalCapacityGranted, func(_ workflow.Context, a admission.Allocation) { r.Seat().Granted(a) }),

@@ -81,9 +81,7 @@ func (s *service) converge(ctx workflow.Context) {
 	}
 	s.scaleIn(ctx, serving, d.Replicas)
 	warm := s.inState(ReplicaWarm)
-	for n := len(warm); n < d.Warm && !s.ServesReplicas; n++ {
-		// A serving replica loads its model on its own instance: the
-		// warm pool is capacity-only services'.
+	for n := len(warm); n < d.Warm && s.keepsWarm(ctx); n++ {
 		s.request(ctx, ReplicaWarm)
 	}
 	s.scaleIn(ctx, warm, d.Warm)
@@ -104,10 +102,22 @@ func (s *service) scaleOut(ctx workflow.Context) {
 	}
 	w := warm[0]
 	w.State = ReplicaStarting
+	if s.ServesReplicas {
+		w.FromWarm, w.Stopped = true, false
+		s.children().promote(ctx, w)
+		return
+	}
 	if w.Lease != nil {
 		w.FromWarm = true
 		workflow.Go(ctx, func(ctx workflow.Context) { s.placement().promote(ctx, w) })
 	} // else its bring-up goes on, and now ends serving
+}
+
+// keepsWarm reports whether the service keeps warm-pool entries: a
+// serving service keeps them as ServiceReplica children started warm
+// since servingWarmVersion; before it, it kept none.
+func (s *service) keepsWarm(ctx workflow.Context) bool {
+	return !s.ServesReplicas || workflow.GetVersion(ctx, servingWarmVersion, workflow.DefaultVersion, 1) >= 1
 }
 
 // scaleIn releases from rs all but keep, in releaseOrder.
@@ -203,7 +213,7 @@ func (s *service) fleet() autoscale.Fleet {
 		case r.State == ReplicaStarting, r.State == ReplicaDraining && !r.Retiring:
 			// A replica draining on a notice comes back on other capacity.
 			f.Starting++
-		case r.State == ReplicaWarm && r.Lease != nil:
+		case r.State == ReplicaWarm && (r.Lease != nil || r.RunsOn != nil):
 			f.Warm++
 		}
 	}

@@ -45,7 +45,7 @@ func (c children) start(ctx workflow.Context, r *Replica) {
 		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		StaticSummary:     "replica " + r.ID + " of " + s.id,
 	})
-	f := workflow.ExecuteChildWorkflow(cctx, workflows.ServiceReplicaName, ReplicaInput{Service: s.spec, ID: r.ID, Parent: s.id})
+	f := workflow.ExecuteChildWorkflow(cctx, workflows.ServiceReplicaName, ReplicaInput{Service: s.spec, ID: r.ID, Parent: s.id, Warm: r.State == ReplicaWarm})
 	s.inFlight++ // continue-as-new waits until the child has started
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		defer func() { s.inFlight-- }()
@@ -71,6 +71,21 @@ func (c children) retire(ctx workflow.Context, r *Replica) {
 		defer func() { s.inFlight-- }()
 		if err := workflow.SignalExternalWorkflow(ctx, r.ID, "", workflows.SignalReplicaDrain, nil).Get(ctx, nil); err != nil {
 			workflow.GetLogger(ctx).Warn("replica not told to drain", "replica", r.ID, "error", err)
+		}
+	})
+}
+
+// promote takes a warm-pool replica into service: its ServiceReplica
+// starts its instance, if stopped, and runs the model server. One not
+// yet holding its instance serves once it does.
+func (c children) promote(ctx workflow.Context, r *Replica) {
+	s := c.s
+	s.ShowDetails(ctx)
+	s.inFlight++
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		defer func() { s.inFlight-- }()
+		if err := workflow.SignalExternalWorkflow(ctx, r.ID, "", workflows.SignalReplicaPromote, nil).Get(ctx, nil); err != nil {
+			workflow.GetLogger(ctx).Warn("warm replica not told to serve", "replica", r.ID, "error", err)
 		}
 	})
 }
@@ -104,15 +119,21 @@ func (c children) onReport(ctx workflow.Context, p ReplicaReport) {
 		s.EarlierCostUSD += p.CostUSD
 		c.forget(ctx, r)
 		return
+	case string(ReplicaWarm):
+		if r.State == ReplicaWarm {
+			r.Stopped, r.StoppedPricePerHour = p.Stopped, p.StoppedPricePerHour
+		}
 	case serving.ReplicaReady:
 		if r.State == ReplicaStarting {
 			r.State, r.ReadyAt = ReplicaReady, now
-			s.policy().Started(autoscale.Startup{Load: seconds(p.LoadSeconds), Provision: seconds(p.ProvisionSeconds)})
+			s.policy().Started(autoscale.Startup{Load: seconds(p.LoadSeconds), Provision: seconds(p.ProvisionSeconds), Init: seconds(p.StartSeconds), Warm: p.Warm})
 		}
 	case serving.ReplicaDraining:
 		r.State = ReplicaDraining
 	case serving.ReplicaStarting:
-		if !r.Retiring {
+		// A warm entry reports starting while it acquires its instance:
+		// it stays warm until promoted.
+		if !r.Retiring && r.State != ReplicaWarm {
 			r.State = ReplicaStarting
 		}
 	}

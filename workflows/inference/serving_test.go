@@ -10,10 +10,12 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"refuel/pkg/capacity"
 	"refuel/pkg/serving"
 	"refuel/pkg/spec"
 	"refuel/workflows"
 	"refuel/workflows/internal/fakecloud"
+	"refuel/workflows/workload"
 )
 
 // A service with a command acquires nothing itself: each replica is a
@@ -120,5 +122,79 @@ func TestServiceWithCommandRunsReplicasAsWorkloads(t *testing.T) {
 	}
 	if len(after.Replicas) == 1 && !slices.Contains(cancelled, after.Replicas[0].ID) || final.Endpoint != "" {
 		t.Errorf("cancel cancelled %v with %v left, final endpoint %q; want the replica left cancelled and no endpoint", cancelled, replicaIDs(*after), final.Endpoint)
+	}
+}
+
+// A serving service's warm pool is ServiceReplica children started warm:
+// a warm entry's report (stopped, at its volume's price) counts as the
+// fleet's warm capacity; scale-out promotes it rather than starting a
+// cold replica, it serves once ready, and the pool is refilled warm.
+func TestServingWarmEntryIsPromoted(t *testing.T) {
+	t.Parallel()
+	c := &serviceCloud{Cloud: &fakecloud.Cloud{}}
+	var mu sync.Mutex
+	var started []ReplicaInput
+	promoted := map[string]bool{}
+	env := newServiceEnv(t, c, &fakePool{absent: true}, func(env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterWorkflowWithOptions(func(ctx workflow.Context, in ReplicaInput) (ReplicaReport, error) {
+			mu.Lock()
+			started = append(started, in)
+			mu.Unlock()
+			if in.Warm {
+				workflow.GetSignalChannel(ctx, workflows.SignalReplicaPromote).Receive(ctx, nil)
+				mu.Lock()
+				promoted[in.ID] = true
+				mu.Unlock()
+			}
+			err := workflow.Await(ctx, func() bool { return false })
+			return ReplicaReport{ID: in.ID, State: replicaGone}, err
+		}, workflow.RegisterOptions{Name: workflows.ServiceReplicaName})
+	})
+	env.OnRequestCancelExternalWorkflow(mock.Anything, mock.Anything, "").Return(nil)
+	on := &workload.InstanceRef{ID: "i-2", Market: string(capacity.OnDemand), PricePerHour: 3}
+	report := func(at time.Duration, p ReplicaReport) {
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalReplica, p) }, at)
+	}
+	report(5*time.Second, ReplicaReport{ID: "svc/r1", State: serving.ReplicaReady, Endpoint: "127.0.0.1:8001", LoadSeconds: 40, ProvisionSeconds: 3})
+	report(10*time.Second, ReplicaReport{ID: "svc/r2", State: serving.ReplicaStarting})
+	report(20*time.Second, ReplicaReport{ID: "svc/r2", State: string(ReplicaWarm), Instance: on, Stopped: true, StoppedPricePerHour: 0.02})
+	// Once promoted, the warm entry reports starting (its instance
+	// starts), then ready.
+	readied := false
+	every(env, 5*time.Second, 2*time.Minute, 6*time.Minute, func() {
+		mu.Lock()
+		p := promoted["svc/r2"]
+		mu.Unlock()
+		if p && !readied {
+			readied = true
+			env.SignalWorkflow(workflows.SignalReplica, ReplicaReport{ID: "svc/r2", State: serving.ReplicaStarting, Instance: on})
+			env.SignalWorkflow(workflows.SignalReplica, ReplicaReport{ID: "svc/r2", State: serving.ReplicaReady, Endpoint: "127.0.0.1:8002",
+				Instance: on, Warm: true, StartSeconds: 20, LoadSeconds: 30})
+		}
+	})
+	reportQPS(env, 10*time.Second, 2*time.Minute, 1)
+	reportQPS(env, 2*time.Minute+10*time.Second, 7*time.Minute, 3) // 2 replicas' worth
+	before := statusAt(t, env, 2*time.Minute)
+	after := statusAt(t, env, 6*time.Minute)
+	runUntilCancelled(t, env, 7*time.Minute, serviceSpec(func(s *spec.ServiceSpec) {
+		s.Command = []string{"server"}
+		s.WarmPool = 1
+	}))
+
+	if before.Ready != 1 || before.Warm != 1 || len(before.Replicas) != 2 || before.Replicas[1].State != ReplicaStopped ||
+		before.Replicas[1].StoppedPricePerHour != 0.02 {
+		t.Fatalf("before: %d ready, %d warm, %+v; want r1 ready and r2 a stopped warm entry", before.Ready, before.Warm, before.Replicas)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var warm []bool
+	for _, in := range started {
+		warm = append(warm, in.Warm)
+	}
+	if !slices.Equal(warm, []bool{false, true, true}) || !promoted["svc/r2"] {
+		t.Errorf("started %+v (warm %v), promoted %v; want r1 cold, r2 warm and promoted, r3 warm (the refill)", started, warm, promoted)
+	}
+	if after.Ready != 2 || after.Warm != 0 || len(after.Replicas) != 3 || after.Replicas[1].State != ReplicaReady || after.Replicas[2].State != ReplicaWarm {
+		t.Errorf("after: %d ready, %d warm, %+v; want r1 and r2 ready, r3 warm on its way", after.Ready, after.Warm, after.Replicas)
 	}
 }

@@ -48,4 +48,12 @@ const (
 	// whole warm_pool (autoscale.ForecastScaler.PricesFleetWarm).
 	// Recorded in inference-service-warm-stopped.json.
 	fleetWarmVersion = "fleet-warm"
+
+	// servingWarmVersion: a service with a command keeps its warm pool
+	// as ServiceReplica children started warm (ReplicaInput.Warm): each
+	// acquires its instance, stops it where its provider can, and waits
+	// for SignalReplicaPromote, which scale-out sends before requesting
+	// a cold replica. Before it, such a service kept no warm entries.
+	// Recorded in inference-service-serving-warm.json.
+	servingWarmVersion = "serving-warm"
 )
