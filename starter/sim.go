@@ -93,7 +93,7 @@ func simCommand() *cobra.Command {
 	priceVar(fs, &f.job.SpotPrice, "spot-price", 0.9701, "spot price, USD per instance-hour")
 	priceVar(fs, &f.job.OnDemandPrice, "ondemand-price", 3.06, "on-demand price, USD per instance-hour")
 	tier := fs.String("tier", string(spec.TierDeadline), "tier of the job: deadline, flexible or critical")
-	fs.StringVar(&f.prices, "prices", "", "price each zone from FILE (DescribeSpotPriceHistory's JSON with OnDemandPrices beside it), or from refuel's embedded prices with \""+embeddedPrices+"\"; without it every zone charges --spot-price and --ondemand-price")
+	fs.StringVar(&f.prices, "prices", "", "price each zone from FILE (DescribeSpotPriceHistory's JSON with OnDemandPrices beside it, or a .csv table with columns zone, region, spot_usd_per_hour and on_demand_usd_per_hour, as the GCP trace's prices.csv), or from refuel's embedded prices with \""+embeddedPrices+"\"; without it every zone charges --spot-price and --ondemand-price")
 	fs.StringVar(&f.instanceType, "instance-type", "", "with --prices: the instance type every zone is priced as, any cloud's (p3.2xlarge, a3-highgpu-8g); default the one each trace's name maps to")
 	fs.Float64Var(&f.job.EgressUSDPerGB, "egress-usd-per-gb", 0.02, "with --prices: USD per GB a checkpoint moved to another region costs")
 	fs.Float64Var(&f.job.CheckpointGB, "checkpoint-gb", 0, "with --prices: size of the run's checkpoint in GB, moved on a start in another region")
@@ -110,7 +110,7 @@ func simCommand() *cobra.Command {
 	}
 	for name, complete := range map[string]cobra.CompletionFunc{
 		"trace": completeFiles("json"), "policy": completeWords(policies...), "tier": completeWords("deadline", "flexible", "critical"),
-		"prices": completeFiles("json"), "plot": completeFiles("png", "svg"),
+		"prices": completeFiles("json", "csv"), "plot": completeFiles("png", "svg"),
 		"work": completeNothing, "deadline": completeNothing, "restart-overhead": completeNothing, "spot-price": completeNothing,
 		"ondemand-price": completeNothing, "egress-usd-per-gb": completeNothing, "checkpoint-gb": completeNothing,
 		"transfer-gbps": completeNothing, "instance-type": completeNothing, "nodes": completeNothing, "min-nodes": completeNothing, "start": completeNothing, "starts": completeNothing,
@@ -256,9 +256,15 @@ func replayTraces(f simFlags, stdout, stderr io.Writer) error {
 	}
 	warnGang(stderr, "sim", traces, fewest)
 	var prices *trace.Prices
-	if f.prices != "" {
+	var table map[string]replay.ZonePrice
+	switch {
+	case f.prices != "" && isPriceTable(f.prices):
+		if table, err = readZonePrices(f.prices); err != nil {
+			return &FlagError{"prices", err.Error(), "give a table with a header zone,region,spot_usd_per_hour,on_demand_usd_per_hour, a price file or " + embeddedPrices}
+		}
+	case f.prices != "":
 		if prices, err = loadPrices(f.prices); err != nil {
-			return &FlagError{"prices", err.Error(), "give a price file or " + embeddedPrices}
+			return &FlagError{"prices", err.Error(), "give a price file, a table of zone prices (.csv) or " + embeddedPrices}
 		}
 	}
 	starts := []int{f.start}
@@ -280,7 +286,12 @@ func replayTraces(f simFlags, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "sim: window %d/%d (start tick %d)\n", w+1, len(starts), start)
 		}
 		job := placedJob(f.job, traces, offerings)
-		if prices != nil {
+		switch {
+		case table != nil:
+			if job, err = tabledJob(job, traces, offerings, table, f.prices); err != nil {
+				return &FlagError{"prices", err.Error(), "price every zone of the traces"}
+			}
+		case prices != nil:
 			if job, err = pricedJob(job, traces, market.Gap, start, prices, f.prices, f.instanceType, true); err != nil {
 				return &FlagError{"prices", err.Error(), "price every zone of the traces"}
 			}

@@ -84,10 +84,16 @@ func readFigures() ([]*figurePoint, error) {
 	return out, nil
 }
 
-// zonePrices are prices.csv of the authors' trace folder: each zone's
-// region and its spot and on-demand USD per hour.
+// zonePrices are prices.csv of the authors' trace folder.
 func zonePrices(dir string) (map[string]replay.ZonePrice, error) {
-	file := filepath.Join(dir, "prices.csv")
+	return readZonePrices(filepath.Join(dir, "prices.csv"))
+}
+
+// readZonePrices reads a table of zone prices (CSV, a header naming
+// zone, region, spot_usd_per_hour and on_demand_usd_per_hour, other
+// columns ignored): each zone's region and its spot and on-demand USD
+// per hour.
+func readZonePrices(file string) (map[string]replay.ZonePrice, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, err

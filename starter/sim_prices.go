@@ -14,6 +14,29 @@ import (
 // embeddedPrices names the prices refuel embeds, for --prices.
 const embeddedPrices = "embedded"
 
+// isPriceTable reports whether --prices names a table of each zone's
+// prices (.csv, as readZonePrices reads) rather than a price file.
+func isPriceTable(name string) bool { return strings.HasSuffix(strings.ToLower(name), ".csv") }
+
+// tabledJob is job with each zone of the traces at its row of table
+// (read from file), placed in its cloud: the row's prices hold for every
+// window. A zone the table has no row for is an error naming it.
+func tabledJob(job replay.Job, traces []*trace.Trace, offerings []zoneOffering, table map[string]replay.ZonePrice, file string) (replay.Job, error) {
+	job.Zones = make([]replay.ZonePrice, len(traces))
+	for i, t := range traces {
+		z, ok := table[t.Zone]
+		if !ok {
+			return job, &UnpricedZoneError{Zone: t.Zone, File: file, Problem: "has no row for it"}
+		}
+		if z.Region == "" {
+			z.Region = trace.Region(t.Zone)
+		}
+		z.Cloud = offerings[i].Cloud
+		job.Zones[i] = z
+	}
+	return job, nil
+}
+
 // loadPrices reads --prices: a price file, or the embedded prices.
 func loadPrices(name string) (*trace.Prices, error) {
 	if name == embeddedPrices {

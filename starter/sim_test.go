@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -413,5 +414,37 @@ func TestSkyNomadBenchNamesWhatItCannotPrice(t *testing.T) {
 	err := runSimBench([]string{"--skynomad", dir}, &out, &errs)
 	if err == nil || !strings.Contains(err.Error(), "has no column on_demand_usd_per_hour") || !strings.Contains(err.Error(), "prices.csv") {
 		t.Errorf("got %v, want an error naming prices.csv and its missing column", err)
+	}
+}
+
+// --prices may be a table of each zone's prices (.csv, as the GCP trace's
+// prices.csv): every zone is charged its row, and a zone the table has no
+// row for is an error naming it and the table.
+func TestSimPricesFromAZoneTable(t *testing.T) {
+	table := filepath.Join(t.TempDir(), "prices.csv")
+	rows := "zone,region,machine_type,spot_usd_per_hour,on_demand_usd_per_hour\n" +
+		"us-east4-a,us-east4,a3-highgpu-8g,14.8534,82.5254\n"
+	if err := os.WriteFile(table, []byte(rows), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errs bytes.Buffer
+	args := append([]string{"--trace", simTrace(t, "us-east4-a_h100_1.json"), "--prices", table, "--policy", "greedy", "--json"}, simJob...)
+	if err := runSim(args, &out, &errs); err != nil {
+		t.Fatal(err)
+	}
+	var row struct {
+		Cost     float64 `json:"cost_usd"`
+		Spot     float64 `json:"spot_hours"`
+		OnDemand float64 `json:"ondemand_hours"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &row); err != nil {
+		t.Fatalf("%v in %s", err, out.String())
+	}
+	if want := row.Spot*14.8534 + row.OnDemand*82.5254; row.Spot == 0 || math.Abs(row.Cost-want) > 0.01 {
+		t.Errorf("cost $%.2f for %.2f h spot and %.2f h on-demand; want $%.2f at the table's prices", row.Cost, row.Spot, row.OnDemand, want)
+	}
+	err := runSim(append([]string{"--trace", simTrace(t, "us-west1-a_h100_1.json"), "--prices", table}, simJob...), &out, &errs)
+	if err == nil || !strings.Contains(err.Error(), "zone us-west1-a cannot be priced from "+table+": the file has no row for it") {
+		t.Errorf("got %v, want an error naming the zone and the table", err)
 	}
 }
