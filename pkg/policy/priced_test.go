@@ -273,3 +273,38 @@ func TestOnDemandFallbackPaysForTheMove(t *testing.T) {
 		})
 	}
 }
+
+// Spot in a at 0.50 is 16% dearer than c's at 0.42, out of stock for now
+// with outages of 20 minutes. Under rules version 2, with 42 h of slack
+// for 38 h of work, that premium makes a dear: refuel weighs waiting for
+// c. With 22 h of slack, or under version 1, it is within the margin.
+func TestRefuelWithSlackToSpareCountsASmallPremiumDear(t *testing.T) {
+	market := func(rules int) Market {
+		m := regions(true, false, false, Move{USD: 1, Time: 7 * time.Minute})
+		m.Zones[0].SpotPrice, m.Zones[2].SpotPrice = 0.5, 0.42
+		for range 10 {
+			m.Zones[2].History.Observe(true, 5*time.Hour)
+			m.Zones[2].History.Observe(false, 20*time.Minute)
+		}
+		m.Zones[2].History.Observe(false, 10*time.Minute)
+		m.Rules = rules
+		return m
+	}
+	cases := map[string]struct {
+		s     State
+		rules int
+		dear  bool
+	}{
+		"version 2, slack to spare":  {state(10, 80, None), RulesDearBySlack, true},
+		"version 2, 22 h of slack":   {state(10, 60, None), RulesDearBySlack, false},
+		"version 1, slack to spare":  {state(10, 80, None), RulesMoveByMoney, false},
+		"version 2, 3 h left to run": {state(45, 80, None), RulesDearBySlack, true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if h := market(tc.rules).dearFor(tc.s, 0); (h > 0) != tc.dear {
+				t.Errorf("a dear for %s; want dear %v", h, tc.dear)
+			}
+		})
+	}
+}

@@ -223,12 +223,13 @@ func (d *Decider) costRoaming(s State, m Market, p planPoint, options []option) 
 // outlook weighs the two (costRoaming).
 func (m Market) dearFor(s State, i int) time.Duration {
 	z := m.Zones[i]
-	if m.Rules < RulesMoveByMoney || !m.priced() || z.SpotPrice <= roamingPrice(m.Zones)*(1+moveMargin) {
+	margin := m.dearMargin(s)
+	if m.Rules < RulesMoveByMoney || !m.priced() || z.SpotPrice <= roamingPrice(m.Zones)*(1+margin) {
 		return 0
 	}
 	back := s.TimeLeft
 	for _, c := range m.Zones {
-		if !c.SpotAvailable && c.SpotPrice < z.SpotPrice*(1-moveMargin) {
+		if !c.SpotAvailable && c.SpotPrice < z.SpotPrice*(1-margin) {
 			back = min(back, expectedLeft(c, false))
 		}
 	}
@@ -338,6 +339,20 @@ func (d *Decider) costZones(s State, m Market, p planPoint, options []option) {
 // moveMargin is how much cheaper per hour of work spot elsewhere must be
 // for refuel to leave the spot it holds.
 const moveMargin = 0.2
+
+// dearMargin is how much dearer than the stock across the zones spot
+// must be for dearFor to weigh waiting for cheaper stock: moveMargin
+// while the slack is at most half the work left, less as it grows past
+// that, down to a quarter of it (from RulesDearBySlack): slack that
+// waiting would spend is cheap when there is more of it than the work
+// left, and dearFor still waits only as long as a move may spend.
+func (m Market) dearMargin(s State) float64 {
+	if m.Rules < RulesDearBySlack || s.Remaining <= 0 {
+		return moveMargin
+	}
+	ratio := float64(s.slack()) / float64(s.Remaining)
+	return moveMargin * max(0.25, min(1, 0.5/ratio))
+}
 
 // movesSeen is how many stretches of a zone's stock refuel must have seen
 // end to leave held spot for it.

@@ -102,8 +102,12 @@ const (
 	// spends of the slack as money, instead of refusing the move when the
 	// slack is below a share of the work left (see cheaperToMove).
 	RulesMoveByMoney = 1
+	// RulesDearBySlack lowers the premium at which spot counts as dear
+	// (dearMargin) as the slack grows past the work left, so that a run
+	// with slack to spare waits for cheaper stock expected back soon.
+	RulesDearBySlack = 2
 	// RulesLatest is what the simulator decides by.
-	RulesLatest = RulesMoveByMoney
+	RulesLatest = RulesDearBySlack
 )
 
 // RegionStock is the stock across the zones of one region.
