@@ -97,7 +97,7 @@ func simCommand() *cobra.Command {
 	fs.StringVar(&f.instanceType, "instance-type", "", "with --prices: the instance type every zone is priced as, any cloud's (p3.2xlarge, a3-highgpu-8g); default the one each trace's name maps to")
 	fs.Float64Var(&f.job.EgressUSDPerGB, "egress-usd-per-gb", 0.02, "with --prices: USD per GB a checkpoint moved to another region costs")
 	fs.Float64Var(&f.job.CheckpointGB, "checkpoint-gb", 0, "with --prices: size of the run's checkpoint in GB, moved on a start in another region")
-	fs.Float64Var(&f.transfer, "transfer-gbps", 1, "with --prices: Gbit/s a checkpoint moves between regions at")
+	fs.Float64Var(&f.transfer, "transfer-gbps", 1, "with --prices: Gbit/s a checkpoint moves between regions at; its time is spent in whole ticks of the traces; 0: moves take no time, as in make bench-skynomad")
 	fs.IntVar(&f.job.Nodes, "nodes", 1, fmt.Sprintf("instances the job needs at once in one zone, a gang (1 to %d)", spec.MaxNodes))
 	fs.IntVar(&f.job.MinNodes, "min-nodes", 0, "fewest nodes the gang trains on when spot for all is out of stock, an elastic gang (default --nodes: rigid)")
 	fs.IntVar(&f.start, "start", 0, "tick of the traces the job starts at")
@@ -175,8 +175,8 @@ func (f simFlags) check() error {
 		return bad("egress-usd-per-gb", "is negative", "give USD per GB, e.g. --egress-usd-per-gb 0.02")
 	case j.CheckpointGB < 0:
 		return bad("checkpoint-gb", "is negative", "give the checkpoint's size in GB, e.g. --checkpoint-gb 50")
-	case f.transfer <= 0:
-		return bad("transfer-gbps", fmt.Sprintf("%v is not a rate", f.transfer), "give the link's Gbit/s, e.g. --transfer-gbps 1")
+	case f.transfer < 0:
+		return bad("transfer-gbps", fmt.Sprintf("%v is not a rate", f.transfer), "give the link's Gbit/s, e.g. --transfer-gbps 1, or 0 for moves that take no time")
 	case f.plot != "" && !strings.HasSuffix(f.plot, ".png") && !strings.HasSuffix(f.plot, ".svg"):
 		return bad("plot", fmt.Sprintf("%q names neither a .png nor an .svg file", f.plot), "end the file name with .png or .svg")
 	}

@@ -448,3 +448,16 @@ func TestSimPricesFromAZoneTable(t *testing.T) {
 		t.Errorf("got %v, want an error naming the zone and the table", err)
 	}
 }
+
+// --transfer-gbps 0 makes moves take no time, as the SkyNomad benchmark
+// models them; a negative rate is an error naming the flag.
+func TestSimTransferRate(t *testing.T) {
+	var out, errs bytes.Buffer
+	tr := simTrace(t, "z1_v100_1.json")
+	if err := runSim(append([]string{"--trace", tr, "--transfer-gbps", "0"}, simJob...), &out, &errs); err != nil {
+		t.Errorf("--transfer-gbps 0: %v", err)
+	}
+	if err := runSim(append([]string{"--trace", tr, "--transfer-gbps", "-1"}, simJob...), &out, &errs); err == nil || !strings.Contains(err.Error(), "--transfer-gbps -1 is not a rate") {
+		t.Errorf("--transfer-gbps -1: got %v, want an error naming the flag", err)
+	}
+}
