@@ -38,18 +38,10 @@ func TestServingWarmPoolIsStoppedAndPromoted(t *testing.T) {
 	if _, err := jobs.StartService(ctx, s.Client, ss); err != nil {
 		t.Fatal(err)
 	}
-	stoppedEntry := func(st inference.Status) *inference.ReplicaStatus {
-		for i, r := range st.Replicas {
-			if r.State == inference.ReplicaStopped {
-				return &st.Replicas[i]
-			}
-		}
-		return nil
-	}
 	before := waitService(t, ctx, s, ss.ID, func(st inference.Status) bool {
-		return st.Ready == 1 && stoppedEntry(st) != nil && h.Endpoint(ss.ID) != ""
+		return st.Ready == 1 && stoppedReplica(st) != nil && h.Endpoint(ss.ID) != ""
 	})
-	warm := stoppedEntry(before)
+	warm := stoppedReplica(before)
 	if before.Warm != 1 || warm.Instance == nil || warm.Instance.Market != string(capacity.OnDemand) ||
 		warm.StoppedPricePerHour <= 0 || warm.StoppedPricePerHour >= warm.Instance.PricePerHour {
 		t.Fatalf("warm entry %+v (%d warm); want one on-demand instance, stopped at its volume's price", warm, before.Warm)
@@ -77,7 +69,7 @@ func TestServingWarmPoolIsStoppedAndPromoted(t *testing.T) {
 		}
 	}
 	// The pool refills with a stopped entry.
-	waitService(t, ctx, s, ss.ID, func(st inference.Status) bool { return stoppedEntry(st) != nil })
+	waitService(t, ctx, s, ss.ID, func(st inference.Status) bool { return stoppedReplica(st) != nil })
 	recordHistory(t, s.Client, warm.ID, "service-replica-warm")
 
 	if err := jobs.StopService(ctx, s.Client, ss.ID); err != nil {

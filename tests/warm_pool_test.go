@@ -38,16 +38,8 @@ func TestServiceWarmPoolIsStopped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stoppedEntry := func(st inference.Status) *inference.ReplicaStatus {
-		for i, r := range st.Replicas {
-			if r.State == inference.ReplicaStopped {
-				return &st.Replicas[i]
-			}
-		}
-		return nil
-	}
-	before := waitService(t, wctx, s, ss.ID, func(st inference.Status) bool { return st.Ready == 1 && stoppedEntry(st) != nil })
-	warm := stoppedEntry(before)
+	before := waitService(t, wctx, s, ss.ID, func(st inference.Status) bool { return st.Ready == 1 && stoppedReplica(st) != nil })
+	warm := stoppedReplica(before)
 	if before.Warm != 1 || warm.Instance == nil || warm.Instance.Market != string(capacity.OnDemand) || warm.StoppedPricePerHour <= 0 ||
 		warm.StoppedPricePerHour >= warm.Instance.PricePerHour {
 		t.Fatalf("warm entry %+v (%d warm); want one on-demand instance, stopped at its volume's price", warm, before.Warm)
@@ -104,7 +96,7 @@ func TestServiceWarmPoolIsStopped(t *testing.T) {
 		t.Errorf("promoted instance %s is %s; want running", warm.Instance.ID, st.State)
 	}
 	// The pool refills with a stopped entry.
-	waitService(t, wctx, s, ss.ID, func(st inference.Status) bool { return stoppedEntry(st) != nil })
+	waitService(t, wctx, s, ss.ID, func(st inference.Status) bool { return stoppedReplica(st) != nil })
 
 	stopReports()
 	if err := jobs.StopService(ctx, s.Client, ss.ID); err != nil {
@@ -118,4 +110,15 @@ func TestServiceWarmPoolIsStopped(t *testing.T) {
 		t.Errorf("instances stopped after the service stopped: %v", left)
 	}
 	recordHistory(t, s.Client, ss.ID, "inference-service-warm-stopped")
+}
+
+// stoppedReplica is the service's first warm-pool entry whose instance
+// is stopped, or nil.
+func stoppedReplica(st inference.Status) *inference.ReplicaStatus {
+	for i, r := range st.Replicas {
+		if r.State == inference.ReplicaStopped {
+			return &st.Replicas[i]
+		}
+	}
+	return nil
 }

@@ -212,17 +212,7 @@ func TestRefuelPricesTheSlackAMoveSpends(t *testing.T) {
 // with outages of 20 minutes: under rules version 1 it is weighed against
 // waiting while the slack affords the wait, and taken on sight otherwise.
 func TestRefuelWeighsDearSpotAgainstWaiting(t *testing.T) {
-	market := func(rules int) Market {
-		m := regions(true, false, false, Move{USD: 1, Time: 7 * time.Minute})
-		m.Zones[0].SpotPrice = 2.5
-		for range 10 {
-			m.Zones[2].History.Observe(true, 5*time.Hour)
-			m.Zones[2].History.Observe(false, 20*time.Minute)
-		}
-		m.Zones[2].History.Observe(false, 10*time.Minute)
-		m.Rules = rules
-		return m
-	}
+	market := func(rules int) Market { return outagesOfC(2.5, 0.4, rules) }
 	if h := market(RulesMoveByMoney).dearFor(state(10, 60, None), 0); h <= 0 {
 		t.Errorf("version 1, 22 h of slack: dear for %s, want a wait to weigh", h)
 	}
@@ -279,17 +269,7 @@ func TestOnDemandFallbackPaysForTheMove(t *testing.T) {
 // for 38 h of work, that premium makes a dear: refuel weighs waiting for
 // c. With 22 h of slack, or under version 1, it is within the margin.
 func TestRefuelWithSlackToSpareCountsASmallPremiumDear(t *testing.T) {
-	market := func(rules int) Market {
-		m := regions(true, false, false, Move{USD: 1, Time: 7 * time.Minute})
-		m.Zones[0].SpotPrice, m.Zones[2].SpotPrice = 0.5, 0.42
-		for range 10 {
-			m.Zones[2].History.Observe(true, 5*time.Hour)
-			m.Zones[2].History.Observe(false, 20*time.Minute)
-		}
-		m.Zones[2].History.Observe(false, 10*time.Minute)
-		m.Rules = rules
-		return m
-	}
+	market := func(rules int) Market { return outagesOfC(0.5, 0.42, rules) }
 	cases := map[string]struct {
 		s     State
 		rules int
@@ -307,4 +287,19 @@ func TestRefuelWithSlackToSpareCountsASmallPremiumDear(t *testing.T) {
 			}
 		})
 	}
+}
+
+// outagesOfC is a market with spot in a at a, and c at c out of stock for
+// 10 minutes, its stock having lasted 5 hours between outages of 20
+// minutes, under rules.
+func outagesOfC(a, c float64, rules int) Market {
+	m := regions(true, false, false, Move{USD: 1, Time: 7 * time.Minute})
+	m.Zones[0].SpotPrice, m.Zones[2].SpotPrice = a, c
+	for range 10 {
+		m.Zones[2].History.Observe(true, 5*time.Hour)
+		m.Zones[2].History.Observe(false, 20*time.Minute)
+	}
+	m.Zones[2].History.Observe(false, 10*time.Minute)
+	m.Rules = rules
+	return m
 }
