@@ -3,11 +3,13 @@ package tests
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -38,61 +40,33 @@ func TestWorkerBinaryRunsFromAnEmptyDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	frontend, ui, metrics := freeAddr(t), freeAddr(t), freeAddr(t)
+	// The ports are picked free here and bound by the worker a moment
+	// later; another test may take one between the two, and the worker
+	// then says so and exits. Only that is tried again, on other ports.
+	var frontend, ui, metrics string
+	var w *workerProcess
 	logPath := filepath.Join(root, "worker.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	cmd := exec.Command(worker, "--frontend", frontend, "--ui", ui, "--metrics", metrics, "--demo-step-time", "20ms", "--sim-notice", "10s")
-	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, cleanEnv(), logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stopped := false
-	stop := func() error {
-		if stopped {
-			return nil
-		}
-		stopped = true
-		_ = cmd.Process.Signal(syscall.SIGINT)
-		select {
-		case err := <-exited:
-			return err
-		case <-time.After(time.Minute):
-			_ = cmd.Process.Kill()
-			<-exited
-			return errors.New("no exit a minute after SIGINT")
-		}
-	}
-	t.Cleanup(func() {
-		_ = stop()
-		if t.Failed() {
-			log, _ := os.ReadFile(logPath)
-			t.Logf("worker log:\n%s", tail(string(log), 60))
-		}
-	})
-
-	readyz := "http://" + metrics + "/readyz"
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		code, body := get(readyz)
-		if code == http.StatusOK {
+	for try := 1; ; try++ {
+		frontend, ui, metrics = freeAddr(t), freeAddr(t), freeAddr(t)
+		p := startWorkerProcess(t, worker, dir, logPath, "--frontend", frontend, "--ui", ui, "--metrics", metrics, "--demo-step-time", "20ms", "--sim-notice", "10s")
+		t.Cleanup(func() {
+			_ = p.stop()
+			if t.Failed() && p == w {
+				log, _ := os.ReadFile(logPath)
+				t.Logf("worker log:\n%s", tail(string(log), 60))
+			}
+		})
+		w = p
+		err := w.waitReady("http://"+metrics+"/readyz", 3*time.Minute)
+		if err == nil {
 			break
 		}
-		select {
-		case err := <-exited:
-			t.Fatalf("the worker exited before it was ready: %v", err)
-		default:
+		if log, _ := os.ReadFile(logPath); !w.hasExited() || !strings.Contains(string(log), "address in use") || try == 3 {
+			t.Fatalf("%v (try %d)", err, try)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz still %d after 3 minutes: %s", code, body)
-		}
-		time.Sleep(500 * time.Millisecond)
+		t.Logf("try %d: a port picked for the worker was taken before it bound it; trying others", try)
 	}
+
 	if code, body := get("http://" + metrics + "/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz: %d %s", code, body)
 	}
@@ -113,7 +87,7 @@ func TestWorkerBinaryRunsFromAnEmptyDirectory(t *testing.T) {
 		t.Errorf("the drill's lessons are not in the data dir's market memory: %v", err)
 	}
 
-	if err := stop(); err != nil {
+	if err := w.stop(); err != nil {
 		t.Errorf("the worker did not stop cleanly on SIGINT: %v", err)
 	}
 	if left := agentProcesses(worker, ""); len(left) != 0 {
@@ -141,4 +115,81 @@ func tail(s string, lines int) string {
 		}
 	}
 	return s
+}
+
+// workerProcess is a worker binary started by a test, its output in a
+// log file.
+type workerProcess struct {
+	cmd     *exec.Cmd
+	done    chan struct{} // closed once it has exited
+	err     error         // how it exited, once done
+	stopped bool
+}
+
+func startWorkerProcess(t *testing.T, worker, dir, logPath string, args ...string) *workerProcess {
+	t.Helper()
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &workerProcess{cmd: exec.Command(worker, args...), done: make(chan struct{})}
+	w.cmd.Dir, w.cmd.Env, w.cmd.Stdout, w.cmd.Stderr = dir, cleanEnv(), logFile, logFile
+	if err := w.cmd.Start(); err != nil {
+		logFile.Close()
+		t.Fatal(err)
+	}
+	go func() {
+		w.err = w.cmd.Wait()
+		logFile.Close()
+		close(w.done)
+	}()
+	return w
+}
+
+func (w *workerProcess) hasExited() bool {
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitReady waits until url answers 200, the worker exits, or within
+// passes.
+func (w *workerProcess) waitReady(url string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		code, body := get(url)
+		if code == http.StatusOK {
+			return nil
+		}
+		if w.hasExited() {
+			return fmt.Errorf("the worker exited before it was ready: %v", w.err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s still %d after %s: %s", url, code, within, body)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// stop sends SIGINT and waits a minute for the worker to exit, then
+// kills it; an error if it had to. Stopping one already stopped or
+// exited is a no-op.
+func (w *workerProcess) stop() error {
+	if w.stopped || w.hasExited() {
+		w.stopped = true
+		return nil
+	}
+	w.stopped = true
+	_ = w.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-w.done:
+		return w.err
+	case <-time.After(time.Minute):
+		_ = w.cmd.Process.Kill()
+		<-w.done
+		return errors.New("no exit a minute after SIGINT")
+	}
 }
