@@ -2,23 +2,18 @@ package controlplane
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"time"
 
-	"refuel/workflows/instances"
 	"refuel/workflows/registry"
 
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -408,122 +403,4 @@ func (s *Stack) Stop() {
 	if s.Metrics != nil {
 		_ = s.Metrics.Close()
 	}
-}
-
-func (cfg Config) withDefaults() (Config, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = zap.NewNop()
-	}
-	if cfg.DataDir == "" {
-		cfg.DataDir = ".refuel"
-	}
-	if cfg.StopTimeout == 0 {
-		cfg.StopTimeout = DefaultStopTimeout
-	}
-	if cfg.Workflows == nil {
-		cfg.Workflows = registry.New()
-	}
-	abs, err := filepath.Abs(cfg.DataDir)
-	if err != nil {
-		return cfg, err
-	}
-	cfg.DataDir = abs
-	// The data directory holds histories, checkpoints and logs: only this
-	// user may look in, including into one an older refuel made.
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return cfg, fmt.Errorf("--data-dir %s: %w", cfg.DataDir, err)
-	}
-	if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
-		return cfg, fmt.Errorf("--data-dir %s: %w", cfg.DataDir, err)
-	}
-	if cfg.FrontendAddr == "" {
-		cfg.FrontendAddr = cluster.DefaultFrontendAddr
-	}
-	if cfg.UIAddr == "" {
-		cfg.UIAddr = cluster.DefaultUIAddr
-	}
-	if cfg.MetricsAddr == "" {
-		cfg.MetricsAddr = cluster.DefaultMetricsAddr
-	}
-	if cfg.CheckpointURL == "" {
-		cfg.CheckpointURL = "file://" + filepath.Join(cfg.DataDir, "checkpoints")
-	}
-	if cfg.Workflows.Run.StoreURL == "" {
-		cfg.Workflows.Run.StoreURL = cfg.CheckpointURL
-	}
-	if len(cfg.SelfCommand) == 0 {
-		exe, err := os.Executable()
-		if err != nil {
-			return cfg, err
-		}
-		cfg.SelfCommand = []string{exe}
-	}
-	if cfg.DemoStepTime <= 0 {
-		cfg.DemoStepTime = 100 * time.Millisecond
-	}
-	if cfg.JanitorEvery == 0 {
-		cfg.JanitorEvery = time.Minute
-	}
-	if cfg.Deployment == "" {
-		cfg.Deployment = activities.DefaultDeployment
-	}
-	switch {
-	case cfg.PlanCacheMB == 0:
-		cfg.PlanCacheMB = 256
-	case cfg.PlanCacheMB < 0:
-		return cfg, fmt.Errorf("--plan-cache-mb %d is negative: give the megabytes of plans to keep (default 256)", cfg.PlanCacheMB)
-	}
-	if err := activities.CheckDeployment(cfg.Deployment); err != nil {
-		return cfg, fmt.Errorf("--deployment: %w", err)
-	}
-	switch cfg.Instances {
-	case "":
-		cfg.Instances = InstancesProcess
-	case InstancesProcess:
-	case InstancesVirtual:
-		if cfg.Provider == ProviderAWS && cfg.Sim.ServeEC2 == "" {
-			return cfg, fmt.Errorf("--instances virtual hosts the sim and local clouds' instances in this process, and --provider aws launches real machines: leave --instances out, or add --ec2-sim")
-		}
-	default:
-		return cfg, fmt.Errorf("--instances %q: use process (a node-agent process per instance) or virtual (every instance inside this worker)", cfg.Instances)
-	}
-	return cfg, nil
-}
-
-// JanitorScheduleID is the schedule that runs the janitor.
-const JanitorScheduleID = "refuel-janitor"
-
-// janitorSpan is how long one janitor workflow passes for: the workflow
-// list gains a janitor row an hour, not one a minute.
-const janitorSpan = time.Hour
-
-// EnsureJanitorSchedule creates the janitor's schedule, or brings one an
-// older refuel made (one workflow a pass) up to date. The schedule fires
-// every `every`; a janitor still running skips the firing, and the one
-// it started passes every `every` for janitorSpan.
-func EnsureJanitorSchedule(ctx context.Context, c client.Client, every time.Duration) error {
-	spec := client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}}
-	action := &client.ScheduleWorkflowAction{
-		ID: "refuel-janitor-run", Workflow: workflows.JanitorName, TaskQueue: workflows.TaskQueue,
-		Args:               []any{&instances.JanitorInput{Every: every, Span: janitorSpan}},
-		WorkflowRunTimeout: janitorSpan + 10*time.Minute,
-	}
-	_, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{ID: JanitorScheduleID, Spec: spec, Action: action})
-	var exists *serviceerror.AlreadyExists
-	if errors.As(err, &exists) || errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
-		err = c.ScheduleClient().GetHandle(ctx, JanitorScheduleID).Update(ctx, client.ScheduleUpdateOptions{
-			DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
-				if a, ok := in.Description.Schedule.Action.(*client.ScheduleWorkflowAction); ok && len(a.Args) > 0 {
-					return nil, temporal.ErrSkipScheduleUpdate // made by this refuel, or another worker got there first
-				}
-				in.Description.Schedule.Spec = &spec
-				in.Description.Schedule.Action = action
-				return &client.ScheduleUpdate{Schedule: &in.Description.Schedule}, nil
-			},
-		})
-	}
-	if err != nil {
-		return fmt.Errorf("janitor schedule: %w", err)
-	}
-	return nil
 }
