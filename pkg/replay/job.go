@@ -44,6 +44,12 @@ type Job struct {
 	// (policy.Market.Rules): 0 for what live runs decide by, the
 	// simulator's commands policy.RulesLatest.
 	Rules int `json:"rules,omitempty"`
+	// LearnsByTrying makes the run learn the stock of a zone it does not
+	// hold only as the product does (see Meter.Try): by trying to acquire
+	// spot there, refused for nothing or taken and held, and from the
+	// market's past before its start. False, every zone's stock is seen at
+	// every tick, as the clocked runs recorded before it decide.
+	LearnsByTrying bool `json:"learns_by_trying,omitempty"`
 }
 
 // ZonePrice is one zone's prices, region and cloud.

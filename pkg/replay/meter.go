@@ -54,6 +54,12 @@ type Meter struct {
 	checkpointCloud string
 	held            float64 // USD spent on instances
 	res             Result
+	// belief is, per zone, how many of the gang's nodes were last seen in
+	// stock there, and seen whether the open tick showed it (the zone is
+	// held, or was tried or probed): a run that learns by trying knows a
+	// zone's stock no better (see Job.LearnsByTrying and Try).
+	belief []int
+	seen   []bool
 }
 
 // NewMeter returns the meter of a run of job on a market of the named
@@ -71,6 +77,7 @@ func NewMeter(job Job, zones []string, gap time.Duration) (*Meter, error) {
 	m := &Meter{
 		job: job, gap: gap, zones: append([]string(nil), zones...), curZone: -1,
 		history: make([]policy.Availability, len(zones)),
+		belief:  make([]int, len(zones)), seen: make([]bool, len(zones)),
 		view: policy.Market{Step: gap, OnDemandPrice: job.cheapestOnDemand(), Zones: make([]policy.Zone, len(zones)),
 			Move: policy.Move{USD: job.nodeMoveUSD(), Time: job.moveTime(gap)}, Rules: job.Rules},
 	}
@@ -112,6 +119,9 @@ func (m *Meter) Witness(stock []bool) error { return m.WitnessCounts(m.countsOf(
 func (m *Meter) WitnessCounts(counts []int) error {
 	if err := m.see(counts); err != nil {
 		return err
+	}
+	for z := range m.seen {
+		m.seen[z] = true // the market's past is the deployment's memory
 	}
 	m.observe()
 	return nil
@@ -273,7 +283,12 @@ func (m *Meter) cost() float64 { return m.held + m.res.EgressUSD + m.res.ProbeUS
 // instance is let go after billed, at the zone's spot price on every node.
 // It reports whether stock was there.
 func (m *Meter) Probe(z int, billed time.Duration) bool {
-	if z < 0 || z >= len(m.zones) || !m.inStock(z) {
+	if z < 0 || z >= len(m.zones) {
+		return false
+	}
+	m.seen[z] = true
+	m.show(z)
+	if !m.inStock(z) {
 		return false
 	}
 	m.res.ProbeUSD += billed.Hours() * m.job.spotPrice(z) * float64(m.job.nodes())
@@ -291,14 +306,71 @@ func (m *Meter) see(counts []int) error {
 	if m.gang.InStock != nil {
 		copy(m.gang.InStock, m.counts)
 	}
+	for z := range m.seen {
+		m.seen[z] = !m.job.LearnsByTrying || m.cur.Market == capacity.Spot && z == m.curZone
+	}
 	for z := range m.view.Zones {
-		m.view.Zones[z] = policy.Zone{Name: m.zones[z], SpotAvailable: m.inStock(z), SpotPrice: m.job.spotPrice(z),
+		m.view.Zones[z] = policy.Zone{Name: m.zones[z], SpotPrice: m.job.spotPrice(z),
 			OnDemandPrice: m.job.onDemandPrice(z), Region: m.job.region(z), History: m.history[z]}
+		m.show(z)
 	}
 	return nil
 }
 
+// show sets what the policy sees of zone z's stock in the open tick: what
+// is there where it was seen, and otherwise that a try may be taken, as
+// the product decides before it tries.
+func (m *Meter) show(z int) {
+	n := m.job.nodes()
+	if m.seen[z] {
+		n = m.counts[z]
+	}
+	m.view.Zones[z].SpotAvailable = n >= m.job.nodes()
+	if m.gang.InStock != nil {
+		m.gang.InStock[z] = n
+	}
+}
+
+// Try tries the open tick's choice c as the product acquires it, for a run
+// that learns by trying (Job.LearnsByTrying), and reports whether the run
+// must decide the tick again on what that showed:
+//   - spot in a zone is refused where fewer of the nodes it asks for are in
+//     stock, at no cost;
+//   - a run that would let go of the instance it holds to hold nothing
+//     first tries spot in a zone it has not tried this tick and is shown
+//     in stock, as a probe (see Probe): it waits only where spot is not.
+//
+// Either shows the zone's stock for the rest of the tick. A choice taken,
+// and every choice of a run that sees every zone, is for Hold.
+func (m *Meter) Try(c policy.Choice) bool {
+	if !m.job.LearnsByTrying {
+		return false
+	}
+	if !c.Holds() && m.cur.Holds() {
+		for z := range m.zones {
+			if !m.seen[z] && m.view.Zones[z].SpotAvailable {
+				m.Probe(z, ProbeBilled)
+				return true
+			}
+		}
+		return false
+	}
+	z := m.zoneIndex(c.Zone)
+	if c.Market != capacity.Spot || z < 0 {
+		return false
+	}
+	m.seen[z] = true
+	m.show(z)
+	return m.counts[z] < m.width(c)
+}
+
 func (m *Meter) observe() {
+	for z := range m.belief {
+		if m.seen[z] {
+			m.belief[z] = m.counts[z]
+		}
+		m.view.Zones[z].SpotAvailable = m.believed(z)
+	}
 	m.view.Roaming.ObserveMoves(m.view.Zones, m.gap, m.view.Move.Time)
 	for r, zones := range m.inRegion {
 		m.scratch = m.scratch[:0]
@@ -308,12 +380,15 @@ func (m *Meter) observe() {
 		m.view.Regions[r].Roaming.Observe(m.scratch, m.gap)
 	}
 	for z := range m.history {
-		m.history[z].Observe(m.inStock(z), m.gap)
+		m.history[z].Observe(m.believed(z), m.gap)
 	}
 	for z := range m.partial {
-		m.partial[z].Observe(m.counts[z] >= m.job.minNodes() && !m.inStock(z), m.gap)
+		m.partial[z].Observe(m.belief[z] >= m.job.minNodes() && !m.believed(z), m.gap)
 	}
 }
+
+// believed reports whether the whole gang was last seen in stock in zone z.
+func (m *Meter) believed(z int) bool { return m.belief[z] >= m.job.nodes() }
 
 // inStock reports whether the whole gang is in stock in zone z.
 func (m *Meter) inStock(z int) bool { return m.counts[z] >= m.job.nodes() }

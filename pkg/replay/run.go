@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"refuel/pkg/policy"
@@ -40,21 +41,28 @@ func (o *Online) Decide(_ int, s policy.State, m policy.Market, g policy.Gang) (
 // does not hold (try bills what a taken try costs; see Meter.Probe), after
 // choosing held for tick t.
 type Prober interface {
-	Probe(t int, held policy.Choice, m policy.Market, try func(zone int) bool)
+	Probe(t int, s policy.State, held policy.Choice, m policy.Market, learns bool, try func(zone int) bool)
 }
 
 // SkyNomad's probes, as its authors' released code makes them: each zone
 // but the one held is tried every hour until a try is taken, then never
-// again; a taken try is billed a minute of spot.
+// again. A taken try, SkyNomad's or refuel's, is billed a minute of spot:
+// the least EC2 and Compute Engine bill an instance for.
 const (
-	skyNomadProbeEvery  = time.Hour
-	skyNomadProbeBilled = time.Minute
+	skyNomadProbeEvery = time.Hour
+	ProbeBilled        = time.Minute
 )
 
-// Probe implements Prober: SkyNomad pays for its probes. refuel and the
-// baselines learn stock as the product does, from the acquisitions they
-// make (free when refused) and the provider's placement scores.
-func (o *Online) Probe(t int, held policy.Choice, m policy.Market, try func(zone int) bool) {
+// Probe implements Prober: SkyNomad pays for its probes, and refuel for
+// its own (policy.Probes) where the run learns stock by trying (learns).
+// The baselines learn stock only from the acquisitions they make.
+func (o *Online) Probe(t int, s policy.State, held policy.Choice, m policy.Market, learns bool, try func(zone int) bool) {
+	if o.Policy == policy.Refuel && learns {
+		for _, name := range policy.Probes(s, m, held) {
+			try(slices.IndexFunc(m.Zones, func(z policy.Zone) bool { return z.Name == name }))
+		}
+		return
+	}
 	if o.Policy != policy.SkyNomad {
 		return
 	}
@@ -166,11 +174,17 @@ func Run(m *Market, job Job, start int, d Decider) (Result, error) {
 			return meter.Result(), err
 		}
 		c, err := d.Decide(t, s, view, meter.Gang())
+		// A run that learns by trying is refused spot out of stock, and
+		// decides again on what the refusal showed (view shares the
+		// meter's zones); every zone refused, it can choose no spot.
+		for tries := 0; err == nil && tries < 2*len(m.Zones) && meter.Try(c); tries++ {
+			c, err = d.Decide(t, s, view, meter.Gang())
+		}
 		if err != nil {
 			return meter.Result(), err
 		}
 		if p, ok := d.(Prober); ok {
-			p.Probe(t, c, view, func(z int) bool { return meter.Probe(z, skyNomadProbeBilled) })
+			p.Probe(t, s, c, view, job.LearnsByTrying, func(z int) bool { return meter.Probe(z, ProbeBilled) })
 		}
 		step, err := meter.Hold(c)
 		if err != nil {
