@@ -63,6 +63,8 @@ type simFlags struct {
 	transfer float64
 	// instanceType, when set, is every zone's instance type for --prices.
 	instanceType string
+	// seesAll shows every policy every zone's stock (--sees-every-zone).
+	seesAll bool
 }
 
 // FlagError is a flag given a value `starter sim` cannot use.
@@ -104,6 +106,7 @@ func simCommand() *cobra.Command {
 	fs.IntVar(&f.starts, "starts", 0, "run N windows whose starts are spread evenly over the traces, then a summary")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object per line")
 	fs.StringVar(&f.plot, "plot", "", "draw progress and market over time to FILE (.png or .svg)")
+	fs.BoolVar(&f.seesAll, "sees-every-zone", false, "every policy sees every zone's spot stock at every tick, for free (the model before policies learnt stock by trying); default: a zone not held is known only by trying spot there, refused for nothing or taken and held, and from the market's past")
 	policies := []string{"all"}
 	for _, n := range policy.Names {
 		policies = append(policies, string(n))
@@ -125,6 +128,7 @@ func simCommand() *cobra.Command {
 		f.tier, f.job.Tier = t, t
 		f.job.TransferTime = transferTime(f.job.CheckpointGB, f.transfer)
 		f.job.Rules = policy.RulesLatest
+		f.job.LearnsByTrying = !f.seesAll
 		if len(f.policies) == 0 {
 			f.policies = []policy.Name{policy.Refuel}
 		}
@@ -216,7 +220,7 @@ type simRow struct {
 	MinNodes    int     `json:"min_nodes"`
 	ShrunkHours float64 `json:"shrunk_hours"`
 	// ProbeUSD is what trying spot to learn zones' stock cost (in
-	// cost_usd): skynomad's probes.
+	// cost_usd): the probes of refuel and skynomad.
 	ProbeUSD float64 `json:"probe_usd"`
 	// CloudMoves counts the transfers that moved the checkpoint to another
 	// cloud; Placements is the run's timeline, each stretch on one
