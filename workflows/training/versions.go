@@ -64,11 +64,4 @@ const (
 	// to acquiring in wall time. Recorded in
 	// training-run-market-time-gang.json.
 	gangClockVersion = "gang-market-clock"
-
-	// learnsByTryingVersion: runs on a market clock know the stock of a
-	// zone they do not hold only by trying spot there (a refusal costs
-	// nothing, and the run decides again), as `starter sim` replays them;
-	// runs recorded before it saw every zone's stock at every tick.
-	// Recorded in training-run-market-time.json.
-	learnsByTryingVersion = "clocked-learns-by-trying"
 )
