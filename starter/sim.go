@@ -63,8 +63,8 @@ type simFlags struct {
 	transfer float64
 	// instanceType, when set, is every zone's instance type for --prices.
 	instanceType string
-	// seesAll shows every policy every zone's stock (--sees-every-zone).
-	seesAll bool
+	// learns makes policies learn stock by trying (--learns-by-trying).
+	learns bool
 }
 
 // FlagError is a flag given a value `starter sim` cannot use.
@@ -106,7 +106,7 @@ func simCommand() *cobra.Command {
 	fs.IntVar(&f.starts, "starts", 0, "run N windows whose starts are spread evenly over the traces, then a summary")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object per line")
 	fs.StringVar(&f.plot, "plot", "", "draw progress and market over time to FILE (.png or .svg)")
-	fs.BoolVar(&f.seesAll, "sees-every-zone", false, "every policy sees every zone's spot stock at every tick, for free (the model before policies learnt stock by trying); default: a zone not held is known only by trying spot there, refused for nothing or taken and held, and from the market's past")
+	fs.BoolVar(&f.learns, "learns-by-trying", false, "policies know a zone they do not hold only by trying spot there (refused for nothing, or taken and held), from the market's past and from the probes they pay for; default: every zone's stock is seen at every tick, for free")
 	policies := []string{"all"}
 	for _, n := range policy.Names {
 		policies = append(policies, string(n))
@@ -128,7 +128,7 @@ func simCommand() *cobra.Command {
 		f.tier, f.job.Tier = t, t
 		f.job.TransferTime = transferTime(f.job.CheckpointGB, f.transfer)
 		f.job.Rules = policy.RulesLatest
-		f.job.LearnsByTrying = !f.seesAll
+		f.job.LearnsByTrying = f.learns
 		if len(f.policies) == 0 {
 			f.policies = []policy.Name{policy.Refuel}
 		}

@@ -97,8 +97,8 @@ type benchOptions struct {
 	// skynomad is the folder of SkyNomad's authors' trace: with it the
 	// bench replays their figures instead (skyNomadBench).
 	skynomad string
-	// seesAll shows every policy every zone's stock (--sees-every-zone).
-	seesAll bool
+	// learns makes policies learn stock by trying (--learns-by-trying).
+	learns bool
 }
 
 // simBenchCommand is `starter sim-bench` (make bench-policy): every trace
@@ -148,7 +148,7 @@ all of them sharing the cores.`,
 	fs.Float64Var(&o.job.EgressUSDPerGB, "egress-usd-per-gb", 0.02, "USD per GB a checkpoint moved to another region costs")
 	fs.Float64Var(&o.gbps, "transfer-gbps", 1, "Gbit/s a checkpoint moves between regions at")
 	listVar(fs, &o.nodes, "nodes", "counts", one(positiveInt), fmt.Sprintf("instances the job needs at once in one zone, a gang (1 to %d); comma-separate for a table per size; see starter sim -h", spec.MaxNodes))
-	fs.BoolVar(&o.seesAll, "sees-every-zone", false, "every policy sees every zone's spot stock at every tick, for free (the model before policies learnt stock by trying); default: a zone not held is known only by trying spot there, refused for nothing or taken and held, and from the market's past")
+	fs.BoolVar(&o.learns, "learns-by-trying", false, "policies know a zone they do not hold only by trying spot there (refused for nothing, or taken and held), from the market's past and from the probes they pay for; default: every zone's stock is seen at every tick, for free")
 	fs.BoolVar(&o.regions, "priced-regions", true, "also replay markets whose zones span regions with each zone at its own prices")
 	fs.StringVar(&o.skynomad, "skynomad", "", "replay instead every point of SkyNomad's Figures 10a and 10b on its authors' trace in this folder (with prices.csv), beside their published results (make bench-skynomad)")
 	durationVar(fs, &o.regionTick, "region-tick", 3*time.Minute, "with --priced-regions, replay markets sampled finer at the smallest multiple of their gap at least this long, a tick in stock only where stock lasted through it (the optimum across priced regions at 30 s ticks takes tens of minutes); 0 keeps their own")
@@ -162,7 +162,7 @@ all of them sharing the cores.`,
 	}
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if o.skynomad != "" {
-			return skyNomadBench(o.skynomad, !o.seesAll, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return skyNomadBench(o.skynomad, o.learns, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		}
 		return simBench(o, fs.Changed("starts"), cmd.OutOrStdout(), cmd.ErrOrStderr())
 	}
@@ -182,7 +182,7 @@ type benchSection struct {
 func simBench(o benchOptions, explicitStarts bool, stdout, stderr io.Writer) error {
 	o.job.TransferTime = transferTime(o.job.CheckpointGB, o.gbps)
 	o.job.Rules = policy.RulesLatest
-	o.job.LearnsByTrying = !o.seesAll
+	o.job.LearnsByTrying = o.learns
 	for _, n := range o.nodes {
 		if n > spec.MaxNodes {
 			return &FlagError{"nodes", fmt.Sprintf("%d is outside 1..%d", n, spec.MaxNodes), fmt.Sprintf("give the instances the job needs at once, e.g. --nodes 2 (at most %d)", spec.MaxNodes)}

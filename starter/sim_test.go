@@ -461,3 +461,24 @@ func TestSimTransferRate(t *testing.T) {
 		t.Errorf("--transfer-gbps -1: got %v, want an error naming the flag", err)
 	}
 }
+
+// With --learns-by-trying refuel pays for the probes that show it a zone's
+// stock is back; greedy decides as it does seeing every zone, and the
+// optimum, knowing the whole market, pays for none.
+func TestSimLearnsByTrying(t *testing.T) {
+	dir := filepath.Join("..", "pkg", "cloud", "sim", "traces", "aws-10-26-2022")
+	args := []string{"--trace", filepath.Join(dir, "us-west-2a_v100_1.json"), "--trace", filepath.Join(dir, "us-west-2b_v100_1.json"),
+		"--work", "6h", "--deadline", "9h", "--start", "984", "--policy", "greedy,refuel,optimal"}
+	seeing := simJSON(t, args...)
+	learning := simJSON(t, append(args, "--learns-by-trying")...)
+	probes := func(row map[string]any) float64 { return row["probe_usd"].(float64) }
+	if probes(seeing[1]) != 0 || probes(learning[1]) <= 0 {
+		t.Errorf("refuel's probes: $%v seeing every zone, $%v learning by trying; want none, then some", probes(seeing[1]), probes(learning[1]))
+	}
+	for _, i := range []int{0, 2} {
+		if seeing[i]["cost_usd"] != learning[i]["cost_usd"] || probes(learning[i]) != 0 {
+			t.Errorf("%s: $%v seeing every zone, $%v (probes $%v) learning by trying; want the same, no probes",
+				seeing[i]["policy"], seeing[i]["cost_usd"], learning[i]["cost_usd"], probes(learning[i]))
+		}
+	}
+}

@@ -46,9 +46,9 @@ type Job struct {
 	Rules int `json:"rules,omitempty"`
 	// LearnsByTrying makes the run learn the stock of a zone it does not
 	// hold only as the product does (see Meter.Try): by trying to acquire
-	// spot there, refused for nothing or taken and held, and from the
-	// market's past before its start. False, every zone's stock is seen at
-	// every tick, as the clocked runs recorded before it decide.
+	// spot there, refused for nothing or taken and held, from the market's
+	// past before its start, and from the probes it pays for. False, every
+	// zone's stock is seen at every tick, as runs on a market clock decide.
 	LearnsByTrying bool `json:"learns_by_trying,omitempty"`
 }
 

@@ -157,6 +157,9 @@ func Run(m *Market, job Job, start int, d Decider) (Result, error) {
 	if start < 0 || start >= m.ticks {
 		return Result{}, &MarketError{Problem: fmt.Sprintf("start tick %d is outside the traces' %d ticks", start, m.ticks), Fix: "start within the traces"}
 	}
+	if _, ok := d.(Plan); ok {
+		job.LearnsByTrying = false // the optimum knows the whole market
+	}
 	meter, err := NewMeter(job, m.Zones, m.Gap)
 	if err != nil {
 		return Result{}, err
@@ -174,9 +177,9 @@ func Run(m *Market, job Job, start int, d Decider) (Result, error) {
 			return meter.Result(), err
 		}
 		c, err := d.Decide(t, s, view, meter.Gang())
-		// A run that learns by trying is refused spot out of stock, and
-		// decides again on what the refusal showed (view shares the
-		// meter's zones); every zone refused, it can choose no spot.
+		// A run that learns by trying decides again on what its tries
+		// showed (Meter.Try; view shares the meter's zones), at most twice
+		// per zone: a refusal, and a probe before it lets go to wait.
 		for tries := 0; err == nil && tries < 2*len(m.Zones) && meter.Try(c); tries++ {
 			c, err = d.Decide(t, s, view, meter.Gang())
 		}
