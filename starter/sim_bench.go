@@ -330,7 +330,7 @@ func regionCells(sec *benchSection, dls []time.Duration, starts int, tick time.D
 					continue
 				}
 				cells = append(cells, &regionCell{market: bm, deadline: dl, start: st, job: j,
-					cost: map[policy.Name]float64{}, met: map[policy.Name]bool{}, moves: map[policy.Name]int{}})
+					cost: map[policy.Name]float64{}, met: map[policy.Name]bool{}, moves: map[policy.Name]int{}, probes: map[policy.Name]float64{}})
 			}
 		}
 	}

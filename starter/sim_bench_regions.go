@@ -28,6 +28,7 @@ type regionCell struct {
 	cost     map[policy.Name]float64 // USD
 	met      map[policy.Name]bool
 	moves    map[policy.Name]int
+	probes   map[policy.Name]float64 // USD, in cost
 	// single is the optimum within the best single region.
 	single float64
 }
@@ -56,7 +57,7 @@ func regionTasks(cells []*regionCell, mu *sync.Mutex) []benchTask {
 				}
 				mu.Lock()
 				defer mu.Unlock()
-				c.cost[p], c.met[p], c.moves[p] = res.Cost, res.DeadlineMet, res.Transfers
+				c.cost[p], c.met[p], c.moves[p], c.probes[p] = res.Cost, res.DeadlineMet, res.Transfers, res.ProbeUSD
 				return nil
 			}})
 		}
@@ -130,9 +131,9 @@ func printRegions(w io.Writer, prices string, dls []time.Duration, cells []*regi
 		return
 	}
 	fmt.Fprintf(w, "\nPriced regions (%s): %s.\n", prices, describePrices(cells[0].job))
-	fmt.Fprintln(w, "Mean cost per window in USD (and as a multiple of the optimum's); the baselines fail over to the zone in stock cheapest for the rest of the work.")
+	fmt.Fprintln(w, "Mean cost per window in USD (and as a multiple of the optimum's); the baselines fail over to the zone in stock cheapest for the rest of the work; probe spend per window in USD, in the cost.")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "zones\tdeadline\toptimal\trefuel\tskynomad\tuniform-progress\tgreedy\ton-demand\toptimal, best single region\tmet (o/r/s/u/g)\tmoves (o/r/s/u/g)")
+	fmt.Fprintln(tw, "zones\tdeadline\toptimal\trefuel\tskynomad\tuniform-progress\tgreedy\ton-demand\toptimal, best single region\tmet (o/r/s/u/g)\tmoves (o/r/s/u/g)\tprobes r/s $")
 	seen := map[*benchMarket]bool{}
 	var worst float64
 	var over, missed []string
@@ -145,6 +146,7 @@ func printRegions(w io.Writer, prices string, dls []time.Duration, cells []*regi
 			var n int
 			cost := map[policy.Name]float64{}
 			met, moves := map[policy.Name]int{}, map[policy.Name]int{}
+			probes := map[policy.Name]float64{}
 			var single float64
 			for _, d := range cells {
 				if d.market != c.market || d.deadline != dl {
@@ -154,6 +156,7 @@ func printRegions(w io.Writer, prices string, dls []time.Duration, cells []*regi
 				for _, p := range regionPolicies {
 					cost[p] += d.cost[p]
 					moves[p] += d.moves[p]
+					probes[p] += d.probes[p]
 					if d.met[p] {
 						met[p]++
 					}
@@ -172,6 +175,7 @@ func printRegions(w io.Writer, prices string, dls []time.Duration, cells []*regi
 			line += fmt.Sprintf("\t$%.2f (%.2fx)", single/float64(n), single/float64(n)/opt)
 			line += fmt.Sprintf("\t%d/%d/%d/%d/%d of %d\t%d/%d/%d/%d/%d", met[policy.Optimal], met[policy.Refuel], met[policy.SkyNomad], met[policy.UniformProgress], met[policy.Greedy], n,
 				moves[policy.Optimal], moves[policy.Refuel], moves[policy.SkyNomad], moves[policy.UniformProgress], moves[policy.Greedy])
+			line += fmt.Sprintf("\t%.2f/%.2f", probes[policy.Refuel]/float64(n), probes[policy.SkyNomad]/float64(n))
 			fmt.Fprintln(tw, line)
 			ratio := cost[policy.Refuel] / cost[policy.Optimal]
 			worst = max(worst, ratio)

@@ -370,8 +370,8 @@ func TestSimBenchReadsFineMarketsCoarserAcrossRegions(t *testing.T) {
 			t.Fatalf("sim-bench: %v\n%s", err, errs.String())
 		}
 		_, regions, ok := strings.Cut(out.String(), "Priced regions")
-		if !ok || !strings.Contains(regions, want) || !strings.Contains(regions, "skynomad") {
-			t.Errorf("--region-tick %s: the table across priced regions lacks %q or skynomad:\n%s", tick, want, regions)
+		if !ok || !strings.Contains(regions, want) || !strings.Contains(regions, "skynomad") || !strings.Contains(regions, "probes r/s $") {
+			t.Errorf("--region-tick %s: the table across priced regions lacks %q, skynomad or its probe spend:\n%s", tick, want, regions)
 		}
 	}
 }
