@@ -50,7 +50,7 @@ type Prober interface {
 // the least EC2 and Compute Engine bill an instance for.
 const (
 	skyNomadProbeEvery = time.Hour
-	ProbeBilled        = time.Minute
+	probeBilled        = time.Minute
 )
 
 // Probe implements Prober: SkyNomad pays for its probes, and refuel for
@@ -187,7 +187,7 @@ func Run(m *Market, job Job, start int, d Decider) (Result, error) {
 			return meter.Result(), err
 		}
 		if p, ok := d.(Prober); ok {
-			p.Probe(t, s, c, view, job.LearnsByTrying, func(z int) bool { return meter.Probe(z, ProbeBilled) })
+			p.Probe(t, s, c, view, job.LearnsByTrying, func(z int) bool { return meter.Probe(z, probeBilled) })
 		}
 		step, err := meter.Hold(c)
 		if err != nil {
