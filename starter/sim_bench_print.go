@@ -12,16 +12,23 @@ import (
 	"refuel/pkg/replay"
 )
 
-func printBench(w io.Writer, job replay.Job, dls []time.Duration, singles, multis []*benchMarket, cells []*benchCell) {
-	pick := func(keep func(*benchCell) bool) []*benchCell {
-		var out []*benchCell
-		for _, c := range cells {
-			if keep(c) {
-				out = append(out, c)
-			}
+// pickCells are the cells keep keeps, in order.
+func pickCells(cells []*benchCell, keep func(*benchCell) bool) []*benchCell {
+	var out []*benchCell
+	for _, c := range cells {
+		if keep(c) {
+			out = append(out, c)
 		}
-		return out
 	}
+	return out
+}
+
+// cellsAt are the cells of market bm at deadline dl: one row's windows.
+func cellsAt(cells []*benchCell, bm *benchMarket, dl time.Duration) []*benchCell {
+	return pickCells(cells, func(c *benchCell) bool { return c.market == bm && c.deadline == dl })
+}
+
+func printBench(w io.Writer, job replay.Job, dls []time.Duration, singles, multis []*benchMarket, cells []*benchCell) {
 	gang := ""
 	if job.Nodes > 1 {
 		gang = fmt.Sprintf(", a gang of %d nodes (spot only where all are in stock at once)", job.Nodes)
@@ -45,14 +52,14 @@ func printBench(w io.Writer, job replay.Job, dls []time.Duration, singles, multi
 	}
 	for _, bm := range singles {
 		for _, dl := range dls {
-			if cs := pick(func(c *benchCell) bool { return c.market == bm && c.deadline == dl }); len(cs) > 0 {
+			if cs := cellsAt(cells, bm, dl); len(cs) > 0 {
 				row(bm.name, dl, cs)
 			}
 		}
 	}
 	isSingle := func(c *benchCell) bool { return c.market.zones == 1 }
 	for _, dl := range dls {
-		cs := pick(func(c *benchCell) bool { return isSingle(c) && c.deadline == dl })
+		cs := pickCells(cells, func(c *benchCell) bool { return isSingle(c) && c.deadline == dl })
 		row(fmt.Sprintf("ALL single-zone (%d windows)", len(cs)), dl, cs)
 	}
 	tw.Flush()
@@ -63,7 +70,7 @@ func printBench(w io.Writer, job replay.Job, dls []time.Duration, singles, multi
 		fmt.Fprintln(tw, "zones\tdeadline\tgreedy\tuniform-progress\tskynomad\trefuel\toptimal (all zones)\tsingle-zone optimal: mean\tbest zone\tmet (s/r)")
 		for _, bm := range multis {
 			for _, dl := range dls {
-				cs := pick(func(c *benchCell) bool { return c.market == bm && c.deadline == dl })
+				cs := cellsAt(cells, bm, dl)
 				if len(cs) == 0 {
 					continue
 				}
@@ -137,12 +144,7 @@ func printTargets(w io.Writer, dls []time.Duration, multis []*benchMarket, cells
 	}
 	printRowTargets(w, dls, cells)
 	for _, dl := range dls {
-		var cs []*benchCell
-		for _, c := range cells {
-			if c.market.zones == 1 && c.deadline == dl {
-				cs = append(cs, c)
-			}
-		}
+		cs := pickCells(cells, func(c *benchCell) bool { return c.market.zones == 1 && c.deadline == dl })
 		s := statsOf(cs)
 		ratio := s.cost[policy.Refuel] / s.cost[policy.Optimal]
 		fmt.Fprintf(w, "  refuel's mean within 10%% of the optimum at %s: %s (%+.1f%%)\n", shortDuration(dl), yes(ratio <= maxOverOptimal), 100*(ratio-1))
@@ -164,12 +166,7 @@ func printTargets(w io.Writer, dls []time.Duration, multis []*benchMarket, cells
 	}
 	for _, bm := range multis {
 		for _, dl := range dls {
-			var cs []*benchCell
-			for _, c := range cells {
-				if c.market == bm && c.deadline == dl {
-					cs = append(cs, c)
-				}
-			}
+			cs := cellsAt(cells, bm, dl)
 			if len(cs) == 0 {
 				continue
 			}
@@ -197,12 +194,7 @@ func printRowTargets(w io.Writer, dls []time.Duration, cells []*benchCell) {
 	var over []string
 	for _, bm := range markets {
 		for _, dl := range dls {
-			var cs []*benchCell
-			for _, c := range cells {
-				if c.market == bm && c.deadline == dl {
-					cs = append(cs, c)
-				}
-			}
+			cs := cellsAt(cells, bm, dl)
 			if len(cs) == 0 {
 				continue
 			}
