@@ -107,6 +107,11 @@ type service struct {
 	// report carried any traffic.
 	reportedAt time.Time
 	active     bool
+	// sent is closed once its latest report has gone (or failed): the
+	// next waits for it, so that a service hears its balancer's reports
+	// in the order they were measured, and a late one never overwrites a
+	// newer one.
+	sent chan struct{}
 }
 
 // New is a host reading services from src.
@@ -331,10 +336,15 @@ func (h *Host) report(ctx context.Context, now time.Time) {
 		}
 		s.reportedAt, s.active = now, active
 		r := serving.Report{Balancer: s.addr, At: now, WindowSeconds: span.Seconds(), Traffic: t}
-		id := s.id
+		id, prev, done := s.id, s.sent, make(chan struct{})
+		s.sent = done
 		h.reports.Add(1)
 		go func() {
 			defer h.reports.Done()
+			defer close(done)
+			if prev != nil {
+				<-prev
+			}
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
 			if err := h.src.Report(rctx, id, r); err != nil && ctx.Err() == nil {

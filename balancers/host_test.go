@@ -82,6 +82,20 @@ func ask(t *testing.T, endpoint string) string {
 	return fmt.Sprintf("%d %s", resp.StatusCode, b)
 }
 
+// waitHandled waits until the service's balancer has counted every
+// request whose answer the test already read.
+func waitHandled(t *testing.T, h *Host, id string) {
+	t.Helper()
+	h.mu.Lock()
+	b := h.services[id].b
+	h.mu.Unlock()
+	for deadline := time.Now().Add(5 * time.Second); b.Handling() > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the balancer of %s still handles %d requests", id, b.Handling())
+		}
+	}
+}
+
 type clock struct{ t time.Time }
 
 func (c *clock) now() time.Time { return c.t }
@@ -208,6 +222,7 @@ func TestReportsAtMostEveryFiveSeconds(t *testing.T) {
 	for range 4 {
 		ask(t, ep)
 	}
+	waitHandled(t, h, "chat")
 	for range 9 { // 4.5 s of rounds: nothing more is due
 		c.t = c.t.Add(DefaultPollEvery)
 		h.Sync(context.Background())
@@ -254,5 +269,46 @@ func TestRestartedHostRelearns(t *testing.T) {
 	}
 	if got := ask(t, ep); got != "200 r1" {
 		t.Fatalf("after the restart: %q", got)
+	}
+}
+
+// slowFirstReport holds the first report sent until release is closed.
+type slowFirstReport struct {
+	*fakeSource
+	release chan struct{}
+	once    sync.Once
+}
+
+func (s *slowFirstReport) Report(ctx context.Context, id string, r serving.Report) error {
+	first := false
+	s.once.Do(func() { first = true })
+	if first {
+		<-s.release
+	}
+	return s.fakeSource.Report(ctx, id, r)
+}
+
+// A report that is slow to go does not let the next overtake it: the
+// service hears its balancer's reports in the order they were measured.
+func TestReportsArriveInTheOrderTheyWereMeasured(t *testing.T) {
+	r1 := named(t, "r1")
+	src := &slowFirstReport{fakeSource: newFake(), release: make(chan struct{})}
+	src.set(func() {
+		src.running = []string{"chat"}
+		src.status["chat"] = Status{Replicas: []serving.Replica{r1}, Serving: &serving.Settings{}}
+	})
+	c := &clock{time.Unix(1000, 0)}
+	h := newHost(src, c)
+	h.Sync(context.Background()) // the first report, held
+	ask(t, h.Endpoint("chat"))
+	waitHandled(t, h, "chat")
+	c.t = c.t.Add(serving.ReportEvery)
+	h.Sync(context.Background()) // the second, with the traffic
+	time.Sleep(50 * time.Millisecond)
+	close(src.release)
+	h.Close()
+	got := src.reports("chat")
+	if len(got) != 2 || !got[0].At.Before(got[1].At) {
+		t.Fatalf("reports %+v; want the one at listening, then the one with the traffic", got)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"refuel/pkg/serving"
@@ -63,6 +64,10 @@ type Balancer struct {
 	settings serving.Settings
 	queue    []*waiter
 	window   window
+	// handling counts the requests from their arrival until they are
+	// counted in the window, answered or not (see Handling); atomic, off
+	// the lock the routing takes.
+	handling atomic.Int64
 }
 
 // New is the balancer of service; transport carries requests to replicas
@@ -300,6 +305,12 @@ func (b *Balancer) InFlight() map[string]int {
 	}
 	return m
 }
+
+// Handling is the number of requests the balancer has not finished
+// with: in flight, queued, or answered but not yet counted in its
+// traffic. A caller that saw its answer waits for 0 to read a report
+// that counts it.
+func (b *Balancer) Handling() int { return int(b.handling.Load()) }
 
 // Queued is the number of requests waiting for a replica.
 func (b *Balancer) Queued() int {

@@ -37,6 +37,8 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return 
 
 // ServeHTTP routes one request.
 func (b *Balancer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	b.handling.Add(1)
+	defer b.handling.Add(-1)
 	start := b.now()
 	outcome, brokenOff := b.serve(w, req)
 	if brokenOff {
