@@ -167,7 +167,10 @@ func TestServiceCarriesAStoppedWarmEntry(t *testing.T) {
 		"carried running": {&runningCarry, 2},
 	} {
 		t.Run(name, func(t *testing.T) {
-			c2 := &serviceCloud{Cloud: &fakecloud.Cloud{Offerings: []capacity.Offering{fakecloud.OdA}}}
+			// The same cloud, holding the carried instances: a new one
+			// would name its first instance as the first run's, and
+			// which of those two became the warm entry is a race.
+			c2 := &serviceCloud{Cloud: &fakecloud.Cloud{Offerings: []capacity.Offering{fakecloud.OdA}, Acquired: slices.Clone(c.Acquired)}}
 			env2 := newServiceEnv(t, c2, &fakePool{absent: true})
 			before := statusAt(t, env2, 5*time.Second)
 			reportQPS(env2, 10*time.Second, 5*time.Minute, 3) // 2 replicas' worth
