@@ -360,6 +360,7 @@ func benchScenario(name string, tr *traffic.Trace, cfg servingsim.Config, window
 		panic(err) // BenchSpec is a constant spec
 	}
 	refuel.PricesFleetWarm = true // as the product's services do
+	refuel.StaffsForLatency = true
 	policies := []struct {
 		policy  autoscale.Policy
 		initial int

@@ -71,6 +71,12 @@ type ForecastScaler struct {
 	// prices the spec's.
 	PricesFleetWarm bool `json:"prices_fleet_warm,omitempty"`
 	WarmHeld        int  `json:"warm_held,omitempty"`
+	// StaffsForLatency makes the replicas wanted by a service that serves
+	// requests at least those that answer its forecast load within
+	// slo.latency (staffing.go). Its owner sets it; a service recorded
+	// before it sizes to its forecast and margin alone.
+	StaffsForLatency bool     `json:"staffs_for_latency,omitempty"`
+	Staffing         Staffing `json:"staffing,omitzero"`
 	// StaleAfter is as Autoscaler's; its owner sets it.
 	StaleAfter time.Duration `json:"-"`
 	// forecast caches forecasts until the loads or the lead change.
@@ -167,6 +173,9 @@ func (f *ForecastScaler) Observe(m Metrics) {
 	f.sync()
 	f.forecast.values = nil
 	f.Reports = append(f.Reports, m)
+	if f.StaffsForLatency {
+		f.Staffing.Observe(m)
+	}
 	f.Reports = dropBefore(f.Reports, m.At.Add(-WorkWindow))
 	if n := len(f.Reports); n > maxReports {
 		f.Reports = slices.Delete(f.Reports, 0, n-maxReports)
@@ -266,6 +275,10 @@ func (f *ForecastScaler) Decide(now time.Time, fl Fleet) Decision {
 		fc := family[c.forecaster]
 		current := f.Loads.Newest()
 		want = replicasFor(max(0, c.load+c.margin, current))
+		staffed := 0
+		if f.StaffsForLatency {
+			staffed = replicasFor(f.Staffing.Floor(max(c.load, current), f.Reports, f.Spec))
+		}
 		f.Chosen = fc.name
 		if c.level > 0 {
 			f.Chosen = candidateName(fc.name, c.level)
@@ -281,6 +294,12 @@ func (f *ForecastScaler) Decide(now time.Time, fl Fleet) Decision {
 			margin = "no margin until its errors are known"
 		}
 		basis = fmt.Sprintf("%s (%s) expects %.1f within %s, %s", fc.name, fc.about(lead), c.load, minutes(lead), margin)
+		if staffed > want {
+			want = staffed
+			reason += fmt.Sprintf("; staffed for slo.latency at %.2g%% late", 100*f.Staffing.Tolerance)
+			basis += fmt.Sprintf("; %d replicas answer that load within slo.latency %s for all but %.2g%% of requests (queueing at this scale: %.2g%% of requests missed the SLO lately)",
+				staffed, f.Spec.SLO.Latency.D(), 100*f.Staffing.Tolerance, 100*f.Staffing.Share())
+		}
 		why = func(n int) string { return fmt.Sprintf("%s: %s", replicas(n), basis) }
 	}
 	if floor, said := scheduledFloor(s.Schedules, now, lead, stale, silent, f.StaleAfter); floor > want {

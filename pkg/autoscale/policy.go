@@ -26,6 +26,16 @@ type Metrics struct {
 	// InFlight is the requests a balancer holds at At, taken by a
 	// replica or waiting for one: what a concurrency target divides.
 	InFlight float64 `json:"in_flight,omitempty"`
+	// Serving is the requests the replicas were serving (taken, not
+	// waiting): the interval's mean where the reporter integrates it, else
+	// the count at At. With QPS, Little's law gives how long a request
+	// holds its slot, which staffing for the latency SLO needs.
+	Serving float64 `json:"serving,omitempty"`
+	// Requests are the requests finished over the report's interval, and
+	// Missed those of them answered later than slo.latency or failed:
+	// what staffing for the latency SLO steers by.
+	Requests float64 `json:"requests,omitempty"`
+	Missed   float64 `json:"missed,omitempty"`
 }
 
 // Fleet is the service's replicas as they stand.

@@ -15,6 +15,11 @@ func BenchSpec() spec.ServiceSpec {
 		ID: "bench-chat", MinReplicas: 1, MaxReplicas: 1000,
 		Target:   spec.ScalingTarget{GPUUtilization: 1, QueueLength: 2},
 		WarmPool: 2,
+		// The model server the bench simulates, with BenchConfig's
+		// batch and SLO: what staffing for the latency SLO reads.
+		Command:        []string{"sh", "-c", "vllm serve bench-chat --port $REFUEL_PORT"},
+		MaxConcurrency: 8,
+		SLO:            &spec.SLO{Latency: spec.Duration(5 * time.Second)},
 	}
 	s.Normalize()
 	return s
@@ -51,9 +56,9 @@ func BenchConfig() Config {
 			Provision: Range{Min: 10 * time.Second, Max: 40 * time.Second},
 			Load:      Range{Min: 45 * time.Second, Max: 105 * time.Second},
 		},
-		MaxConcurrency:   8,
-		SLOLatency:       5 * time.Second,
-		QueueTimeout:     30 * time.Second,
+		MaxConcurrency:   BenchSpec().MaxConcurrency,
+		SLOLatency:       BenchSpec().SLO.Latency.D(),
+		QueueTimeout:     BenchSpec().QueueTimeout.D(),
 		Every:            10 * time.Second,
 		PricePerHour:     1.006, // a g5.xlarge (1x A10G) on demand
 		WarmPricePerHour: 0.022, // a stopped instance's 200 GB gp3 volume ($0.08 per GB-month)

@@ -218,8 +218,11 @@ type fleet struct {
 	arrivals     int
 	offers       float64
 	busyReported float64
-	sample       Sample
-	timeline     []Sample
+	// settledReported is the requests answered or failed as of the
+	// latest report.
+	settledReported int
+	sample          Sample
+	timeline        []Sample
 }
 
 // progress moves instances whose start-up or preparation is over.
@@ -257,7 +260,12 @@ func (f *fleet) decide(at time.Duration) {
 	if f.offers > 0 {
 		m.GPUUtilization = min(1, (f.lb.busySecs-f.busyReported)/f.offers)
 	}
-	f.arrivals, f.offers, f.busyReported = 0, 0, f.lb.busySecs
+	// What a balancer reports: the slots serving over the interval, and
+	// the requests whose first token came (or that failed) in it.
+	m.Serving = (f.lb.busySecs - f.busyReported) / f.c.Every.Seconds()
+	settled := f.lb.answered + f.lb.failed
+	m.Requests, m.Missed = float64(settled-f.settledReported), float64(f.lb.missed)
+	f.arrivals, f.offers, f.busyReported, f.settledReported = 0, 0, f.lb.busySecs, settled
 	f.sample.Missed, f.lb.missed = f.lb.missed, 0
 	f.policy.Observe(m)
 	d := f.policy.Decide(clock, autoscale.Fleet{Ready: len(f.ready), Starting: len(f.starting), Warm: len(f.pool)})

@@ -269,6 +269,20 @@ func TestTimeline(t *testing.T) {
 	if first.At != 10*time.Second || first.Ready != 1 || first.Missed != 0 || first.Decision.Replicas != 0 || first.Metrics.Replicas != 1 || first.Metrics.GPUUtilization != 1 {
 		t.Errorf("first sample %+v; want one replica serving and busy, none missed, the decision to keep none", first)
 	}
+	// A balancer's counts: requests settled (answered or failed) in the
+	// interval, those late, and the slots serving on average.
+	var settled, late float64
+	for _, s := range res.Timeline {
+		settled, late = settled+s.Metrics.Requests, late+s.Metrics.Missed
+	}
+	if first.Metrics.Requests != 10 || first.Metrics.Missed != 0 || first.Metrics.Serving <= 0 || last.Metrics.Serving != 0 {
+		t.Errorf("first sample's metrics %+v, last's %+v; want 10 requests answered in time over slots serving, then none serving", first.Metrics, last.Metrics)
+	}
+	// Those arriving from 10 s on wait 30 s and fail: by the last report,
+	// the 20 that came before 30 s.
+	if settled != 30 || late != 20 {
+		t.Errorf("reports counted %g requests settled and %g late; want 30 and 20", settled, late)
+	}
 	if last.Ready != 0 || last.Metrics.QueueLength != 30 || last.Demand != 1 {
 		t.Errorf("last sample %+v; want none serving, 30 requests waiting, a demand of 1", last)
 	}

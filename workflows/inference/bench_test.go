@@ -35,7 +35,11 @@ import (
 // and not in the simulator's draws; and the service decides only on
 // reports, as the bench does, rather than also every DecisionInterval.
 // The bench's service starts with the one replica its min_replicas asks
-// for, serving, as the workflow's first decision asks for one.
+// for, serving, as the workflow's first decision asks for one. A third:
+// the service is capacity-only here, fed by the metrics signal, as a
+// serving one's replicas are ServiceReplica children this test does not
+// run; its staffing for slo.latency is held by pkg/autoscale's tests and
+// the recorded serving history.
 func TestServiceDecidesAsTheBench(t *testing.T) {
 	t.Parallel()
 	epoch := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
@@ -45,6 +49,7 @@ func TestServiceDecidesAsTheBench(t *testing.T) {
 	cfg.Timeline = true
 	ss := servingsim.BenchSpec()
 	ss.ID, ss.LeadTime = "svc", cfg.Startup.Max().String()
+	ss.Command, ss.MaxConcurrency, ss.SLO, ss.Readiness, ss.QueueTimeout, ss.DrainTimeout = nil, 0, nil, nil, 0, 0
 	bench, err := autoscale.NewForecastScaler(ss)
 	if err != nil {
 		t.Fatal(err)

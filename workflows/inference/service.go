@@ -98,6 +98,9 @@ func (w *Services) startService(ctx workflow.Context, input json.RawMessage, car
 				return nil, invalidServiceSpecError(err)
 			}
 			carried.ForecastScaler.PricesFleetWarm = workflow.GetVersion(ctx, fleetWarmVersion, workflow.DefaultVersion, 1) >= 1
+			if ss.Serves() {
+				carried.ForecastScaler.StaffsForLatency = workflow.GetVersion(ctx, staffsForLatencyVersion, workflow.DefaultVersion, 1) >= 1
+			}
 		}
 		if ss.Serves() {
 			if workflow.GetVersion(ctx, servingReplicasVersion, workflow.DefaultVersion, 1) < 1 {

@@ -56,4 +56,12 @@ const (
 	// a cold replica. Before it, such a service kept no warm entries.
 	// Recorded in inference-service-serving-warm.json.
 	servingWarmVersion = "serving-warm"
+
+	// staffsForLatencyVersion: a new service with a command puts a floor
+	// under its ForecastScaler's replicas, staffed for slo.latency at a
+	// tolerance steered by the requests its balancers answered late
+	// (autoscale.ForecastScaler.StaffsForLatency). Recorded in
+	// inference-service-serving.json; the one recorded before it is kept
+	// beside it, named before-staffing.
+	staffsForLatencyVersion = "staffs-for-latency"
 )
