@@ -192,12 +192,13 @@ func (f *ForecastScaler) price(now time.Time, load float64, lead time.Duration, 
 func stepsOf(d time.Duration) int { return max(1, int((d+ErrorEvery/2)/ErrorEvery)) }
 
 // cheaper reports whether following c costs less than following d. The
-// SLO allows the replicas serving to fall short of the load 1-SLO of the
-// time; a candidate that fell short more often is priced above every one
-// that did not, and above one that fell short less often. Within the
-// SLO, the one that held fewer replica-hours lately is cheaper.
-func (c Candidate) cheaper(d Candidate) bool {
-	cOK, dOK := c.Late <= (1-SLO)*c.Intervals, d.Late <= (1-SLO)*d.Intervals
+// replicas serving may fall short of the load allow of the time (1-SLO,
+// eased up to twice that where the requests show room: Staffing.Slack);
+// a candidate that fell short more often is priced above every one that
+// did not, and above one that fell short less often. Within the
+// allowance, the one that held fewer replica-hours lately is cheaper.
+func (c Candidate) cheaper(d Candidate, allow float64) bool {
+	cOK, dOK := c.Late <= allow*c.Intervals, d.Late <= allow*d.Intervals
 	switch {
 	case cOK != dOK:
 		return cOK
@@ -248,12 +249,16 @@ func (f *ForecastScaler) choose(lead time.Duration) (choice, bool) {
 		return choice{}, false
 	}
 	forecasts := f.forecasts(lead)
+	allow := 1 - SLO
+	if f.StaffsForLatency {
+		allow = f.Staffing.Allowance()
+	}
 	best := -1
 	for i, c := range f.Candidates {
 		if c.Priced < minPriced || forecasts[i/len(marginLevels)] < 0 {
 			continue
 		}
-		if best < 0 || c.cheaper(f.Candidates[best]) {
+		if best < 0 || c.cheaper(f.Candidates[best], allow) {
 			best = i
 		}
 	}

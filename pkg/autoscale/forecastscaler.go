@@ -294,6 +294,10 @@ func (f *ForecastScaler) Decide(now time.Time, fl Fleet) Decision {
 			margin = "no margin until its errors are known"
 		}
 		basis = fmt.Sprintf("%s (%s) expects %.1f within %s, %s", fc.name, fc.about(lead), c.load, minutes(lead), margin)
+		if f.StaffsForLatency && f.Staffing.Slack > 1 {
+			basis += fmt.Sprintf("; chosen among candidates short of the load at most %.2g%% of the time, as %.2g%% of requests missed the SLO lately",
+				100*f.Staffing.Allowance(), 100*f.Staffing.Share())
+		}
 		if staffed > want {
 			want = staffed
 			reason += fmt.Sprintf("; staffed for slo.latency at %.2g%% late", 100*f.Staffing.Tolerance)

@@ -75,18 +75,25 @@ func TestMarginsAreConformalQuantiles(t *testing.T) {
 func TestCandidatesPricedAgainstTheSLO(t *testing.T) {
 	within := Candidate{Name: "within", Cost: 100, Late: 0.5, Intervals: 100}
 	cases := map[string]struct {
-		c, d Candidate
-		want bool
+		c, d  Candidate
+		allow float64 // 0: the SLO's share
+		want  bool
 	}{
-		"fewer replica-hours within the SLO": {Candidate{Cost: 90, Late: 0.9, Intervals: 100}, within, true},
-		"more replica-hours within the SLO":  {Candidate{Cost: 110}, within, false},
-		"beyond the SLO, however cheap":      {Candidate{Cost: 1, Late: 2, Intervals: 100}, within, false},
-		"within the SLO, however dear":       {within, Candidate{Cost: 1, Late: 2, Intervals: 100}, true},
-		"both beyond: fewer late":            {Candidate{Cost: 200, Late: 3, Intervals: 100}, Candidate{Cost: 100, Late: 4, Intervals: 100}, true},
+		"fewer replica-hours within the SLO": {Candidate{Cost: 90, Late: 0.9, Intervals: 100}, within, 0, true},
+		"more replica-hours within the SLO":  {Candidate{Cost: 110}, within, 0, false},
+		"beyond the SLO, however cheap":      {Candidate{Cost: 1, Late: 2, Intervals: 100}, within, 0, false},
+		"within the SLO, however dear":       {within, Candidate{Cost: 1, Late: 2, Intervals: 100}, 0, true},
+		"both beyond: fewer late":            {Candidate{Cost: 200, Late: 3, Intervals: 100}, Candidate{Cost: 100, Late: 4, Intervals: 100}, 0, true},
+		// Where the requests have shown room, the allowance eases.
+		"within an eased allowance, cheaper": {Candidate{Cost: 90, Late: 1.5, Intervals: 100}, within, 2 * (1 - SLO), true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := tc.c.cheaper(tc.d); got != tc.want {
+			allow := tc.allow
+			if allow == 0 {
+				allow = 1 - SLO
+			}
+			if got := tc.c.cheaper(tc.d, allow); got != tc.want {
 				t.Errorf("cheaper %v; want %v", got, tc.want)
 			}
 		})

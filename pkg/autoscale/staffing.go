@@ -24,7 +24,10 @@ import (
 // up to whole replicas, and most minutes then miss far less than the
 // share. So the tolerance is set by feedback on the requests the
 // balancers actually answered late: it tightens while the share missed
-// lately is above its aim and eases while it is below.
+// lately is above its aim and eases while it is below. Once the floor is
+// off and requests are still in time, the same feedback eases the
+// candidates' allowance for falling short of the load (Slack), and it
+// tightens that first when requests come late again.
 type Staffing struct {
 	// Requests and Missed are the requests finished and those answered
 	// late or failed, as the reports counted them, each fading with a
@@ -37,7 +40,16 @@ type Staffing struct {
 	// slo.latency, between minTolerance and maxTolerance; 0 means
 	// maxTolerance, where a service starts.
 	Tolerance float64 `json:"tolerance,omitempty"`
+	// Slack multiplies the share of intervals a candidate may fall short
+	// of the load (Allowance), from 1 to maxSlack, once the floor is off
+	// and requests are still answered within the SLO; 0 means 1.
+	Slack float64 `json:"slack,omitempty"`
 }
+
+// Allowance is the share of intervals in which the replicas a candidate
+// would have had may fall short of the load before it is priced above
+// those that did not (Candidate.cheaper): the SLO's share, times Slack.
+func (s Staffing) Allowance() float64 { return (1 - SLO) * max(1, s.Slack) }
 
 const (
 	// SLOHalfLife is how fast requests counted fade: an hour holds
@@ -55,6 +67,13 @@ const (
 	maxTolerance = 1
 	// minTolerance bounds how strict the floor gets.
 	minTolerance = 1e-4
+	// maxSlack bounds how far the candidates' allowance eases: to twice
+	// the SLO's share of intervals. The share of intervals short of the
+	// load is a stand-in for the requests late, and a strict one (a
+	// request is late only when it waits past slo.latency, not whenever
+	// the load tops the replicas); where the requests show room, the
+	// stand-in may give some, but no more than the SLO again.
+	maxSlack = 2
 	// minCounted is how many requests the share needs before it steers:
 	// with fewer, a share of 1% is a count of none or one.
 	minCounted = 1 / (1 - SLO)
@@ -84,9 +103,16 @@ func (s *Staffing) Observe(m Metrics) {
 		if s.Requests >= minCounted {
 			// Steer in log space: the error is how far the share is
 			// from its aim, in units of the aim, at most one either way.
+			// One quantity steered both ways: below the SLO it is the
+			// floor's tolerance, above it the candidates' slack.
 			err := max(-1, min(1, (aim-s.Share())/aim))
-			s.Tolerance *= math.Exp(err * dt.Seconds() / toleranceTime.Seconds())
-			s.Tolerance = max(minTolerance, min(maxTolerance, s.Tolerance))
+			step := math.Exp(err * dt.Seconds() / toleranceTime.Seconds())
+			s.Slack = max(1, s.Slack)
+			if err > 0 && s.Tolerance >= maxTolerance || err < 0 && s.Slack > 1 {
+				s.Slack = max(1, min(maxSlack, s.Slack*step))
+			} else {
+				s.Tolerance = max(minTolerance, min(maxTolerance, s.Tolerance*step))
+			}
 		}
 	}
 	if m.At.After(s.At) {

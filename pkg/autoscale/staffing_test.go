@@ -100,12 +100,12 @@ func TestToleranceTightensWhileRequestsAreLateAndEasesWhenNot(t *testing.T) {
 		}
 	}
 	report(10, 0, time.Hour)
-	if s.Tolerance != maxTolerance {
-		t.Fatalf("an hour in time: tolerance %g, want %g (no floor)", s.Tolerance, float64(maxTolerance))
+	if s.Tolerance != maxTolerance || s.Slack != maxSlack || s.Allowance() != maxSlack*(1-SLO) {
+		t.Fatalf("an hour in time: tolerance %g, slack %g; want no floor and the candidates' allowance eased to %g", s.Tolerance, s.Slack, float64(maxSlack))
 	}
 	report(10, 0.3, time.Hour) // 3% late
-	if s.Tolerance > 0.5 {
-		t.Errorf("an hour of 3%% late: tolerance %g, want it tightened below half", s.Tolerance)
+	if s.Slack != 1 || s.Tolerance > 0.5 {
+		t.Errorf("an hour of 3%% late: slack %g, tolerance %g; want the allowance back at the SLO's and the floor's tolerance below half", s.Slack, s.Tolerance)
 	}
 	report(10, 0.3, 2*time.Hour)
 	if s.Tolerance > 0.01 {

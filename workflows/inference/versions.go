@@ -59,7 +59,8 @@ const (
 
 	// staffsForLatencyVersion: a new service with a command puts a floor
 	// under its ForecastScaler's replicas, staffed for slo.latency at a
-	// tolerance steered by the requests its balancers answered late
+	// tolerance steered by the requests its balancers answered late, and
+	// eases its candidates' allowance while they are answered in time
 	// (autoscale.ForecastScaler.StaffsForLatency). Recorded in
 	// inference-service-serving.json; the one recorded before it is kept
 	// beside it, named before-staffing.
