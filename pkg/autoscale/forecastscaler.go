@@ -277,7 +277,7 @@ func (f *ForecastScaler) Decide(now time.Time, fl Fleet) Decision {
 		want = replicasFor(max(0, c.load+c.margin, current))
 		staffed := 0
 		if f.StaffsForLatency {
-			staffed = replicasFor(f.Staffing.Floor(max(c.load, current), f.Reports, f.Spec))
+			staffed = replicasFor(f.Staffing.Floor(max(c.load, current), current, f.Reports, f.Spec))
 		}
 		f.Chosen = fc.name
 		if c.level > 0 {

@@ -130,42 +130,60 @@ func (s Staffing) Share() float64 {
 	return s.Missed / s.Requests
 }
 
-// Floor is the replicas at which a load of the given replicas' work
-// (busy slots over max_concurrency) leaves a request waiting longer than
-// slo.latency no more often than the tolerance; 0 where the service
-// serves no requests or the reports have not shown how long a request
-// holds its slot.
-func (s Staffing) Floor(load float64, reports []Metrics, sp spec.ServiceSpec) float64 {
+// Floor is the replicas at which the requests the forecast load brings
+// wait longer than slo.latency no more often than the tolerance; 0 where
+// the service serves no requests, the reports have not shown how long a
+// request holds its slot, or the floor is off. The slots kept busy now
+// are scaled by the forecast load over the newest (current): a load is in
+// the units of the spec's target, and only its growth carries over to
+// the requests.
+func (s Staffing) Floor(load, current float64, reports []Metrics, sp spec.ServiceSpec) float64 {
 	if !sp.Serves() || sp.MaxConcurrency < 1 || sp.SLO == nil || sp.SLO.Latency <= 0 || load <= 0 {
-		return 0
-	}
-	hold, ok := slotHold(reports)
-	if !ok {
 		return 0
 	}
 	tol := s.Tolerance
 	if tol == 0 || tol >= maxTolerance {
 		return 0 // the requests were answered in time without a floor
 	}
+	hold, offered, ok := slotHold(reports)
+	if !ok {
+		return 0
+	}
+	if current > 0 {
+		offered *= max(1, load/current)
+	}
 	m := float64(sp.MaxConcurrency)
-	return float64(erlangSlots(load*m, hold, sp.SLO.Latency.D().Seconds(), tol)) / m
+	return float64(erlangSlots(offered, hold, sp.SLO.Latency.D().Seconds(), tol)) / m
 }
 
 // slotHold is how long a request holds its replica slot on average over
 // the reports (Little's law: the slot-seconds served per request taken
-// up); ok is false before any request was served.
-func slotHold(reports []Metrics) (seconds float64, ok bool) {
-	var slotSeconds, taken float64
+// up), and the slots the requests arriving over the last Smoothing keep
+// busy: those serving, and the growth of the queue times the hold (a
+// fleet that falls behind serves less than arrives). ok is false before
+// any request was served.
+func slotHold(reports []Metrics) (hold, busy float64, ok bool) {
+	if len(reports) == 0 {
+		return 0, 0, false
+	}
+	var slotSeconds, taken, span, serving, queued float64
+	recent := reports[len(reports)-1].At.Add(-Smoothing)
 	for i := 1; i < len(reports); i++ {
 		r, prev := reports[i], reports[i-1]
 		dt := r.At.Sub(prev.At).Seconds()
 		slotSeconds += r.Serving * dt
 		taken += r.QPS*dt - (r.QueueLength - prev.QueueLength)
+		if !prev.At.Before(recent) {
+			span += dt
+			serving += r.Serving * dt
+			queued += r.QueueLength - prev.QueueLength
+		}
 	}
-	if slotSeconds <= 0 || taken <= 0 {
-		return 0, false
+	if slotSeconds <= 0 || taken <= 0 || span <= 0 {
+		return 0, 0, false
 	}
-	return slotSeconds / taken, true
+	hold = slotSeconds / taken
+	return hold, max(0, serving+queued*hold) / span, true
 }
 
 // erlangSlots is the fewest servers at which, with offered Erlangs of

@@ -70,23 +70,28 @@ func held(qps, hold float64) []Metrics {
 func TestTheFloorGrowsFasterThanTheLoadAtASmallScale(t *testing.T) {
 	s := Staffing{Tolerance: 0.01}
 	sp := servingSpec()
-	reports := held(1, 13) // 13 busy slots: 1.6 replicas of work
-	small := s.Floor(0.5, reports, sp)
-	large := s.Floor(40, reports, sp)
-	if small <= 1 {
-		t.Errorf("half a replica of work: a floor of %.2f replicas; one replica of 8 slots leaves more than 1%% late", small)
+	few := held(0.3, 13) // 3.9 busy slots: half a replica of work
+	many := held(25, 13) // 325 busy slots: 40.6 replicas of work
+	if got := s.Floor(1, 1, few, sp); got <= 1 {
+		t.Errorf("half a replica of work: a floor of %.2f replicas; one replica of 8 slots leaves more than 1%% late", got)
 	}
-	if large < 40 || large > 44 {
-		t.Errorf("40 replicas of work: a floor of %.2f replicas; want a few percent above the work", large)
+	if got := s.Floor(1, 1, many, sp); got < 40.6 || got > 44 {
+		t.Errorf("40.6 replicas of work: a floor of %.2f replicas; want a few percent above the work", got)
 	}
-	if got := (Staffing{}).Floor(0.5, reports, sp); got != 0 {
+	// The load is in the target's units: only its growth carries over.
+	if a, b := s.Floor(5, 5, few, sp), s.Floor(1, 1, few, sp); a != b {
+		t.Errorf("the same requests at a load of 5 and of 1: floors %.2f and %.2f", a, b)
+	}
+	if a, b := s.Floor(2, 1, few, sp), s.Floor(1, 1, held(0.6, 13), sp); a != b {
+		t.Errorf("a forecast twice the load now: floor %.2f; want %.2f, the floor of twice the requests", a, b)
+	}
+	if got := (Staffing{}).Floor(1, 1, few, sp); got != 0 {
 		t.Errorf("a service that never missed the SLO has a floor of %.2f", got)
 	}
-	capacityOnly := service(nil)
-	if got := s.Floor(0.5, reports, capacityOnly); got != 0 {
+	if got := s.Floor(1, 1, few, service(nil)); got != 0 {
 		t.Errorf("a capacity-only service has a floor of %.2f", got)
 	}
-	if got := s.Floor(0.5, nil, sp); got != 0 {
+	if got := s.Floor(1, 1, nil, sp); got != 0 {
 		t.Errorf("before any request was served: a floor of %.2f", got)
 	}
 }
