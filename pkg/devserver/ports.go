@@ -129,9 +129,20 @@ func pickPorts(frontendAddr string) (ports, error) {
 // in this process from taking it in between. role names the address in
 // errors.
 func reserveAddr(role, addr string) (string, error) {
+	out, l, err := holdAddr(role, addr)
+	if err != nil {
+		return "", err
+	}
+	return out, l.Close()
+}
+
+// holdAddr is reserveAddr that keeps the port bound: the caller closes the
+// listener just before its server binds the address, so that nothing,
+// in this process or another, can take the port while the server starts.
+func holdAddr(role, addr string) (string, net.Listener, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return "", fmt.Errorf("devserver: %s address %q: %w", role, addr, err)
+		return "", nil, fmt.Errorf("devserver: %s address %q: %w", role, addr, err)
 	}
 	switch host {
 	case "localhost":
@@ -140,27 +151,25 @@ func reserveAddr(role, addr string) (string, error) {
 		host = "0.0.0.0"
 	}
 	if net.ParseIP(host) == nil {
-		return "", fmt.Errorf("devserver: %s address %q: host must be an IP address", role, addr)
+		return "", nil, fmt.Errorf("devserver: %s address %q: host must be an IP address", role, addr)
 	}
 	if port == "0" {
-		free, err := FreePort(host)
+		l, err := listenPicked(host, pickable(ephemeralRange()))
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
-		return net.JoinHostPort(host, strconv.Itoa(free)), nil
+		return net.JoinHostPort(host, strconv.Itoa(l.Addr().(*net.TCPAddr).Port)), l, nil
 	}
 	addr = net.JoinHostPort(host, port)
-
 	l, err := net.Listen("tcp", addr)
 	if errors.Is(err, syscall.EADDRINUSE) {
-		return "", fmt.Errorf("devserver: %s %w: %s: is another refuel worker or Temporal dev server running? "+
+		return "", nil, fmt.Errorf("devserver: %s %w: %s: is another refuel worker or Temporal dev server running? "+
 			"Choose another address with the flag or environment variable that sets it", role, ErrAddrInUse, addr)
 	}
 	if err != nil {
-		return "", fmt.Errorf("devserver: %s address %s: %w", role, addr, err)
+		return "", nil, fmt.Errorf("devserver: %s address %s: %w", role, addr, err)
 	}
-	defer l.Close()
-	return addr, nil
+	return addr, l, nil
 }
 
 // FreePort is a port free on host now and outside the kernel's ephemeral

@@ -116,6 +116,30 @@ func TestFreePortsOutsideTheEphemeralRange(t *testing.T) {
 	}
 }
 
+// TestAHeldAddressCannotBeTakenUntilLetGo: the Web UI's port, picked for
+// port 0, stays bound while the server starts, so no other listener
+// takes it (the UI server would exit the process); let go, it binds.
+func TestAHeldAddressCannotBeTakenUntilLetGo(t *testing.T) {
+	addr, held, err := holdAddr("Web UI", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := net.Listen("tcp", addr); !errors.Is(err, syscall.EADDRINUSE) {
+		if l != nil {
+			l.Close()
+		}
+		t.Fatalf("listening on %s while it is held: %v; want address in use", addr, err)
+	}
+	if err := held.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listening on %s once let go: %v", addr, err)
+	}
+	l.Close()
+}
+
 // TestStartRetriesWhenAPickedPortIsTaken: a port picked free and taken
 // before the server binds it (here the history service's, held by the
 // test) makes the start pick other ports rather than fail or panic.

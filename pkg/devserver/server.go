@@ -159,11 +159,17 @@ func launchOn(ctx context.Context, o Options, level zapcore.Level, pick func(fro
 	if err != nil {
 		return nil, err
 	}
+	// The Web UI's port is held while the server starts (seconds), and
+	// let go just before the UI binds it: the UI server exits the process
+	// when it cannot listen, so no other server, in this process or
+	// another, may take the port in between.
 	var ui string
+	var uiHeld net.Listener
 	if o.UIAddr != "" {
-		if ui, err = reserveAddr("Web UI", o.UIAddr); err != nil {
+		if ui, uiHeld, err = holdAddr("Web UI", o.UIAddr); err != nil {
 			return nil, err
 		}
+		defer uiHeld.Close()
 	}
 	db, err := openDatabase(o)
 	if err != nil {
@@ -188,6 +194,9 @@ func launchOn(ctx context.Context, o Options, level zapcore.Level, pick func(fro
 	}
 
 	if ui != "" {
+		if err := uiHeld.Close(); err != nil {
+			return nil, errors.Join(fmt.Errorf("devserver: let go of the Web UI's port: %w", err), s.Stop())
+		}
 		if err := s.startUI(ctx, ui, o); err != nil {
 			return nil, errors.Join(err, s.Stop())
 		}

@@ -100,7 +100,8 @@ func (s *Server) startUI(ctx context.Context, addr string, o Options) error {
 	go func() {
 		defer close(s.uiDone)
 		// Start returns nil once Stop closes it; it exits the process itself
-		// when it cannot listen, which reserveAddr checked beforehand.
+		// when it cannot listen, which is why launchOn holds the port until
+		// just before.
 		_ = s.ui.Start()
 	}()
 
