@@ -59,6 +59,9 @@ type BaseNodeStatus struct {
 	// While it is in the pool its presence's last heartbeat says it.
 	LastSeen         time.Time     `json:"last_seen,omitzero"`
 	HeartbeatTimeout time.Duration `json:"heartbeat_timeout,omitempty"`
+	// Drained is the operator's drain, until an undrain: a machine lost
+	// while draining and joined again comes back draining, not ready.
+	Drained bool `json:"drained,omitempty"`
 }
 
 // presenceStartTimeout is the least time a joined process has to take up
@@ -93,8 +96,16 @@ func BaseNode(ctx workflow.Context, name string) error {
 		for n.Status.Session == session && !ended {
 			sel := workflow.NewSelector(ctx)
 			sel.AddFuture(presence, func(f workflow.Future) { ended, lost = true, f.Get(ctx, nil) })
-			sel.AddReceive(drain, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); n.set(ctx, admission.NodeDraining) })
-			sel.AddReceive(undrain, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); n.set(ctx, admission.NodeReady) })
+			sel.AddReceive(drain, func(c workflow.ReceiveChannel, _ bool) {
+				c.Receive(ctx, nil)
+				n.Status.Drained = true
+				n.set(ctx, admission.NodeDraining)
+			})
+			sel.AddReceive(undrain, func(c workflow.ReceiveChannel, _ bool) {
+				c.Receive(ctx, nil)
+				n.Status.Drained = false
+				n.set(ctx, admission.NodeReady)
+			})
 			sel.AddReceive(n.rejoined, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
 			sel.Select(ctx)
 		}
@@ -166,7 +177,7 @@ func (n *baseNode) Join(ctx workflow.Context, req JoinRequest) (BaseNodeStatus, 
 	st.Joins++
 	st.JoinedAt, st.LastSeen = workflow.Now(ctx), time.Time{}
 	state := admission.NodeReady
-	if st.State == admission.NodeDraining {
+	if st.State == admission.NodeDraining || st.Drained {
 		state = admission.NodeDraining
 	}
 	workflow.GetLogger(ctx).Info("base machine joined", "node", req.Node.Name, "gpus", req.Node.GPUs, "joins", st.Joins)
