@@ -6,7 +6,10 @@
 // report of each balancer.
 package serving
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // SignalTraffic carries a Report from a balancer to its service.
 const SignalTraffic = "traffic"
@@ -54,6 +57,13 @@ type Traffic struct {
 	// SLOShare is the share of the window's answered requests answered
 	// within slo.latency (1 when none were answered).
 	SLOShare float64 `json:"slo_share"`
+}
+
+// Missed is the requests of the window answered later than slo.latency
+// or failed: the SLO share covers the answered ones, and errors are
+// among its requests.
+func (t Traffic) Missed() int {
+	return max(0, t.Requests-int(math.Round(t.SLOShare*float64(t.Requests))))
 }
 
 // Report is one balancer's traffic for one service over one window.

@@ -1,7 +1,6 @@
 package inference
 
 import (
-	"math"
 	"slices"
 	"time"
 
@@ -161,20 +160,13 @@ func (b balancers) onReport(ctx workflow.Context, rep serving.Report) {
 	// other balancers' latest were counted when they came.
 	m := autoscale.Metrics{
 		At: rep.At, QPS: t.RPS, QueueLength: float64(t.Queued), InFlight: float64(t.InFlight + t.Queued),
-		Serving: float64(t.InFlight), Requests: float64(rep.Requests), Missed: missed(rep.Traffic),
+		Serving: float64(t.InFlight), Requests: float64(rep.Requests), Missed: float64(rep.Missed()),
 	}
 	if l := s.LastMetrics; l != nil {
 		m.GPUUtilization = l.GPUUtilization // from the metrics signal, if an external source sends it
 	}
 	s.observe(ctx, m)
 	s.decide(ctx)
-}
-
-// missed is the requests a report counted as answered later than
-// slo.latency or failed: its share within the SLO covers the answered
-// ones, and errors are among its requests.
-func missed(t serving.Traffic) float64 {
-	return max(0, float64(t.Requests)-math.Round(t.SLOShare*float64(t.Requests)))
 }
 
 // endpoint is where clients reach the service: the balancer that

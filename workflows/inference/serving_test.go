@@ -198,21 +198,3 @@ func TestServingWarmEntryIsPromoted(t *testing.T) {
 		t.Errorf("after: %d ready, %d warm, %+v; want r1 and r2 ready, r3 warm on its way", after.Ready, after.Warm, after.Replicas)
 	}
 }
-
-// A report's missed requests are those not answered within the SLO,
-// errors among them: what staffing for slo.latency steers by.
-func TestMissedAreTheRequestsNotWithinTheSLO(t *testing.T) {
-	for _, tc := range []struct {
-		t    serving.Traffic
-		want float64
-	}{
-		{serving.Traffic{Requests: 200, SLOShare: 0.99}, 2},
-		{serving.Traffic{Requests: 3, Errors: 1, SLOShare: 2.0 / 3}, 1},
-		{serving.Traffic{Requests: 0, SLOShare: 1}, 0},
-		{serving.Traffic{Requests: 7, SLOShare: 1}, 0},
-	} {
-		if got := missed(tc.t); got != tc.want {
-			t.Errorf("missed(%+v) = %g; want %g", tc.t, got, tc.want)
-		}
-	}
-}
