@@ -64,6 +64,7 @@ type Balancer struct {
 	settings serving.Settings
 	queue    []*waiter
 	window   window
+	held     int // requests the replicas hold, all of them together
 	// handling counts the requests from their arrival until they are
 	// counted in the window, answered or not (see Handling); atomic, off
 	// the lock the routing takes.
@@ -79,6 +80,7 @@ func New(service string, transport http.RoundTripper, metrics *Metrics) *Balance
 	}
 	b := &Balancer{service: service, transport: transport, metrics: metrics, now: time.Now, replicas: map[string]*replica{}}
 	b.window.start = b.now()
+	b.window.tallied = b.window.start
 	return b
 }
 
@@ -213,6 +215,7 @@ func (b *Balancer) dispatchLocked() {
 			continue
 		}
 		r.inFlight++
+		b.holdLocked(1)
 		b.queue = slices.Delete(b.queue, i, i+1)
 		w.ready <- r
 	}
@@ -236,6 +239,7 @@ func (b *Balancer) acquire(done <-chan struct{}, exclude *replica) (*replica, er
 	if len(b.queue) == 0 || exclude != nil {
 		if r := b.pickLocked(exclude); r != nil {
 			r.inFlight++
+			b.holdLocked(1)
 			b.mu.Unlock()
 			return r, nil
 		}
@@ -276,6 +280,7 @@ func (b *Balancer) release(r *replica) {
 
 func (b *Balancer) releaseLocked(r *replica) {
 	r.inFlight--
+	b.holdLocked(-1)
 	if r.inFlight < 0 {
 		panic("balancer: in-flight count below zero for replica " + r.id)
 	}

@@ -448,6 +448,35 @@ func TestTrafficWindow(t *testing.T) {
 	}
 }
 
+// Serving is the mean of the requests held over the window, where
+// in_flight is the count at its end: 2 held for a second and 1 for the
+// next is 1.5 over the window, with 1 in flight.
+func TestServingIsTheMeanHeldOverTheWindow(t *testing.T) {
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	b := New("chat", nil, nil)
+	b.now = func() time.Time { return clock }
+	b.window.start, b.window.tallied = clock, clock
+	b.Update([]serving.Replica{{ID: "r1", State: "ready", Endpoint: "127.0.0.1:1"}, {ID: "r2", State: "ready", Endpoint: "127.0.0.1:2"}},
+		serving.Settings{MaxConcurrency: 4})
+	first, err := b.acquire(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.acquire(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	clock = clock.Add(time.Second)
+	b.release(first)
+	clock = clock.Add(time.Second)
+	if tr, _ := b.Traffic(); !near(tr.Serving, 1.5) || tr.InFlight != 1 {
+		t.Fatalf("serving %g with %d in flight, want 1.5 with 1", tr.Serving, tr.InFlight)
+	}
+	clock = clock.Add(4 * time.Second)
+	if tr, _ := b.Traffic(); !near(tr.Serving, 1) {
+		t.Fatalf("the next window: serving %g, want 1", tr.Serving)
+	}
+}
+
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
 
 func waitFor(t *testing.T, cond func() bool) {

@@ -19,6 +19,27 @@ type window struct {
 	withinSLO int
 	latencies []float64 // seconds, of the answered (OutcomeOK) requests
 	seen      int       // answered requests, for the ring of latencies
+	// busy is the slot-seconds replicas spent holding requests up to
+	// tallied: the window's mean of them in flight is busy over its span.
+	busy    float64
+	tallied time.Time
+}
+
+// holdLocked changes the count of requests the replicas hold by delta,
+// first tallying the time the count held so far.
+func (b *Balancer) holdLocked(delta int) {
+	b.tallyLocked(b.now())
+	b.held += delta
+}
+
+// tallyLocked adds the time since the last tally at the current count to
+// the window's busy slot-seconds.
+func (b *Balancer) tallyLocked(now time.Time) {
+	w := &b.window
+	if d := now.Sub(w.tallied); d > 0 {
+		w.busy += float64(b.held) * d.Seconds()
+		w.tallied = now
+	}
 }
 
 // record counts one finished request and exports it.
@@ -48,13 +69,14 @@ func (b *Balancer) record(outcome string, latency time.Duration) {
 }
 
 // Traffic is what the balancer measured since the previous call (or its
-// start), with the requests in flight and queued now; it starts a new
-// window.
+// start), with the requests in flight and queued now and the mean in
+// flight over the window; it starts a new window.
 func (b *Balancer) Traffic() (serving.Traffic, time.Duration) {
 	b.mu.Lock()
 	now := b.now()
+	b.tallyLocked(now)
 	w := b.window
-	b.window = window{start: now, latencies: make([]float64, 0, min(len(w.latencies), maxSamples))}
+	b.window = window{start: now, tallied: now, latencies: make([]float64, 0, min(len(w.latencies), maxSamples))}
 	inFlight := 0
 	for _, r := range b.replicas {
 		inFlight += r.inFlight
@@ -66,6 +88,7 @@ func (b *Balancer) Traffic() (serving.Traffic, time.Duration) {
 	t := serving.Traffic{InFlight: inFlight, Queued: queued, Requests: w.requests, Errors: w.errors, SLOShare: 1}
 	if span > 0 {
 		t.RPS = float64(w.requests) / span.Seconds()
+		t.Serving = w.busy / span.Seconds()
 	}
 	if w.requests > 0 {
 		t.SLOShare = float64(w.withinSLO) / float64(w.requests)

@@ -21,7 +21,7 @@ func Keep(reports []Report, r Report, stale time.Duration) []Report {
 }
 
 // Total is the service's traffic across its balancers: rates, counts,
-// in flight and queued add up; latency quantiles are the worst
+// in flight, serving and queued add up; latency quantiles are the worst
 // balancer's (an upper bound); the SLO share is weighted by requests.
 func Total(reports []Report) Traffic {
 	var t Traffic
@@ -29,6 +29,7 @@ func Total(reports []Report) Traffic {
 	for _, r := range reports {
 		t.RPS += r.RPS
 		t.InFlight += r.InFlight
+		t.Serving += r.MeanServing()
 		t.Queued += r.Queued
 		t.Requests += r.Requests
 		t.Errors += r.Errors

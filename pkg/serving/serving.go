@@ -46,8 +46,12 @@ type Settings struct {
 // Traffic is what a balancer measured over its latest window; status
 // shows it as `traffic`.
 type Traffic struct {
-	RPS               float64 `json:"rps"`
-	InFlight          int     `json:"in_flight"`
+	RPS      float64 `json:"rps"`
+	InFlight int     `json:"in_flight"`
+	// Serving is the mean of the requests the replicas held over the
+	// window (slot-seconds per second); absent from balancers that do
+	// not measure it, where InFlight at the report stands for it.
+	Serving           float64 `json:"serving,omitempty"`
 	Queued            int     `json:"queued"`
 	LatencyP50Seconds float64 `json:"latency_p50_seconds"`
 	LatencyP90Seconds float64 `json:"latency_p90_seconds"`
@@ -57,6 +61,15 @@ type Traffic struct {
 	// SLOShare is the share of the window's answered requests answered
 	// within slo.latency (1 when none were answered).
 	SLOShare float64 `json:"slo_share"`
+}
+
+// MeanServing is Serving, or, from a balancer that does not measure it,
+// the requests in flight at the report.
+func (t Traffic) MeanServing() float64 {
+	if t.Serving > 0 {
+		return t.Serving
+	}
+	return float64(t.InFlight)
 }
 
 // Missed is the requests of the window answered later than slo.latency

@@ -160,7 +160,7 @@ func (b balancers) onReport(ctx workflow.Context, rep serving.Report) {
 	// other balancers' latest were counted when they came.
 	m := autoscale.Metrics{
 		At: rep.At, QPS: t.RPS, QueueLength: float64(t.Queued), InFlight: float64(t.InFlight + t.Queued),
-		Serving: float64(t.InFlight), Requests: float64(rep.Requests), Missed: float64(rep.Missed()),
+		Serving: t.Serving, Requests: float64(rep.Requests), Missed: float64(rep.Missed()),
 	}
 	if l := s.LastMetrics; l != nil {
 		m.GPUUtilization = l.GPUUtilization // from the metrics signal, if an external source sends it
