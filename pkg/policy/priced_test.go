@@ -289,6 +289,40 @@ func TestRefuelWithSlackToSpareCountsASmallPremiumDear(t *testing.T) {
 	}
 }
 
+// Spot in a at 2.50 is dear beside c's at 0.40. Where c's stock has
+// lasted 5 hours at a time, refuel weighs waiting for it; where it has
+// flickered back for 5 minutes at a time, under rules version 3 there is
+// no cheaper stock to wait for and a is taken on sight, as version 2
+// would not.
+func TestRefuelWaitsOnlyForCheaperStockThatLasts(t *testing.T) {
+	flickers := func(rules int) Market {
+		m := outagesOfC(2.5, 0.4, rules)
+		m.Zones[1].SpotPrice = 3 // b, unseen, is no cheaper stock
+		m.Zones[2].History = Availability{}
+		for range 10 {
+			m.Zones[2].History.Observe(true, 5*time.Minute)
+			m.Zones[2].History.Observe(false, 20*time.Minute)
+		}
+		m.Zones[2].History.Observe(false, 10*time.Minute)
+		return m
+	}
+	cases := map[string]struct {
+		m    Market
+		dear bool
+	}{
+		"version 3, stock that lasts":    {outagesOfC(2.5, 0.4, RulesLastingStock), true},
+		"version 3, stock that flickers": {flickers(RulesLastingStock), false},
+		"version 2, stock that flickers": {flickers(RulesDearBySlack), true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if h := tc.m.dearFor(state(10, 60, None), 0); (h > 0) != tc.dear {
+				t.Errorf("dear for %s; want dear %v", h, tc.dear)
+			}
+		})
+	}
+}
+
 // outagesOfC is a market with spot in a at a, and c at c out of stock for
 // 10 minutes, its stock having lasted 5 hours between outages of 20
 // minutes, under rules.

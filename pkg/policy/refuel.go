@@ -215,10 +215,11 @@ func (d *Decider) costRoaming(s State, m Market, p planPoint, options []option) 
 // dearFor is, when spot in zone i costs more than the stock across the
 // zones can be expected to (roamingPrice) by more than moveMargin, how
 // long it would be held before spot in a cheaper zone is expected back:
-// the shortest expected outage left of those zones, at most zone i's
-// expected stock and the work left. 0 when it is not dear, when cheaper
-// stock is not expected back within the share of the slack a move may
-// spend (moveSlack), or under rules before RulesMoveByMoney. Holding it that long pays its premium over the
+// the shortest expected outage left of those zones whose stock lasts
+// (see lasts), at most zone i's expected stock and the work left. 0 when
+// it is not dear, when cheaper stock is not expected back within the
+// share of the slack a move may spend (moveSlack), or under rules before
+// RulesMoveByMoney. Holding it that long pays its premium over the
 // cheaper stock; waiting instead spends that much slack: the roaming
 // outlook weighs the two (costRoaming).
 func (m Market) dearFor(s State, i int) time.Duration {
@@ -229,7 +230,7 @@ func (m Market) dearFor(s State, i int) time.Duration {
 	}
 	back := s.TimeLeft
 	for _, c := range m.Zones {
-		if !c.SpotAvailable && c.SpotPrice < z.SpotPrice*(1-margin) {
+		if !c.SpotAvailable && c.SpotPrice < z.SpotPrice*(1-margin) && m.lasts(s, c) {
 			back = min(back, expectedLeft(c, false))
 		}
 	}
@@ -238,6 +239,25 @@ func (m Market) dearFor(s State, i int) time.Duration {
 	}
 	return max(min(back, expectedLeft(z, true), s.Remaining), time.Minute)
 }
+
+// lasts reports whether zone z's stock, once back, is expected to last
+// long enough to be worth waiting for (from RulesLastingStock): a stretch
+// in stock is expected, from its start, to last lastingStarts restart
+// overheads or more. Stock that flickers back for a tick is no cheaper
+// stock to wait for: a run that let go of dear spot for it pays a start
+// there, loses it, and pays another to take the dear spot back.
+func (m Market) lasts(s State, z Zone) bool {
+	if m.Rules < RulesLastingStock {
+		return true
+	}
+	return fitStock(z.History).expectedLeft(1, 0) >= lastingStarts*s.RestartOverhead
+}
+
+// lastingStarts is how many restart overheads a zone's stretches in
+// stock must last to count as stock worth waiting for: a start pays one,
+// and a stretch of four spends at most a quarter of itself restarting.
+// On SkyNomad's benchmark 3 to 8 decide alike.
+const lastingStarts = 4
 
 // withMove is q at the plan's slack, or, for a start of c in another
 // region than the checkpoint's, the move's egress plus its transfer time

@@ -106,8 +106,11 @@ const (
 	// (dearMargin) as the slack grows past the work left, so that a run
 	// with slack to spare waits for cheaper stock expected back soon.
 	RulesDearBySlack = 2
+	// RulesLastingStock waits for cheaper stock only where it is
+	// expected to last (see lasts).
+	RulesLastingStock = 3
 	// RulesLatest is what the simulator decides by.
-	RulesLatest = RulesDearBySlack
+	RulesLatest = RulesLastingStock
 )
 
 // RegionStock is the stock across the zones of one region.
