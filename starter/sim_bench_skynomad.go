@@ -219,7 +219,10 @@ func printSkyNomad(w io.Writer, points []*figurePoint) {
 			p.met[policy.Refuel], p.met[policy.SkyNomad], p.met[policy.UniformProgress], p.met[policy.Greedy])
 		at := fmt.Sprintf("%s %d regions D/W %.2f", p.figure, len(p.zones), p.ratio)
 		if ratio(policy.Refuel) > theirs+1e-9 {
-			behind = append(behind, fmt.Sprintf("%s: refuel %.3f, theirs %.3f", at, ratio(policy.Refuel), theirs))
+			// In dollars too: a point behind in ratio can be level in
+			// cost where this optimum is cheaper than theirs.
+			behind = append(behind, fmt.Sprintf("%s: refuel %.3f, theirs %.3f; per window refuel $%.2f, their SkyNomad $%.2f (optimum $%.2f, theirs $%.2f)",
+				at, ratio(policy.Refuel), theirs, p.cost[policy.Refuel]/n, p.theirs, opt/n, p.optimum))
 		}
 		if d := ratio(policy.SkyNomad) - theirs; d > skyNomadTolerance || d < -skyNomadTolerance {
 			off = append(off, fmt.Sprintf("%s: skynomad %.3f, theirs %.3f", at, ratio(policy.SkyNomad), theirs))
