@@ -64,7 +64,10 @@ type Balancer struct {
 	settings serving.Settings
 	queue    []*waiter
 	window   window
-	held     int // requests the replicas hold, all of them together
+	// held is the requests the replicas hold, all together: those of a
+	// replica replaced under its id too, whose object the set no longer
+	// names.
+	held int
 	// handling counts the requests from their arrival until they are
 	// counted in the window, answered or not (see Handling); atomic, off
 	// the lock the routing takes.

@@ -77,11 +77,7 @@ func (b *Balancer) Traffic() (serving.Traffic, time.Duration) {
 	b.tallyLocked(now)
 	w := b.window
 	b.window = window{start: now, tallied: now, latencies: make([]float64, 0, min(len(w.latencies), maxSamples))}
-	inFlight := 0
-	for _, r := range b.replicas {
-		inFlight += r.inFlight
-	}
-	queued := len(b.queue)
+	inFlight, queued := b.held, len(b.queue)
 	b.mu.Unlock()
 
 	span := now.Sub(w.start)

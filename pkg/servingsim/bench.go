@@ -40,6 +40,7 @@ func BenchSpec() spec.ServiceSpec {
 // model cold. The fleet reports every 10 s; prices are a g5.xlarge's on
 // demand and a 200 GB gp3 volume's.
 func BenchConfig() Config {
+	sp := BenchSpec()
 	return Config{
 		Model: Model{PrefillTokensPerSecond: 2000, DecodeTokensPerSecond: 200},
 		Startup: Startup{
@@ -56,9 +57,9 @@ func BenchConfig() Config {
 			Provision: Range{Min: 10 * time.Second, Max: 40 * time.Second},
 			Load:      Range{Min: 45 * time.Second, Max: 105 * time.Second},
 		},
-		MaxConcurrency:   BenchSpec().MaxConcurrency,
-		SLOLatency:       BenchSpec().SLO.Latency.D(),
-		QueueTimeout:     BenchSpec().QueueTimeout.D(),
+		MaxConcurrency:   sp.MaxConcurrency,
+		SLOLatency:       sp.SLO.Latency.D(),
+		QueueTimeout:     sp.QueueTimeout.D(),
 		Every:            10 * time.Second,
 		PricePerHour:     1.006, // a g5.xlarge (1x A10G) on demand
 		WarmPricePerHour: 0.022, // a stopped instance's 200 GB gp3 volume ($0.08 per GB-month)
