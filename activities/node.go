@@ -66,6 +66,8 @@ type Node struct {
 
 	mu       sync.Mutex
 	attempts map[attemptKey]*trainerRun
+	// earlyStops are stops that came before their attempt's RunTraining.
+	earlyStops map[attemptKey]time.Time
 }
 
 // instanceFor is the instance an attempt runs on: the agent's own, or on
@@ -140,15 +142,39 @@ var errLetGo = errors.New("the run let go of this attempt; its trainer trains on
 
 // StopTraining asks the trainer of an attempt to stop at a checkpoint;
 // the attempt's RunTraining then returns how it ended. An attempt that
-// already ended, or that this agent never ran, is left as it is.
+// already ended is left as it is. A stop can reach the agent before the
+// RunTraining it stops, both being tasks on the instance's queue: the
+// agent keeps it, and that attempt's trainer starts stopped.
 func (n *Node) StopTraining(_ context.Context, in StopInput) error {
+	key := attemptKey{in.JobID, in.Attempt}
 	n.mu.Lock()
-	t := n.attempts[attemptKey{in.JobID, in.Attempt}]
+	t := n.attempts[key]
+	if t == nil {
+		n.stopAhead(key, time.Now())
+	}
 	n.mu.Unlock()
 	if t != nil {
 		t.stop()
 	}
 	return nil
+}
+
+// keepEarlyStop is how long a stop for an attempt the agent has not seen
+// waits for its RunTraining: the run sends the two together.
+const keepEarlyStop = 10 * time.Minute
+
+// stopAhead keeps a stop for an attempt not started yet, forgetting
+// those kept longer than keepEarlyStop. n.mu is held.
+func (n *Node) stopAhead(key attemptKey, now time.Time) {
+	if n.earlyStops == nil {
+		n.earlyStops = map[attemptKey]time.Time{}
+	}
+	for k, at := range n.earlyStops {
+		if now.Sub(at) > keepEarlyStop {
+			delete(n.earlyStops, k)
+		}
+	}
+	n.earlyStops[key] = now
 }
 
 // attemptKey names one attempt of one job.
@@ -260,6 +286,12 @@ func (n *Node) attach(ctx context.Context, in TrainingInput, workflowID string) 
 		n.attempts = map[attemptKey]*trainerRun{}
 	}
 	n.attempts[key] = t
+	if _, ok := n.earlyStops[key]; ok {
+		delete(n.earlyStops, key)
+		n.Logger.Info("the attempt was stopped before it started: its trainer starts stopped",
+			zap.String("job", in.Spec.ID), zap.Int("attempt", in.Attempt))
+		stop()
+	}
 	go func() {
 		defer store.Close()
 		t.result, t.err = n.train(trainCtx, in, store, t.rep)

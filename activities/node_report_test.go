@@ -118,3 +118,58 @@ func TestANoticeTellsTheCheckpointsHeldBack(t *testing.T) {
 		t.Errorf("signals %+v; want checkpoints 200 and 500, and the notice", got)
 	}
 }
+
+// A stop can reach the agent before the RunTraining it stops (two tasks
+// on the instance's queue): the attempt's trainer then starts stopped,
+// and RunTraining returns at once instead of training the whole job. A
+// stop kept longer than keepEarlyStop is forgotten.
+func TestAStopThatComesFirstStopsItsAttempt(t *testing.T) {
+	n := &Node{
+		InstanceID: "i-1", Dir: t.TempDir(), Signaler: &signals{}, Logger: zap.NewNop(),
+		DemoStepTime: 5 * time.Millisecond, DemoTrainer: trainer.Embedded, ProgressSignal: "progress",
+	}
+	in := TrainingInput{
+		Spec:    spec.JobSpec{ID: "job-1", Work: spec.Duration(time.Hour), Checkpoint: spec.Checkpoint{Keep: 2}},
+		Attempt: 2, InstanceID: "i-1", CheckpointInterval: 100 * time.Millisecond,
+		CheckpointURL: (&url.URL{Scheme: "file", Path: filepath.ToSlash(t.TempDir())}).String(),
+		Control:       ControlPush, HeartbeatEvery: 20 * time.Millisecond,
+	}
+	if err := n.StopTraining(context.Background(), StopInput{JobID: "job-1", Attempt: 2}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan TrainingResult, 1)
+	go func() {
+		var suite testsuite.WorkflowTestSuite
+		env := suite.NewTestActivityEnvironment()
+		env.RegisterActivity(n)
+		var res TrainingResult
+		v, err := env.ExecuteActivity(n.RunTraining, in)
+		if err == nil {
+			err = v.Get(&res)
+		}
+		if err != nil {
+			t.Errorf("RunTraining: %v", err)
+		}
+		done <- res
+	}()
+	select {
+	case res := <-done:
+		if res.Outcome != OutcomeStopped {
+			t.Errorf("outcome %s; want stopped", res.Outcome)
+		}
+	case <-time.After(30 * time.Second): // a hang guard: the job is an hour of steps
+		t.Fatal("the attempt stopped before it started trained on")
+	}
+
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.earlyStops) != 0 {
+		t.Errorf("early stops %v kept after their attempt started", n.earlyStops)
+	}
+	t0 := time.Now()
+	n.stopAhead(attemptKey{"job-1", 3}, t0)
+	n.stopAhead(attemptKey{"job-1", 4}, t0.Add(keepEarlyStop+time.Second))
+	if _, kept := n.earlyStops[attemptKey{"job-1", 3}]; kept || len(n.earlyStops) != 1 {
+		t.Errorf("early stops %v; want the one kept longer than %s forgotten", n.earlyStops, keepEarlyStop)
+	}
+}

@@ -116,7 +116,8 @@ func clockedRun(t *testing.T, cj clockedJob, name string) *workload.MarketStatus
 	defer cancel()
 	var final training.Status
 	if err := run.Get(wctx, &final); err != nil {
-		t.Fatal(err)
+		explainStall(t, s.Client, js.ID)
+		t.Fatalf("tick %d: %v", s.Sim.Tick(), err)
 	}
 	m := final.Market
 	if m == nil {

@@ -218,7 +218,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	defer cfg.Machine.leave()
 	r := &run{cfg: cfg}
 	defer r.closeShards()
-	prepareCtx, cancel := cfg.Machine.bound(ctx)
+	// A stop asked for while the checkpoint restores waits for it, then
+	// stops the trainer at its first step: cut short, the restore would
+	// fail the attempt (an object store's reads end with their context)
+	// instead of stopping it.
+	prepareCtx, cancel := cfg.Machine.bound(context.WithoutCancel(ctx))
 	err := r.prepare(prepareCtx)
 	if err == nil {
 		err = r.prepareDev()

@@ -390,6 +390,24 @@ func TestRunStoppedByCancel(t *testing.T) {
 	}
 }
 
+// A stop that comes before the trainer starts, or while the checkpoint
+// restores, ends the run stopped, as one that comes a moment later does:
+// the checkpoint restored, then the trainer stopped at its first step.
+func TestRunStoppedBeforeTheTrainerStarts(t *testing.T) {
+	h := newHarness(t)
+	h.seed(5)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res, err := h.run(ctx, h.config("wait"))()
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if res.Outcome != Stopped || res.RestoredStep != 5 || res.LastCheckpoint == nil || res.LastCheckpoint.Step < 5 {
+		t.Errorf("outcome %s, restored %d, checkpoint %v; want stopped from the checkpoint of step 5",
+			res.Outcome, res.RestoredStep, res.LastCheckpoint)
+	}
+}
+
 func TestRunTrainerFails(t *testing.T) {
 	h := newHarness(t)
 	res, err := h.run(context.Background(), h.config("fail"))()
