@@ -563,3 +563,51 @@ func TestMemIsOneBucketPerURL(t *testing.T) {
 		s.Close()
 	}
 }
+
+// A file store that several nodes share is written while it is listed:
+// a rank's restore lists the steps while rank 0 uploads its output and
+// saves. A file renamed or deleted under the listing does not fail it.
+func TestListWhileTheStoreIsWritten(t *testing.T) {
+	s := openStore(t, "file")
+	ctx := context.Background()
+	for _, step := range []int64{1, 2} {
+		if _, err := s.Save(ctx, step, writeTree(t, map[string]string{"w": "x"}), "i-0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, key := range []string{"logs/attempt-1/i-0/output-" + strconv.Itoa(i) + ".log", "step-000000000009/data/part-" + strconv.Itoa(i)} {
+				if err := s.bucket.WriteAll(ctx, key, []byte("x"), nil); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := s.bucket.Delete(ctx, key); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		<-done
+	}()
+	for range 300 {
+		ms, err := s.List(ctx)
+		if err != nil {
+			t.Fatalf("List: %v", err)
+		}
+		if len(ms) != 2 || ms[0].Step != 2 || ms[1].Step != 1 {
+			t.Fatalf("List: %+v; want steps 2 and 1", ms)
+		}
+	}
+}
