@@ -3,7 +3,6 @@ package checkpoint
 import (
 	"context"
 	"fmt"
-	"io"
 
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
@@ -16,16 +15,12 @@ import (
 // missing.
 func (s *Store) DeleteAll(ctx context.Context) (int, error) {
 	// Collect first: deleting while listing confuses some drivers' paging.
+	objs, err := s.list(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("checkpoint: list %s: %w", s.url, err)
+	}
 	var manifests, data []string
-	it := s.bucket.List(nil)
-	for {
-		obj, err := it.Next(ctx)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return 0, fmt.Errorf("checkpoint: list %s: %w", s.url, err)
-		}
+	for _, obj := range objs {
 		if isManifest(obj) {
 			manifests = append(manifests, obj.Key)
 		} else {

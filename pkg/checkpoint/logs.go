@@ -104,16 +104,12 @@ func (s *Store) DeleteLogSegment(ctx context.Context, g LogSegment) error {
 // LogSegments lists every stored segment of the job's output in reading
 // order: by attempt, then instance, then index.
 func (s *Store) LogSegments(ctx context.Context) ([]LogSegment, error) {
+	objs, err := s.list(ctx, &blob.ListOptions{Prefix: logsDir + "/"})
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: list logs in %s: %w", s.url, err)
+	}
 	var segs []LogSegment
-	it := s.bucket.List(&blob.ListOptions{Prefix: logsDir + "/"})
-	for {
-		obj, err := it.Next(ctx)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("checkpoint: list logs in %s: %w", s.url, err)
-		}
+	for _, obj := range objs {
 		if g, ok := parseLogKey(obj.Key); ok {
 			g.Size, g.Modified = obj.Size, obj.ModTime
 			segs = append(segs, g)

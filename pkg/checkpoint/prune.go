@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/url"
 	"os"
@@ -74,20 +73,12 @@ func (s *Store) deleteStep(ctx context.Context, step int64) error {
 		return fmt.Errorf("checkpoint: delete step %d: %w", step, err)
 	}
 	// Collect first: deleting while listing confuses some drivers' paging.
-	var keys []string
-	it := s.bucket.List(&blob.ListOptions{Prefix: stepDir(step) + "/"})
-	for {
-		obj, err := it.Next(ctx)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("checkpoint: delete step %d: %w", step, err)
-		}
-		keys = append(keys, obj.Key)
+	objs, err := s.list(ctx, &blob.ListOptions{Prefix: stepDir(step) + "/"})
+	if err != nil {
+		return fmt.Errorf("checkpoint: delete step %d: %w", step, err)
 	}
-	for _, key := range keys {
-		if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+	for _, obj := range objs {
+		if err := s.bucket.Delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 			return fmt.Errorf("checkpoint: delete step %d: %w", step, err)
 		}
 	}

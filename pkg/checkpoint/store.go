@@ -6,12 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"gocloud.dev/blob"
 	// The schemes a checkpoint URL may use.
@@ -179,47 +177,16 @@ func (s *Store) List(ctx context.Context) ([]Manifest, error) {
 	return ms, nil
 }
 
-// listTries is how many times steps lists a bucket whose listing raced
-// a write, waiting a little longer before each try.
-const (
-	listTries = 10
-	listWait  = 5 * time.Millisecond
-)
-
 // steps lists the step prefixes present in the bucket, complete or not,
-// newest first. A directory's listing fails when a file it walks is
-// renamed or deleted under it (another node's upload or prune, in a file
-// store that several nodes share): it is listed again.
+// newest first. Only the steps are listed: the job's output and its
+// ranks' shards are written to while a rank restores.
 func (s *Store) steps(ctx context.Context) ([]int64, error) {
-	for try := 1; ; try++ {
-		steps, err := s.listSteps(ctx)
-		if gcerrors.Code(err) != gcerrors.NotFound || try == listTries {
-			if err != nil {
-				return nil, fmt.Errorf("checkpoint: list %s: %w", s.url, err)
-			}
-			return steps, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("checkpoint: list %s: %w", s.url, ctx.Err())
-		case <-time.After(time.Duration(try) * listWait):
-		}
+	objs, err := s.list(ctx, &blob.ListOptions{Prefix: stepPrefix, Delimiter: "/"})
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: list %s: %w", s.url, err)
 	}
-}
-
-func (s *Store) listSteps(ctx context.Context) ([]int64, error) {
 	var steps []int64
-	// Only the steps: the job's logs and its ranks' shards are written
-	// to while a rank restores.
-	it := s.bucket.List(&blob.ListOptions{Prefix: stepPrefix, Delimiter: "/"})
-	for {
-		obj, err := it.Next(ctx)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
+	for _, obj := range objs {
 		if !obj.IsDir {
 			continue
 		}

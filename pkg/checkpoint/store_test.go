@@ -565,8 +565,9 @@ func TestMemIsOneBucketPerURL(t *testing.T) {
 }
 
 // A file store that several nodes share is written while it is listed:
-// a rank's restore lists the steps while rank 0 uploads its output and
-// saves. A file renamed or deleted under the listing does not fail it.
+// a rank's restore lists the steps, and a person follows the output,
+// while rank 0 uploads its output and saves. A file renamed or deleted
+// under the listing does not fail it.
 func TestListWhileTheStoreIsWritten(t *testing.T) {
 	s := openStore(t, "file")
 	ctx := context.Background()
@@ -608,6 +609,9 @@ func TestListWhileTheStoreIsWritten(t *testing.T) {
 		}
 		if len(ms) != 2 || ms[0].Step != 2 || ms[1].Step != 1 {
 			t.Fatalf("List: %+v; want steps 2 and 1", ms)
+		}
+		if _, err := s.LogSegments(ctx); err != nil {
+			t.Fatalf("LogSegments: %v", err)
 		}
 	}
 }
