@@ -6,6 +6,8 @@ import (
 
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
+
+	"refuel/pkg/listing"
 )
 
 // DeleteAll removes every object under the job's prefix of the bucket:
@@ -15,7 +17,7 @@ import (
 // missing.
 func (s *Store) DeleteAll(ctx context.Context) (int, error) {
 	// Collect first: deleting while listing confuses some drivers' paging.
-	objs, err := s.list(ctx, nil)
+	objs, err := listing.All(ctx, s.bucket, nil)
 	if err != nil {
 		return 0, fmt.Errorf("checkpoint: list %s: %w", s.url, err)
 	}

@@ -13,6 +13,8 @@ import (
 
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
+
+	"refuel/pkg/listing"
 )
 
 // A job's trainer output lives beside its checkpoints, one prefix per
@@ -104,7 +106,7 @@ func (s *Store) DeleteLogSegment(ctx context.Context, g LogSegment) error {
 // LogSegments lists every stored segment of the job's output in reading
 // order: by attempt, then instance, then index.
 func (s *Store) LogSegments(ctx context.Context) ([]LogSegment, error) {
-	objs, err := s.list(ctx, &blob.ListOptions{Prefix: logsDir + "/"})
+	objs, err := listing.All(ctx, s.bucket, &blob.ListOptions{Prefix: logsDir + "/"})
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: list logs in %s: %w", s.url, err)
 	}

@@ -12,6 +12,8 @@ import (
 
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
+
+	"refuel/pkg/listing"
 )
 
 // Prune keeps the newest keep good checkpoints (at least one) and deletes
@@ -73,7 +75,7 @@ func (s *Store) deleteStep(ctx context.Context, step int64) error {
 		return fmt.Errorf("checkpoint: delete step %d: %w", step, err)
 	}
 	// Collect first: deleting while listing confuses some drivers' paging.
-	objs, err := s.list(ctx, &blob.ListOptions{Prefix: stepDir(step) + "/"})
+	objs, err := listing.All(ctx, s.bucket, &blob.ListOptions{Prefix: stepDir(step) + "/"})
 	if err != nil {
 		return fmt.Errorf("checkpoint: delete step %d: %w", step, err)
 	}

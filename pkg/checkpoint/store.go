@@ -18,6 +18,8 @@ import (
 	_ "gocloud.dev/blob/memblob"
 	_ "gocloud.dev/blob/s3blob"
 	"gocloud.dev/gcerrors"
+
+	"refuel/pkg/listing"
 )
 
 // Store holds the checkpoints of one job in one bucket. It is safe for
@@ -181,7 +183,7 @@ func (s *Store) List(ctx context.Context) ([]Manifest, error) {
 // newest first. Only the steps are listed: the job's output and its
 // ranks' shards are written to while a rank restores.
 func (s *Store) steps(ctx context.Context) ([]int64, error) {
-	objs, err := s.list(ctx, &blob.ListOptions{Prefix: stepPrefix, Delimiter: "/"})
+	objs, err := listing.All(ctx, s.bucket, &blob.ListOptions{Prefix: stepPrefix, Delimiter: "/"})
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: list %s: %w", s.url, err)
 	}

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/url"
 	"os"
 	"strings"
 
 	"gocloud.dev/blob"
+
+	"refuel/pkg/listing"
 )
 
 // Peek is the memory of deployment at bucketURL as its writers left it,
@@ -46,15 +47,11 @@ func Peek(ctx context.Context, bucketURL, deployment string) (View, error) {
 	s := New(blob.PrefixedBucket(b, deployment+"/"), bucketURL+" (deployment "+deployment+")", Options{})
 	defer s.Close()
 	var shards []Shard
-	it := s.bucket.List(&blob.ListOptions{Delimiter: "/"})
-	for {
-		obj, err := it.Next(ctx)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return View{}, fmt.Errorf("market memory %s: list: %w", s.where, err)
-		}
+	objs, err := listing.All(ctx, s.bucket, &blob.ListOptions{Delimiter: "/"})
+	if err != nil {
+		return View{}, fmt.Errorf("market memory %s: list: %w", s.where, err)
+	}
+	for _, obj := range objs {
 		if obj.IsDir || !strings.HasSuffix(obj.Key, ".json") {
 			continue
 		}

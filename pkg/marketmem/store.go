@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"slices"
@@ -23,6 +22,7 @@ import (
 	_ "gocloud.dev/blob/s3blob"
 	"gocloud.dev/gcerrors"
 
+	"refuel/pkg/listing"
 	"refuel/pkg/policy"
 )
 
@@ -232,15 +232,11 @@ func (s *Store) refresh(ctx context.Context) error {
 	var idle []Shard
 	listed := map[string]bool{}
 	var errs []error
-	it := s.bucket.List(&blob.ListOptions{Delimiter: "/"})
-	for {
-		obj, err := it.Next(ctx)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("market memory %s: list: %w", s.where, err)
-		}
+	objs, err := listing.All(ctx, s.bucket, &blob.ListOptions{Delimiter: "/"})
+	if err != nil {
+		return fmt.Errorf("market memory %s: list: %w", s.where, err)
+	}
+	for _, obj := range objs {
 		name, ok := strings.CutSuffix(obj.Key, ".json")
 		if obj.IsDir || !ok {
 			continue
@@ -322,16 +318,12 @@ const claimsKept = 30
 // the claims of writers long gone do not pile up. It runs after each
 // absorption, which is when one is added.
 func (s *Store) pruneClaims(ctx context.Context) error {
-	it := s.bucket.List(&blob.ListOptions{Prefix: "claims/"})
+	objs, err := listing.All(ctx, s.bucket, &blob.ListOptions{Prefix: "claims/"})
+	if err != nil {
+		return fmt.Errorf("market memory %s: list claims: %w", s.where, err)
+	}
 	var errs []error
-	for {
-		obj, err := it.Next(ctx)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("market memory %s: list claims: %w", s.where, err)
-		}
+	for _, obj := range objs {
 		if time.Since(obj.ModTime) > claimsKept*s.opts.Idle {
 			if err := s.bucket.Delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 				errs = append(errs, err)
