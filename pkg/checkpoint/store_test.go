@@ -566,52 +566,46 @@ func TestMemIsOneBucketPerURL(t *testing.T) {
 
 // A file store that several nodes share is written while it is listed:
 // a rank's restore lists the steps, and a person follows the output,
-// while rank 0 uploads its output and saves. A file renamed or deleted
-// under the listing does not fail it.
+// while rank 0 uploads its output, saves and prunes. A file renamed or
+// deleted under the listing does not fail it.
 func TestListWhileTheStoreIsWritten(t *testing.T) {
 	s := openStore(t, "file")
 	ctx := context.Background()
+	tree := writeTree(t, map[string]string{"w": "x", "more/w": "y"})
 	for _, step := range []int64{1, 2} {
-		if _, err := s.Save(ctx, step, writeTree(t, map[string]string{"w": "x"}), "i-0"); err != nil {
+		if _, err := s.Save(ctx, step, tree, "i-0"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	stop := make(chan struct{})
-	done := make(chan struct{})
+	var stopped atomic.Bool
+	done := make(chan error)
 	go func() {
-		defer close(done)
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
+		var err error
+		for i := 1; err == nil && !stopped.Load(); i++ {
+			seg := LogSegment{Attempt: 1, Instance: "i-0", Index: i}
+			step := int64(100 + i)
+			err = errors.Join(s.PutLogSegment(ctx, seg, []byte("out")), s.DeleteLogSegment(ctx, seg))
+			if _, serr := s.Save(ctx, step, tree, "i-0"); serr != nil {
+				err = serr
 			}
-			for _, key := range []string{"logs/attempt-1/i-0/output-" + strconv.Itoa(i) + ".log", "step-000000000009/data/part-" + strconv.Itoa(i)} {
-				if err := s.bucket.WriteAll(ctx, key, []byte("x"), nil); err != nil {
-					t.Error(err)
-					return
-				}
-				if err := s.bucket.Delete(ctx, key); err != nil {
-					t.Error(err)
-					return
-				}
-			}
+			err = errors.Join(err, s.deleteStep(ctx, step))
 		}
+		done <- err
 	}()
-	defer func() {
-		close(stop)
-		<-done
-	}()
-	for range 300 {
+	for range 200 {
 		ms, err := s.List(ctx)
 		if err != nil {
 			t.Fatalf("List: %v", err)
 		}
-		if len(ms) != 2 || ms[0].Step != 2 || ms[1].Step != 1 {
-			t.Fatalf("List: %+v; want steps 2 and 1", ms)
+		if n := len(ms); n < 2 || ms[n-2].Step != 2 || ms[n-1].Step != 1 {
+			t.Fatalf("List: %+v; want steps 2 and 1 last", ms)
 		}
 		if _, err := s.LogSegments(ctx); err != nil {
 			t.Fatalf("LogSegments: %v", err)
 		}
+	}
+	stopped.Store(true)
+	if err := <-done; err != nil {
+		t.Fatalf("the writer: %v", err)
 	}
 }
