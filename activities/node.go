@@ -151,11 +151,11 @@ func (n *Node) StopTraining(_ context.Context, in StopInput) error {
 	t := n.attempts[key]
 	if t == nil {
 		n.stopAhead(key, time.Now())
+		n.mu.Unlock()
+		return nil
 	}
 	n.mu.Unlock()
-	if t != nil {
-		t.stop()
-	}
+	t.stop()
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 )
@@ -37,9 +38,11 @@ func explainStall(t *testing.T, c client.Client, id string) {
 	// trainers' progress.
 	var moves []*historypb.HistoryEvent
 	for _, ev := range history(ctx, t, c, id) {
-		switch {
-		case strings.HasPrefix(ev.GetEventType().String(), "EVENT_TYPE_WORKFLOW_TASK_"),
-			ev.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == "progress":
+		switch ev.GetEventType() {
+		case enums.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, enums.EVENT_TYPE_WORKFLOW_TASK_STARTED, enums.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			continue
+		}
+		if ev.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == "progress" {
 			continue
 		}
 		moves = append(moves, ev)

@@ -16,24 +16,24 @@ import (
 	"gocloud.dev/gcerrors"
 )
 
-// Tries is how many times All reads a listing that raced a write,
-// waiting Wait longer before each try.
+// tries is how many times All reads a listing that raced a write,
+// waiting wait longer before each try.
 const (
-	Tries = 10
-	Wait  = 5 * time.Millisecond
+	tries = 10
+	wait  = 5 * time.Millisecond
 )
 
 // All reads every object of b that opts select (nil: all of them).
 func All(ctx context.Context, b *blob.Bucket, opts *blob.ListOptions) ([]*blob.ListObject, error) {
 	for try := 1; ; try++ {
 		objs, err := once(ctx, b, opts)
-		if gcerrors.Code(err) != gcerrors.NotFound || try == Tries {
+		if gcerrors.Code(err) != gcerrors.NotFound || try == tries {
 			return objs, err
 		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(time.Duration(try) * Wait):
+		case <-time.After(time.Duration(try) * wait):
 		}
 	}
 }
