@@ -105,6 +105,12 @@ type Availability struct {
 	PlacementScore int `json:"placement_score,omitempty"`
 }
 
+// seen reports whether anything is known of the zone's stock: a stretch
+// observed or tried, or the cloud's placement score.
+func (a Availability) seen() bool {
+	return a.Since > 0 || a.In.Time[0] > 0 || a.Out.Time[0] > 0 || a.PlacementScore > 0
+}
+
 // Observe records that spot was available (or not) for d.
 func (a *Availability) Observe(available bool, d time.Duration) {
 	if d <= 0 {

@@ -337,3 +337,40 @@ func outagesOfC(a, c float64, rules int) Market {
 	m.Rules = rules
 	return m
 }
+
+// TestRefuelFirstDecisionTakesTheCheapestSpot checks a run's first
+// decision on a market with no past: with nothing known of any zone,
+// nothing but price tells them apart, so refuel takes the cheapest spot,
+// not spot in the region whose on-demand is cheapest. Once a zone's stock
+// has been seen, each zone is still planned by its own model until a
+// roaming run's record exists.
+func TestRefuelFirstDecisionTakesTheCheapestSpot(t *testing.T) {
+	fresh := func() Market {
+		return Market{Step: 10 * time.Minute, OnDemandPrice: 82.53, Rules: RulesFirstRoams, Zones: []Zone{
+			{Name: "us", Region: "us-central1", SpotAvailable: true, SpotPrice: 18.98, OnDemandPrice: 82.53},
+			{Name: "eu", Region: "europe-west1", SpotAvailable: true, SpotPrice: 16.36, OnDemandPrice: 90.87},
+			{Name: "asia", Region: "asia-south2", SpotAvailable: true, SpotPrice: 69.91, OnDemandPrice: 99.12},
+		}}
+	}
+	s := State{TimeLeft: 51*time.Hour + 50*time.Minute, Remaining: 47 * time.Hour, RestartOverhead: 12 * time.Minute}
+	got, err := Decide(spec.TierDeadline, Refuel, s, fresh())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Choice{Market: capacity.Spot, Zone: "eu"}); got != want {
+		t.Errorf("nothing known of any zone: got %s, want %s, the cheapest spot", got, want)
+	}
+	if m := fresh(); !roams(m) {
+		t.Error("nothing known of any zone: want it planned as a run roaming between them")
+	}
+	seen := fresh()
+	seen.Zones[0].History.Observe(true, time.Hour)
+	if roams(seen) {
+		t.Error("a zone's stock seen, no roaming record: want each zone planned by its own model")
+	}
+	before := fresh()
+	before.Rules = RulesLastingStock
+	if roams(before) {
+		t.Error("rules before RulesFirstRoams: want each zone planned by its own model, as runs recorded then decided")
+	}
+}

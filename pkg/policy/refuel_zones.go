@@ -14,9 +14,21 @@ import (
 // rather than with each zone's own: when there are several and what a
 // run roaming between them would have seen is known. On the traces the
 // roaming model alone priced better than the cheaper of it and the
-// zones' own, which undervalue waiting for any zone's stock.
+// zones' own, which undervalue waiting for any zone's stock. A first
+// decision with nothing known of any zone (a market with no past) roams
+// too: each zone's own model, all at the prior, prices spot's likely end
+// as on-demand in that zone's region, and so took spot where on-demand
+// is cheapest rather than the cheapest spot, and then paid a restart to
+// move once the roaming model was met a step later (from
+// RulesFirstRoams).
 func roams(m Market) bool {
-	return len(m.Zones) > 1 && m.Roaming.Since > 0
+	if len(m.Zones) < 2 {
+		return false
+	}
+	if m.Roaming.Since > 0 {
+		return true
+	}
+	return m.Rules >= RulesFirstRoams && !slices.ContainsFunc(m.Zones, func(z Zone) bool { return z.History.seen() })
 }
 
 // onDemandChoices are the on-demand choices refuel weighs: one per

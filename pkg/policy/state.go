@@ -109,8 +109,11 @@ const (
 	// RulesLastingStock waits for cheaper stock only where it is
 	// expected to last (see lasts).
 	RulesLastingStock = 3
+	// RulesFirstRoams plans a first decision with nothing known of any
+	// zone as a run roaming between them (see roams).
+	RulesFirstRoams = 4
 	// RulesLatest is what the simulator decides by.
-	RulesLatest = RulesLastingStock
+	RulesLatest = RulesFirstRoams
 )
 
 // RegionStock is the stock across the zones of one region.
