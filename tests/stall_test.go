@@ -10,6 +10,8 @@ import (
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+
+	"refuel/workflows"
 )
 
 // explainStall logs where a run that overran its bound stands: its
@@ -42,7 +44,7 @@ func explainStall(t *testing.T, c client.Client, id string) {
 		case enums.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, enums.EVENT_TYPE_WORKFLOW_TASK_STARTED, enums.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
 			continue
 		}
-		if ev.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == "progress" {
+		if ev.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == workflows.SignalProgress {
 			continue
 		}
 		moves = append(moves, ev)
