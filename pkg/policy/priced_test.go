@@ -374,3 +374,56 @@ func TestRefuelFirstDecisionTakesTheCheapestSpot(t *testing.T) {
 		t.Error("rules before RulesFirstRoams: want each zone planned by its own model, as runs recorded then decided")
 	}
 }
+
+// Spot in a at 1.20 is dear beside c's at 0.40, out of stock for now with
+// outages of 20 minutes, and a's stock, like the run's roaming between
+// the zones, has lasted an hour at a time. With 5 to 8 h of slack for 38
+// h of work, the restarts ahead need more slack than the run has: under
+// rules version 5 the slack a wait would spend is priced as the on-demand
+// it forces later, dearer than a's premium, and a is taken on sight.
+// With 22 h of slack, or under version 4, refuel still weighs waiting for
+// c, and version 4 waits.
+func TestRefuelKeepsTheSlackTheRestartsAheadNeed(t *testing.T) {
+	market := func(rules int) Market {
+		m := outagesOfC(1.2, 0.4, rules)
+		for range 10 {
+			m.Zones[0].History.Observe(true, time.Hour)
+			m.Zones[0].History.Observe(false, 10*time.Minute)
+		}
+		m.Zones[0].History.Observe(true, 10*time.Minute)
+		// Roaming between the zones, the run has had spot an hour at a
+		// time too.
+		for range 10 {
+			m.Roaming.Availability.Observe(true, time.Hour)
+			m.Roaming.Availability.Observe(false, 10*time.Minute)
+		}
+		m.Roaming.Availability.Observe(true, 10*time.Minute)
+		return m
+	}
+	cases := map[string]struct {
+		s     State
+		rules int
+		dear  bool
+	}{
+		"version 5, slack short of the restarts": {state(10, 43, None), RulesSpareSlack, false},
+		"version 4, slack short of the restarts": {state(10, 43, None), RulesFirstRoams, true},
+		"version 5, slack to spare":              {state(10, 60, None), RulesSpareSlack, true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			m := market(tc.rules)
+			if h := m.dearFor(tc.s, 0); (h > 0) != tc.dear {
+				t.Errorf("dear for %s (restarts ahead %s); want dear %v", h, m.restartsAhead(tc.s, m.Zones[0]), tc.dear)
+			}
+		})
+	}
+	for rules, want := range map[int]Choice{RulesSpareSlack: spotA, RulesFirstRoams: None} {
+		got, err := Decide(spec.TierDeadline, Refuel, state(10, 46, None), market(rules))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("version %d, slack short of the restarts: refuel chose %s, want %s", rules, got, want)
+		}
+	}
+}

@@ -218,10 +218,13 @@ func (d *Decider) costRoaming(s State, m Market, p planPoint, options []option) 
 // the shortest expected outage left of those zones whose stock lasts
 // (see lasts), at most zone i's expected stock and the work left. 0 when
 // it is not dear, when cheaper stock is not expected back within the
-// share of the slack a move may spend (moveSlack), or under rules before
-// RulesMoveByMoney. Holding it that long pays its premium over the
-// cheaper stock; waiting instead spends that much slack: the roaming
-// outlook weighs the two (costRoaming).
+// share of the slack a move may spend (moveSlack), when the slack the
+// wait spends would leave the restarts ahead short and the on-demand
+// trained in their stead costs more than the premium saved (from
+// RulesSpareSlack), or under rules before RulesMoveByMoney. Holding it
+// that long pays its premium over the cheaper stock; waiting instead
+// spends that much slack: the roaming outlook weighs the two
+// (costRoaming).
 func (m Market) dearFor(s State, i int) time.Duration {
 	z := m.Zones[i]
 	margin := m.dearMargin(s)
@@ -237,7 +240,16 @@ func (m Market) dearFor(s State, i int) time.Duration {
 	if back > (s.slack()-s.RestartOverhead)/moveSlack {
 		return 0 // waiting that long would spend more slack than a move may
 	}
-	return max(min(back, expectedLeft(z, true), s.Remaining), time.Minute)
+	hold := max(min(back, expectedLeft(z, true), s.Remaining), time.Minute)
+	if m.Rules >= RulesSpareSlack {
+		// Slack that waiting spends is slack the restarts ahead would
+		// have covered: what they then lack is trained on on-demand.
+		short := min(back, m.restartsAhead(s, z)-(s.slack()-back))
+		if short > 0 && short.Hours()*(m.onDemandPrice(z)-z.SpotPrice) > (z.SpotPrice-roamingPrice(m.Zones))*hold.Hours() {
+			return 0
+		}
+	}
+	return hold
 }
 
 // lasts reports whether zone z's stock, once back, is expected to last
@@ -251,6 +263,18 @@ func (m Market) lasts(s State, z Zone) bool {
 		return true
 	}
 	return fitStock(z.History).expectedLeft(1, 0) >= lastingStarts*s.RestartOverhead
+}
+
+// restartsAhead is the slack the restarts of the work left are expected
+// to spend holding spot in zone z (from RulesSpareSlack): one restart
+// overhead and one move between regions for each stretch of its stock,
+// each expected to last as its stretches have from their start.
+func (m Market) restartsAhead(s State, z Zone) time.Duration {
+	life := fitStock(z.History).expectedLeft(1, 0)
+	if life <= 0 {
+		return s.Remaining
+	}
+	return time.Duration(float64(s.Remaining) / float64(life) * float64(s.RestartOverhead+m.Move.Time))
 }
 
 // lastingStarts is how many restart overheads a zone's stretches in

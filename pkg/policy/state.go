@@ -112,8 +112,12 @@ const (
 	// RulesFirstRoams plans a first decision with nothing known of any
 	// zone as a run roaming between them (see roams).
 	RulesFirstRoams = 4
+	// RulesSpareSlack prices the slack a wait for cheaper stock would
+	// spend as the on-demand the restarts ahead then need, and takes dear
+	// spot on sight where that costs more than its premium (dearFor).
+	RulesSpareSlack = 5
 	// RulesLatest is what the simulator decides by.
-	RulesLatest = RulesFirstRoams
+	RulesLatest = RulesSpareSlack
 )
 
 // RegionStock is the stock across the zones of one region.
