@@ -106,6 +106,7 @@ func openClockedMarket(ctx workflow.Context, r *run) (*clockedMarket, error) {
 	}
 	m.job = m.jobFor(r.spec, r.StartedAt, view.RestartOverhead, moves)
 	m.job.Nodes, m.job.MinNodes = m.nodes, m.minNodes
+	m.job.Rules = rules(ctx)
 	meter, err := replay.NewMeter(m.job, m.zones, view.TickLength)
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError("the market cannot be followed: "+err.Error(), "InvalidJobSpec", nil)

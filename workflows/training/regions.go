@@ -16,6 +16,14 @@ func pricesZones(ctx workflow.Context) bool {
 	return workflow.GetVersion(ctx, pricedZonesVersion, workflow.DefaultVersion, 1) >= 1
 }
 
+// rules is the version of refuel's rules the run decides by
+// (policy.Market.Rules): the latest when the run first asks, kept for
+// the rest of the run and on every replay; 0 for runs recorded before
+// rulesVersion.
+func rules(ctx workflow.Context) int {
+	return max(0, int(workflow.GetVersion(ctx, rulesVersion, workflow.DefaultVersion, policy.RulesLatest)))
+}
+
 // movePrices are what moving a checkpoint between regions costs a run
 // (RunOptions.EgressUSDPerGB, CheckpointGB and TransferGbps).
 type movePrices struct {

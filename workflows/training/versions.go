@@ -64,4 +64,12 @@ const (
 	// to acquiring in wall time. Recorded in
 	// training-run-market-time-gang.json.
 	gangClockVersion = "gang-market-clock"
+
+	// rulesVersion: runs decide their market by the latest of refuel's
+	// rules (policy.RulesLatest), the version GetVersion returns, as
+	// `starter sim` replays them; a later version of the rules raises
+	// its maximum, and a run keeps the version it recorded. Runs
+	// recorded before it decide by version 0. Recorded in
+	// training-run-market-time.json.
+	rulesVersion = "refuel-rules"
 )

@@ -202,6 +202,7 @@ func (c runClock) spotMarket(ctx workflow.Context, w *spotWatch, step time.Durat
 	m = policy.Market{Step: step, OnDemandPrice: onDemandPrice}
 	history := c.stockHistory(ctx, spots)
 	priced = pricesZones(ctx)
+	m.Rules = rules(ctx)
 	for i, o := range spots {
 		z := policy.Zone{Name: o.Key(), SpotPrice: o.PricePerHour}
 		if history != nil {
