@@ -123,6 +123,9 @@ func clockedRun(t *testing.T, cj clockedJob, name string) *workload.MarketStatus
 	if m == nil {
 		t.Fatal("the run kept wall time; want the market's")
 	}
+	if m.Job.Rules != policy.RulesLatest {
+		t.Errorf("the run decided by version %d of refuel's rules; want the latest, %d, as `starter sim` replays", m.Job.Rules, policy.RulesLatest)
+	}
 	if max(1, m.Job.Nodes) != nodes || m.Job.MinNodes != cj.minNodes {
 		t.Fatalf("the account is of %d nodes down to %d; want %d down to %d", m.Job.Nodes, m.Job.MinNodes, nodes, cj.minNodes)
 	}
