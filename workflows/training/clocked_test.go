@@ -207,7 +207,7 @@ func TestClockedRunDecidesAsTheSimulatorAcrossPricedRegions(t *testing.T) {
 			st := runClocked(t, cloud, o, js, startedAt)
 			job := replay.Job{Tier: spec.TierDeadline, Work: work, Deadline: 9 * time.Hour, RestartOverhead: sim.DefaultRestartOverhead,
 				SpotPrice: 0.4, OnDemandPrice: 3.3, Zones: prices,
-				CheckpointGB: 50, EgressUSDPerGB: tc.egress, TransferTime: 400 * time.Second}
+				CheckpointGB: 50, EgressUSDPerGB: tc.egress, TransferTime: 400 * time.Second, Rules: policy.RulesLatest}
 			if diff := cmp.Diff(st.Market.Job, job); diff != "" {
 				t.Errorf("the run's account prices the job otherwise than the simulator, got(-), want(+):\n%s", diff)
 			}
