@@ -106,6 +106,7 @@ func simCommand() *cobra.Command {
 	fs.IntVar(&f.starts, "starts", 0, "run N windows whose starts are spread evenly over the traces, then a summary")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object per line")
 	fs.StringVar(&f.plot, "plot", "", "draw progress and market over time to FILE (.png or .svg)")
+	fs.IntVar(&f.job.Rules, "rules", policy.RulesLatest, rulesUsage)
 	fs.BoolVar(&f.learns, "learns-by-trying", false, "policies know a zone they do not hold only by trying spot there (refused for nothing, or taken and held), from the market's past and from the probes they pay for; default: every zone's stock is seen at every tick, for free")
 	policies := []string{"all"}
 	for _, n := range policy.Names {
@@ -116,7 +117,7 @@ func simCommand() *cobra.Command {
 		"prices": completeFiles("json", "csv"), "plot": completeFiles("png", "svg"),
 		"work": completeNothing, "deadline": completeNothing, "restart-overhead": completeNothing, "spot-price": completeNothing,
 		"ondemand-price": completeNothing, "egress-usd-per-gb": completeNothing, "checkpoint-gb": completeNothing,
-		"transfer-gbps": completeNothing, "instance-type": completeNothing, "nodes": completeNothing, "min-nodes": completeNothing, "start": completeNothing, "starts": completeNothing,
+		"transfer-gbps": completeNothing, "instance-type": completeNothing, "rules": completeNothing, "nodes": completeNothing, "min-nodes": completeNothing, "start": completeNothing, "starts": completeNothing,
 	} {
 		_ = cmd.RegisterFlagCompletionFunc(name, complete)
 	}
@@ -127,7 +128,9 @@ func simCommand() *cobra.Command {
 		}
 		f.tier, f.job.Tier = t, t
 		f.job.TransferTime = transferTime(f.job.CheckpointGB, f.transfer)
-		f.job.Rules = policy.RulesLatest
+		if err := checkRules(f.job.Rules); err != nil {
+			return err
+		}
 		f.job.LearnsByTrying = f.learns
 		if len(f.policies) == 0 {
 			f.policies = []policy.Name{policy.Refuel}

@@ -148,6 +148,7 @@ all of them sharing the cores.`,
 	fs.Float64Var(&o.job.EgressUSDPerGB, "egress-usd-per-gb", 0.02, "USD per GB a checkpoint moved to another region costs")
 	fs.Float64Var(&o.gbps, "transfer-gbps", 1, "Gbit/s a checkpoint moves between regions at")
 	listVar(fs, &o.nodes, "nodes", "counts", one(positiveInt), fmt.Sprintf("instances the job needs at once in one zone, a gang (1 to %d); comma-separate for a table per size; see starter sim -h", spec.MaxNodes))
+	fs.IntVar(&o.job.Rules, "rules", policy.RulesLatest, rulesUsage)
 	fs.BoolVar(&o.learns, "learns-by-trying", false, "policies know a zone they do not hold only by trying spot there (refused for nothing, or taken and held), from the market's past and from the probes they pay for; default: every zone's stock is seen at every tick, for free")
 	fs.BoolVar(&o.regions, "priced-regions", true, "also replay markets whose zones span regions with each zone at its own prices")
 	fs.StringVar(&o.skynomad, "skynomad", "", "replay instead every point of SkyNomad's Figures 10a and 10b on its authors' trace in this folder (with prices.csv), beside their published results (make bench-skynomad)")
@@ -156,13 +157,16 @@ all of them sharing the cores.`,
 		"traces": completeDirs, "skynomad": completeDirs, "prices": completeFiles("json"),
 		"starts": completeNothing, "deadlines": completeNothing, "work": completeNothing, "restart-overhead": completeNothing,
 		"spot-price": completeNothing, "ondemand-price": completeNothing, "checkpoint-gb": completeNothing,
-		"egress-usd-per-gb": completeNothing, "transfer-gbps": completeNothing, "nodes": completeNothing, "region-tick": completeNothing,
+		"egress-usd-per-gb": completeNothing, "transfer-gbps": completeNothing, "nodes": completeNothing, "region-tick": completeNothing, "rules": completeNothing,
 	} {
 		_ = cmd.RegisterFlagCompletionFunc(name, complete)
 	}
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := checkRules(o.job.Rules); err != nil {
+			return err
+		}
 		if o.skynomad != "" {
-			return skyNomadBench(o.skynomad, o.learns, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return skyNomadBench(o.skynomad, o.learns, o.job.Rules, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		}
 		return simBench(o, fs.Changed("starts"), cmd.OutOrStdout(), cmd.ErrOrStderr())
 	}
@@ -181,7 +185,6 @@ type benchSection struct {
 
 func simBench(o benchOptions, explicitStarts bool, stdout, stderr io.Writer) error {
 	o.job.TransferTime = transferTime(o.job.CheckpointGB, o.gbps)
-	o.job.Rules = policy.RulesLatest
 	o.job.LearnsByTrying = o.learns
 	for _, n := range o.nodes {
 		if n > spec.MaxNodes {

@@ -131,7 +131,7 @@ func readZonePrices(file string) (map[string]replay.ZonePrice, error) {
 // on their trace (dir) with their job under refuel, refuel's skynomad,
 // uniform progress, greedy and the optimum, and prints them beside the
 // authors' published SkyNomad and optimum.
-func skyNomadBench(dir string, learns bool, stdout, stderr io.Writer) error {
+func skyNomadBench(dir string, learns bool, rules int, stdout, stderr io.Writer) error {
 	points, err := readFigures()
 	if err != nil {
 		return err
@@ -147,7 +147,7 @@ func skyNomadBench(dir string, learns bool, stdout, stderr io.Writer) error {
 		var ts []*trace.Trace
 		job := replay.Job{Tier: spec.TierDeadline, Deadline: skyNomadDeadline, RestartOverhead: skyNomadRestart,
 			Work:         time.Duration(float64(skyNomadDeadline) / p.ratio).Round(time.Second),
-			CheckpointGB: skyNomadCheckpoint, EgressUSDPerGB: skyNomadEgress, Rules: policy.RulesLatest, LearnsByTrying: learns}
+			CheckpointGB: skyNomadCheckpoint, EgressUSDPerGB: skyNomadEgress, Rules: rules, LearnsByTrying: learns}
 		for _, z := range p.zones {
 			t := traces[z]
 			if t == nil {

@@ -3,12 +3,16 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"refuel/pkg/policy"
 )
 
 // simTrace writes a small trace: 40 ticks of 10 minutes, stock coming and
@@ -144,6 +148,8 @@ func TestSimRejectsBadFlags(t *testing.T) {
 		"start past end":    {[]string{"--trace", tr, "--start", "99"}, "--start 99 is past"},
 		"plot format":       {[]string{"--trace", tr, "--plot", "out.jpg"}, "--plot"},
 		"no nodes":          {[]string{"--trace", tr, "--nodes", "0"}, "--nodes 0 is outside 1..256"},
+		"rules past latest": {[]string{"--trace", tr, "--rules", strconv.Itoa(policy.RulesLatest + 1)}, fmt.Sprintf("--rules %d is outside 0..%d", policy.RulesLatest+1, policy.RulesLatest)},
+		"negative rules":    {[]string{"--trace", tr, "--rules", "-1"}, "--rules -1 is outside"},
 		"too many nodes":    {[]string{"--trace", tr, "--nodes", "257"}, "--nodes 257 is outside 1..256"},
 		"min nodes above":   {[]string{"--trace", tr, "--nodes", "2", "--min-nodes", "3"}, "--min-nodes 3 is outside 1..2 (--nodes)"},
 		"missing file":      {[]string{"--trace", filepath.Join(t.TempDir(), "none.json")}, "none.json cannot be read"},
@@ -244,6 +250,10 @@ func TestSimBenchReportsTargetsAndTheKnownStatisticsBound(t *testing.T) {
 	var out, errs bytes.Buffer
 	if err := runSimBench([]string{"--traces", dir, "--nodes", "0"}, &out, &errs); err == nil || !strings.Contains(err.Error(), `"--nodes"`) {
 		t.Errorf("sim-bench --nodes 0: got %v, want an error naming --nodes", err)
+	}
+	out.Reset()
+	if err := runSimBench([]string{"--traces", dir, "--rules", "-1"}, &out, &errs); err == nil || !strings.Contains(err.Error(), "--rules -1 is outside") {
+		t.Errorf("sim-bench --rules -1: got %v, want an error naming --rules", err)
 	}
 	for _, want := range []string{"ALL single-zone (4 windows)", "refuel meets every deadline", "v100_1 (2 zones)"} {
 		if !strings.Contains(plain, want) {
