@@ -151,8 +151,9 @@ func TestManyRunsOnVirtualInstances(t *testing.T) {
 		js := quickJob(fmt.Sprintf("many-%02d", i), spec.TierFlexible)
 		js.Work = spec.Duration(3 * time.Second)
 		if i < preempted {
-			// Long enough to be still training when its instance is taken.
-			js.Work = spec.Duration(15 * time.Second)
+			// Long enough to be still training when its instance is
+			// taken, beside 49 other runs on two busy cores.
+			js.Work = spec.Duration(30 * time.Second)
 		}
 		if i%2 == 0 {
 			js.Checkpoint.URL = "mem://many"
@@ -163,15 +164,23 @@ func TestManyRunsOnVirtualInstances(t *testing.T) {
 		}
 		runs[i] = run
 	}
+	// Each of the five is taken as soon as it has checkpointed, all at
+	// once: one waited for after another could finish its work first.
+	errs := make(chan error, preempted)
 	for i := range preempted {
-		id := fmt.Sprintf("many-%02d", i)
-		st, err := jobs.WaitFor(ctx, s.Client, id, func(st training.Status) bool {
-			return st.LastCheckpoint != nil && st.Instance != nil && st.State == workflows.StateRunning
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := jobs.Interrupt(ctx, s.Client, st.Instance.ID, 5*time.Second); err != nil {
+		go func() {
+			id := fmt.Sprintf("many-%02d", i)
+			st, err := jobs.WaitFor(ctx, s.Client, id, func(st training.Status) bool {
+				return st.LastCheckpoint != nil && st.Instance != nil && st.State == workflows.StateRunning
+			})
+			if err == nil {
+				_, err = jobs.Interrupt(ctx, s.Client, st.Instance.ID, 5*time.Second)
+			}
+			errs <- err
+		}()
+	}
+	for range preempted {
+		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
 	}
