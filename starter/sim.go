@@ -143,6 +143,19 @@ func simCommand() *cobra.Command {
 	return cmd
 }
 
+// rulesUsage is the help of --rules in starter sim and sim-bench: the
+// version of refuel's rules the refuel policy decides by
+// (policy.Market.Rules).
+const rulesUsage = "version of refuel's rules to decide by: 0 for runs recorded before live runs adopted later ones, up to the latest, which live runs decide by now (see docs/simulation.md)"
+
+// checkRules rejects a --rules version refuel does not have.
+func checkRules(v int) error {
+	if v < 0 || v > policy.RulesLatest {
+		return &FlagError{"rules", fmt.Sprintf("%d is outside 0..%d", v, policy.RulesLatest), fmt.Sprintf("give a version of refuel's rules, e.g. --rules %d (the latest) or --rules 0", policy.RulesLatest)}
+	}
+	return nil
+}
+
 // parsePolicies reads one item of --policy: a policy's name, or all.
 func parsePolicies(s string) ([]policy.Name, error) {
 	if s == "all" {

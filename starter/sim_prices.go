@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"refuel/pkg/policy"
 	"strings"
 	"time"
 
@@ -130,17 +129,4 @@ func describePrices(job replay.Job) string {
 	}
 	return fmt.Sprintf("each zone at its own prices; a move between regions moves a %g GB checkpoint for $%.2f and %s",
 		job.CheckpointGB, job.CheckpointGB*job.EgressUSDPerGB, job.TransferTime.Round(time.Second))
-}
-
-// rulesUsage is the help of --rules in starter sim and sim-bench: the
-// version of refuel's rules the refuel policy decides by
-// (policy.Market.Rules).
-const rulesUsage = "version of refuel's rules to decide by: 0 for runs recorded before live runs adopted later ones, up to the latest, which live runs decide by now (see docs/simulation.md)"
-
-// checkRules rejects a --rules version refuel does not have.
-func checkRules(v int) error {
-	if v < 0 || v > policy.RulesLatest {
-		return &FlagError{"rules", fmt.Sprintf("%d is outside 0..%d", v, policy.RulesLatest), fmt.Sprintf("give a version of refuel's rules, e.g. --rules %d (the latest) or --rules 0", policy.RulesLatest)}
-	}
-	return nil
 }

@@ -228,7 +228,11 @@ func (d *Decider) costRoaming(s State, m Market, p planPoint, options []option) 
 func (m Market) dearFor(s State, i int) time.Duration {
 	z := m.Zones[i]
 	margin := m.dearMargin(s)
-	if m.Rules < RulesMoveByMoney || !m.priced() || z.SpotPrice <= roamingPrice(m.Zones)*(1+margin) {
+	if m.Rules < RulesMoveByMoney || !m.priced() {
+		return 0
+	}
+	across := roamingPrice(m.Zones)
+	if z.SpotPrice <= across*(1+margin) {
 		return 0
 	}
 	back := s.TimeLeft
@@ -245,7 +249,7 @@ func (m Market) dearFor(s State, i int) time.Duration {
 		// Slack that waiting spends is slack the restarts ahead would
 		// have covered: what they then lack is trained on on-demand.
 		short := min(back, m.restartsAhead(s, z)-(s.slack()-back))
-		if short > 0 && short.Hours()*(m.onDemandPrice(z)-z.SpotPrice) > (z.SpotPrice-roamingPrice(m.Zones))*hold.Hours() {
+		if short > 0 && short.Hours()*(m.onDemandPrice(z)-z.SpotPrice) > (z.SpotPrice-across)*hold.Hours() {
 			return 0
 		}
 	}
