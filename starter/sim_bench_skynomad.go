@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,6 +38,12 @@ const (
 	skyNomadEgress     = 0.02
 )
 
+// skyNomadWindowFigures are the same results window by window, with
+// their source in the file's header.
+//
+//go:embed skynomad_windows.csv
+var skyNomadWindowFigures string
+
 // skyNomadPolicies are replayed at every point of the figures.
 var skyNomadPolicies = []policy.Name{policy.Optimal, policy.Refuel, policy.SkyNomad, policy.UniformProgress, policy.Greedy}
 
@@ -52,19 +59,23 @@ type figurePoint struct {
 	cost  map[policy.Name]float64
 	probe map[policy.Name]float64
 	met   map[policy.Name]int
+	// windows are the point's windows: what each policy cost in each,
+	// and the authors' SkyNomad and optimum there.
+	windows [skyNomadWindows]figureWindow
 }
 
-// readFigures parses the embedded figures.
+// figureWindow is one window of a point: cost in USD per policy, and the
+// authors' published SkyNomad and optimum for it.
+type figureWindow struct {
+	cost            map[policy.Name]float64
+	theirs, optimum float64
+}
+
+// readFigures parses the embedded figures, each point with its windows.
 func readFigures() ([]*figurePoint, error) {
-	var body []string
-	for _, l := range strings.Split(skyNomadFigures, "\n") {
-		if !strings.HasPrefix(l, "#") && l != "" {
-			body = append(body, l)
-		}
-	}
-	rows, err := csv.NewReader(strings.NewReader(strings.Join(body, "\n"))).ReadAll()
+	rows, err := readFigureTable(skyNomadFigures)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("skynomad_figures.csv: %w", err)
 	}
 	var out []*figurePoint
 	for _, r := range rows[1:] {
@@ -79,9 +90,59 @@ func readFigures() ([]*figurePoint, error) {
 				return nil, fmt.Errorf("skynomad_figures.csv: %w", e)
 			}
 		}
+		for w := range p.windows {
+			p.windows[w].cost = map[policy.Name]float64{}
+		}
 		out = append(out, p)
 	}
+	if err := readFigureWindows(out); err != nil {
+		return nil, fmt.Errorf("skynomad_windows.csv: %w", err)
+	}
 	return out, nil
+}
+
+// readFigureWindows fills in each point's windows from the embedded
+// window figures; every window of every point must be there.
+func readFigureWindows(points []*figurePoint) error {
+	rows, err := readFigureTable(skyNomadWindowFigures)
+	if err != nil {
+		return err
+	}
+	seen := map[*figurePoint]int{}
+	for n, r := range rows[1:] {
+		var v [5]float64
+		for i, f := range r[1:6] {
+			if v[i], err = strconv.ParseFloat(f, 64); err != nil {
+				return fmt.Errorf("line %d: %w", n+2, err)
+			}
+		}
+		w := int(v[2])
+		i := slices.IndexFunc(points, func(p *figurePoint) bool {
+			return p.figure == r[0] && p.ratio == v[0] && len(p.zones) == int(v[1])
+		})
+		if i < 0 || w < 0 || w >= skyNomadWindows {
+			return fmt.Errorf("line %d: no window %d of a point %s, D/W %g, %g regions", n+2, w, r[0], v[0], v[1])
+		}
+		points[i].windows[w].theirs, points[i].windows[w].optimum = v[3], v[4]
+		seen[points[i]]++
+	}
+	for _, p := range points {
+		if seen[p] != skyNomadWindows {
+			return fmt.Errorf("%d windows of %s, D/W %g, %d regions, want %d", seen[p], p.figure, p.ratio, len(p.zones), skyNomadWindows)
+		}
+	}
+	return nil
+}
+
+// readFigureTable reads an embedded CSV table, its # lines left out.
+func readFigureTable(text string) ([][]string, error) {
+	var body []string
+	for _, l := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(l, "#") && l != "" {
+			body = append(body, l)
+		}
+	}
+	return csv.NewReader(strings.NewReader(strings.Join(body, "\n"))).ReadAll()
 }
 
 // zonePrices are prices.csv of the authors' trace folder.
@@ -179,6 +240,7 @@ func skyNomadBench(dir string, learns bool, rules int, stdout, stderr io.Writer)
 					mu.Lock()
 					defer mu.Unlock()
 					p.cost[pol] += res.Cost
+					p.windows[w].cost[pol] = res.Cost
 					p.probe[pol] += res.ProbeUSD
 					if res.DeadlineMet {
 						p.met[pol]++
@@ -223,6 +285,11 @@ func printSkyNomad(w io.Writer, points []*figurePoint) {
 			// cost where this optimum is cheaper than theirs.
 			behind = append(behind, fmt.Sprintf("%s: refuel %.3f, theirs %.3f; per window refuel $%.2f, their SkyNomad $%.2f (optimum $%.2f, theirs $%.2f)",
 				at, ratio(policy.Refuel), theirs, p.cost[policy.Refuel]/n, p.theirs, opt/n, p.optimum))
+			// Window by window, where refuel's loss lies.
+			for w, fw := range p.windows {
+				behind = append(behind, fmt.Sprintf("  window %d: refuel $%.2f, their SkyNomad $%.2f (optimum $%.2f, theirs $%.2f)",
+					w, fw.cost[policy.Refuel], fw.theirs, fw.cost[policy.Optimal], fw.optimum))
+			}
 		}
 		if d := ratio(policy.SkyNomad) - theirs; d > skyNomadTolerance || d < -skyNomadTolerance {
 			off = append(off, fmt.Sprintf("%s: skynomad %.3f, theirs %.3f", at, ratio(policy.SkyNomad), theirs))

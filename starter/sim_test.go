@@ -388,7 +388,7 @@ func TestSimBenchReadsFineMarketsCoarserAcrossRegions(t *testing.T) {
 
 // The authors' figures carried in: every point of Figure 10a (six zones,
 // D/W 1.05 to 2.0) and 10b (1 to 13 zones at D/W 1.2), each with its
-// published SkyNomad above its optimum.
+// published SkyNomad above its optimum and its six windows.
 func TestSkyNomadFiguresAreEveryPoint(t *testing.T) {
 	points, err := readFigures()
 	if err != nil {
@@ -406,6 +406,17 @@ func TestSkyNomadFiguresAreEveryPoint(t *testing.T) {
 		}
 		if p.theirs < p.optimum || p.optimum <= 0 {
 			t.Errorf("figure %s, D/W %g, %d zones: SkyNomad $%.2f under its optimum $%.2f", p.figure, p.ratio, len(p.zones), p.theirs, p.optimum)
+		}
+		// The windows carried in are the ones the published means
+		// average.
+		var theirs, optimum float64
+		for _, w := range p.windows {
+			theirs += w.theirs / skyNomadWindows
+			optimum += w.optimum / skyNomadWindows
+		}
+		if math.Abs(theirs-p.theirs) > 0.01 || math.Abs(optimum-p.optimum) > 0.01 {
+			t.Errorf("figure %s, D/W %g, %d zones: windows average SkyNomad $%.3f and optimum $%.3f, the means say $%.2f and $%.2f",
+				p.figure, p.ratio, len(p.zones), theirs, optimum, p.theirs, p.optimum)
 		}
 	}
 	if a != 7 || b != 13 {
@@ -489,6 +500,35 @@ func TestSimLearnsByTrying(t *testing.T) {
 		if seeing[i]["cost_usd"] != learning[i]["cost_usd"] || probes(learning[i]) != 0 {
 			t.Errorf("%s: $%v seeing every zone, $%v (probes $%v) learning by trying; want the same, no probes",
 				seeing[i]["policy"], seeing[i]["cost_usd"], learning[i]["cost_usd"], probes(learning[i]))
+		}
+	}
+}
+
+// A point where refuel is behind the authors' SkyNomad is printed window
+// by window, refuel's and the optimum's dollars beside theirs, so that
+// the window that holds the loss shows.
+func TestSkyNomadBehindIsPrintedWindowByWindow(t *testing.T) {
+	p := &figurePoint{figure: "10b", ratio: 1.2, zones: []string{"a", "b"}, theirs: 105, optimum: 100,
+		cost: map[policy.Name]float64{}, probe: map[policy.Name]float64{}, met: map[policy.Name]int{policy.Refuel: skyNomadWindows}}
+	for w := range p.windows {
+		refuel := 100.0
+		if w == 2 {
+			refuel = 190 // the window that holds the loss
+		}
+		p.windows[w] = figureWindow{cost: map[policy.Name]float64{policy.Refuel: refuel, policy.Optimal: 100}, theirs: 105, optimum: 100}
+		p.cost[policy.Refuel] += refuel
+		p.cost[policy.Optimal] += 100
+	}
+	var out bytes.Buffer
+	printSkyNomad(&out, []*figurePoint{p})
+	for _, want := range []string{
+		"refuel at or below the authors' SkyNomad at every point: NOT met",
+		"10b 2 regions D/W 1.20: refuel 1.150, theirs 1.050",
+		"window 2: refuel $190.00, their SkyNomad $105.00 (optimum $100.00, theirs $100.00)",
+		"window 5: refuel $100.00, their SkyNomad $105.00",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the table lacks %q:\n%s", want, out.String())
 		}
 	}
 }
