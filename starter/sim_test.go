@@ -526,6 +526,7 @@ func TestSkyNomadBehindIsPrintedWindowByWindow(t *testing.T) {
 		"10b 2 regions D/W 1.20: refuel 1.150, theirs 1.050",
 		"window 2: refuel $190.00, their SkyNomad $105.00 (optimum $100.00, theirs $100.00)",
 		"window 5: refuel $100.00, their SkyNomad $105.00",
+		"(in dollars, refuel pays at most their SkyNomad's mean at 0 of 1 points)",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, out.String())
