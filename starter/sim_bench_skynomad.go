@@ -54,9 +54,8 @@ type figurePoint struct {
 	zones   []string
 	theirs  float64 // their SkyNomad's mean cost, USD
 	optimum float64 // their optimum's
-	// Per policy, summed over the windows: cost in USD, deadlines met,
-	// and what probing cost (included in cost).
-	cost  map[policy.Name]float64
+	// Per policy, summed over the windows: deadlines met, and what
+	// probing cost (included in cost).
 	probe map[policy.Name]float64
 	met   map[policy.Name]int
 	// windows are the point's windows: what each policy cost in each,
@@ -80,7 +79,7 @@ func readFigures() ([]*figurePoint, error) {
 	var out []*figurePoint
 	for _, r := range rows[1:] {
 		p := &figurePoint{figure: r[0], zones: strings.Fields(r[5]),
-			cost: map[policy.Name]float64{}, probe: map[policy.Name]float64{}, met: map[policy.Name]int{}}
+			probe: map[policy.Name]float64{}, met: map[policy.Name]int{}}
 		var errs [3]error
 		p.ratio, errs[0] = strconv.ParseFloat(r[1], 64)
 		p.theirs, errs[1] = strconv.ParseFloat(r[3], 64)
@@ -99,6 +98,15 @@ func readFigures() ([]*figurePoint, error) {
 		return nil, fmt.Errorf("skynomad_windows.csv: %w", err)
 	}
 	return out, nil
+}
+
+// cost is what policy pol cost over the point's windows, in USD.
+func (p *figurePoint) cost(pol policy.Name) float64 {
+	sum := 0.0
+	for _, w := range p.windows {
+		sum += w.cost[pol]
+	}
+	return sum
 }
 
 // readFigureWindows fills in each point's windows from the embedded
@@ -239,7 +247,6 @@ func skyNomadBench(dir string, learns bool, rules int, stdout, stderr io.Writer)
 					}
 					mu.Lock()
 					defer mu.Unlock()
-					p.cost[pol] += res.Cost
 					p.windows[w].cost[pol] = res.Cost
 					p.probe[pol] += res.ProbeUSD
 					if res.DeadlineMet {
@@ -272,9 +279,9 @@ func printSkyNomad(w io.Writer, points []*figurePoint) {
 	dearer := 0 // points where refuel pays more dollars than their SkyNomad
 	n := float64(skyNomadWindows)
 	for _, p := range points {
-		opt := p.cost[policy.Optimal]
+		opt := p.cost(policy.Optimal)
 		theirs := p.theirs / p.optimum
-		ratio := func(pol policy.Name) float64 { return p.cost[pol] / opt }
+		ratio := func(pol policy.Name) float64 { return p.cost(pol) / opt }
 		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.2f/%.2f/%.2f/%.2f\t%d/%d/%d/%d\t\n",
 			p.figure, len(p.zones), p.ratio, opt/n, p.optimum, theirs,
 			ratio(policy.Refuel), ratio(policy.SkyNomad), ratio(policy.UniformProgress), ratio(policy.Greedy),
@@ -285,14 +292,14 @@ func printSkyNomad(w io.Writer, points []*figurePoint) {
 			// In dollars too: a point behind in ratio can be level in
 			// cost where this optimum is cheaper than theirs.
 			behind = append(behind, fmt.Sprintf("%s: refuel %.3f, theirs %.3f; per window refuel $%.2f, their SkyNomad $%.2f (optimum $%.2f, theirs $%.2f)",
-				at, ratio(policy.Refuel), theirs, p.cost[policy.Refuel]/n, p.theirs, opt/n, p.optimum))
+				at, ratio(policy.Refuel), theirs, p.cost(policy.Refuel)/n, p.theirs, opt/n, p.optimum))
 			// Window by window, where refuel's loss lies.
 			for w, fw := range p.windows {
 				behind = append(behind, fmt.Sprintf("  window %d: refuel $%.2f, their SkyNomad $%.2f (optimum $%.2f, theirs $%.2f)",
 					w, fw.cost[policy.Refuel], fw.theirs, fw.cost[policy.Optimal], fw.optimum))
 			}
 		}
-		if p.cost[policy.Refuel]/n > p.theirs {
+		if p.cost(policy.Refuel)/n > p.theirs {
 			dearer++
 		}
 		if d := ratio(policy.SkyNomad) - theirs; d > skyNomadTolerance || d < -skyNomadTolerance {

@@ -509,15 +509,13 @@ func TestSimLearnsByTrying(t *testing.T) {
 // the window that holds the loss shows.
 func TestSkyNomadBehindIsPrintedWindowByWindow(t *testing.T) {
 	p := &figurePoint{figure: "10b", ratio: 1.2, zones: []string{"a", "b"}, theirs: 105, optimum: 100,
-		cost: map[policy.Name]float64{}, probe: map[policy.Name]float64{}, met: map[policy.Name]int{policy.Refuel: skyNomadWindows}}
+		probe: map[policy.Name]float64{}, met: map[policy.Name]int{policy.Refuel: skyNomadWindows}}
 	for w := range p.windows {
 		refuel := 100.0
 		if w == 2 {
 			refuel = 190 // the window that holds the loss
 		}
 		p.windows[w] = figureWindow{cost: map[policy.Name]float64{policy.Refuel: refuel, policy.Optimal: 100}, theirs: 105, optimum: 100}
-		p.cost[policy.Refuel] += refuel
-		p.cost[policy.Optimal] += 100
 	}
 	var out bytes.Buffer
 	printSkyNomad(&out, []*figurePoint{p})
