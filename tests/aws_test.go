@@ -113,6 +113,7 @@ func TestAWSPathPreemptionWithNotice(t *testing.T) {
 // TestAWSPathFailureClasses checks that each way a scale-out fails reaches
 // the run's status with its class, and that impossible requests fail fast.
 func TestAWSPathFailureClasses(t *testing.T) {
+	t.Parallel() // its cases wait at the suite's gate
 	p3a := sim.Pool{Zone: "us-west-2a", InstanceType: "p3.2xlarge"}
 	cases := map[string]struct {
 		zones  map[string][]int

@@ -178,6 +178,7 @@ func TestJanitorDeletesALeakedGCEInstance(t *testing.T) {
 // the preempted VMs are replaced, the run resumes from the final
 // checkpoint with the uninterrupted model, and nothing is left running.
 func TestDrillOnGCE(t *testing.T) {
+	t.Parallel() // its cases wait at the suite's gate
 	for _, nodes := range []int{1, 2} {
 		t.Run(fmt.Sprintf("%d nodes", nodes), func(t *testing.T) {
 			parallel(t)

@@ -31,6 +31,7 @@ import (
 // from the traces. The run's decisions and bill match `starter sim`
 // replaying the same traces from the same tick.
 func TestClockedRunOnTheSimulatedCloud(t *testing.T) {
+	parallel(t)
 	clockedRun(t, clockedJob{id: "clocked", nodes: 1, policy: policy.Refuel}, "training-run-market-time")
 }
 
@@ -39,6 +40,7 @@ func TestClockedRunOnTheSimulatedCloud(t *testing.T) {
 // the same window, and pays what it replays (every node billed), a node
 // taken by the market preempting the whole gang.
 func TestClockedGangOnTheSimulatedCloud(t *testing.T) {
+	parallel(t)
 	clockedRun(t, clockedJob{id: "clocked-gang", nodes: 2, policy: policy.Refuel}, "training-run-market-time-gang")
 }
 
@@ -48,6 +50,7 @@ func TestClockedGangOnTheSimulatedCloud(t *testing.T) {
 // widths `starter sim --nodes 3 --min-nodes 2` replays, each change of
 // width a start of real trainers on that many nodes, and pays the same.
 func TestClockedElasticGangOnTheSimulatedCloud(t *testing.T) {
+	parallel(t)
 	src, err := trace.Load(filepath.Join("..", "workflows", "training", "testdata", "traces", "us-west-2a_v100_1.json"))
 	if err != nil {
 		t.Fatal(err)
