@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -29,6 +30,16 @@ type gcloudCLI struct {
 
 func (g gcloudCLI) run(args ...string) []byte {
 	g.t.Helper()
+	out, err := g.try(args...)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return out
+}
+
+// try is run that returns its failure, the command and what gcloud said
+// in it, for a caller that may expect one.
+func (g gcloudCLI) try(args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "gcloud", append(args, "--project", "refuel-test", "--quiet")...)
@@ -43,9 +54,9 @@ func (g gcloudCLI) run(args ...string) []byte {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		g.t.Fatalf("gcloud %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
+		return out, fmt.Errorf("gcloud %s: %w\n%s%s", strings.Join(args, " "), err, out, stderr.String())
 	}
-	return out
+	return out, nil
 }
 
 type gcloudInstance struct {
@@ -71,7 +82,7 @@ func TestGcloudCLIOnARun(t *testing.T) {
 	if _, err := exec.LookPath("gcloud"); err != nil {
 		t.Skip("the gcloud CLI (google-cloud-cli) is not installed on this machine: nothing to run this test with")
 	}
-	parallelFirst(t) // about a minute here, more beside other tests
+	parallelFirst(t) // about two minutes here, more beside other tests
 	wf := registry.New()
 	wf.Run.HeartbeatTimeout, wf.Run.RestartBackoff = 5*time.Second, time.Second
 	s := startStack(t, func(c *controlplane.Config) {
@@ -81,10 +92,13 @@ func TestGcloudCLIOnARun(t *testing.T) {
 		c.GCE = gce.Config{Project: "refuel-test", Zones: []string{"us-central1-a"}, PollInterval: 100 * time.Millisecond}
 	})
 	g := gcloudCLI{t: t, endpoint: s.GCEEndpoint, config: t.TempDir()}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute) // a bound: about 2 minutes here
 	defer cancel()
 	js := quickJob("gcloud-run", spec.TierFlexible)
-	js.Work = spec.Duration(30 * time.Second)
+	// Work enough that the run is still on its replacement when the
+	// gcloud commands, seconds each under load, come to delete it: with
+	// 30 s a loaded machine saw the run complete first.
+	js.Work = spec.Duration(90 * time.Second)
 	js.Resources.InstanceTypes = []string{"a2-highgpu-1g"}
 	run, err := jobs.Submit(ctx, s.Client, js)
 	if err != nil {
@@ -100,22 +114,49 @@ func TestGcloudCLIOnARun(t *testing.T) {
 		}
 		return &st
 	}
-	first := running("").Instance
-	var listed *gcloudInstance
-	for _, in := range g.list() {
-		if in.Name == first.ID {
-			listed = &in
+	// Under load the run can leave an instance on its own (a heartbeat
+	// late past its 5 s timeout, then a restart) between our reading which
+	// it holds and a gcloud command on it. Each step takes the instance
+	// held now, and is tried again on the next one only where the run had
+	// moved on before the command came.
+	onHeld := func(not string, act func(id string) error) string {
+		t.Helper()
+		for {
+			id := running(not).Instance.ID
+			err := act(id)
+			if err == nil {
+				return id
+			}
+			if now := running(""); now.Instance.ID == id {
+				t.Fatal(err) // the instance is still the run's: a real failure
+			}
+			t.Logf("the run left %s before gcloud reached it; again on the next: %v", id, err)
 		}
 	}
-	if listed == nil || listed.Labels["refuel-run"] != js.ID || listed.Labels["refuel-deployment"] == "" {
-		t.Fatalf("gcloud lists %+v; want %s with labels refuel-run=%s and refuel-deployment", g.list(), first.ID, js.ID)
-	}
+	first := onHeld("", func(id string) error {
+		for _, in := range g.list() {
+			if in.Name != id {
+				continue
+			}
+			if in.Labels["refuel-run"] != js.ID || in.Labels["refuel-deployment"] == "" {
+				t.Fatalf("gcloud lists %s with labels %v; want refuel-run=%s and refuel-deployment", id, in.Labels, js.ID)
+			}
+			return nil
+		}
+		return fmt.Errorf("gcloud does not list %s", id)
+	})
 
 	// --async: gcloud would otherwise read the instance back once the
 	// event's operation is done, and the run has deleted it by then.
-	g.run("compute", "instances", "simulate-maintenance-event", first.ID, "--zone", "us-central1-a", "--async")
-	second := running(first.ID).Instance
-	g.run("compute", "instances", "delete", second.ID, "--zone", "us-central1-a")
+	maintained := onHeld("", func(id string) error {
+		_, err := g.try("compute", "instances", "simulate-maintenance-event", id, "--zone", "us-central1-a", "--async")
+		return err
+	})
+	onHeld(maintained, func(id string) error {
+		_, err := g.try("compute", "instances", "delete", id, "--zone", "us-central1-a")
+		return err
+	})
+	t.Logf("listed %s; a maintenance event on %s; deleted its replacement", first, maintained)
 
 	var final training.Status
 	if err := run.Get(ctx, &final); err != nil {
