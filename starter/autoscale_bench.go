@@ -255,7 +255,7 @@ func runAutoscaleBench(f autoscaleBenchFlags, stdout, stderr io.Writer) error {
 	}
 	hour, err := traffic.ReadAzureCSV(f.trace)
 	if err != nil {
-		return err
+		return fmt.Errorf("--trace %w; give a request trace in the Azure LLM format, e.g. ../shared/traces/inference/azure-llm-conv-2023-11-16.csv", err)
 	}
 	var runs []*benchRun
 	for _, sc := range chosen {

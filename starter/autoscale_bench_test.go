@@ -149,6 +149,16 @@ func TestAutoscaleBenchUsageErrors(t *testing.T) {
 	}
 }
 
+// TestAutoscaleBenchMissingTrace: a trace that cannot be read is named
+// with its flag and what to give instead.
+func TestAutoscaleBenchMissingTrace(t *testing.T) {
+	var out, errs bytes.Buffer
+	code := run([]string{"autoscale-bench", "--trace", filepath.Join(t.TempDir(), "none.csv"), "--scenarios", "hour", "--seeds", "1"}, &out, &errs)
+	if code == 0 || !strings.Contains(errs.String(), "--trace open ") || !strings.Contains(errs.String(), "give a request trace in the Azure LLM format") {
+		t.Errorf("exit %d, stderr:\n%s\nwant a failure naming --trace and what to give", code, errs.String())
+	}
+}
+
 func TestAutoscaleBenchCompletes(t *testing.T) {
 	var out bytes.Buffer
 	if code := run([]string{"__complete", "autoscale-bench", "--s"}, &out, &bytes.Buffer{}); code != exitOK ||
