@@ -427,3 +427,51 @@ func TestRefuelKeepsTheSlackTheRestartsAheadNeed(t *testing.T) {
 		}
 	}
 }
+
+// A run on on-demand in east, 5 h of slack for 38 h of work, on V100's
+// prices. Spot in c (west, at 0.52, a move away) is the cheapest per hour
+// of work, though its stock has come back for an hour at a time; spot in
+// a (0.92) beside the run's checkpoint has lasted ten hours at a time.
+// Weighed with the move, spot in c loses to on-demand; under rules
+// version 6 refuel then weighs spot in a and takes it, where version 5
+// stayed on on-demand.
+func TestRefuelWeighsSpotElsewhereWhereTheCheapestLoses(t *testing.T) {
+	market := func(rules int) Market {
+		m := regions(true, false, true, Move{USD: 1, Time: 7 * time.Minute})
+		m.Zones[0].SpotPrice, m.Zones[2].SpotPrice = 0.92, 0.52
+		m.Rules = rules
+		for range 10 {
+			m.Zones[0].History.Observe(true, 10*time.Hour)
+			m.Zones[0].History.Observe(false, time.Hour)
+			m.Zones[2].History.Observe(false, 2*time.Hour)
+			m.Zones[2].History.Observe(true, time.Hour)
+			m.Roaming.Availability.Observe(true, 10*time.Hour)
+			m.Roaming.Availability.Observe(false, 30*time.Minute)
+		}
+		m.Zones[0].History.Observe(true, 3*time.Hour)
+		m.Zones[2].History.Observe(false, time.Hour)
+		m.Zones[2].History.Observe(true, 10*time.Minute)
+		m.Roaming.Availability.Observe(true, 3*time.Hour)
+		return m
+	}
+	s := state(10, 43, odA)
+	if i := roamingSpotZone(s, market(RulesSpotElsewhere)); i != 2 {
+		t.Fatalf("the zone spot would be taken in first is %d; want c (2), the cheapest per hour of work", i)
+	}
+	for rules, want := range map[int]Choice{RulesSpotElsewhere: spotA, RulesSpareSlack: odA} {
+		m := market(rules)
+		got, err := Decide(spec.TierDeadline, Refuel, s, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("version %d: refuel chose %s (%s), want %s", rules, got, Explain(spec.TierDeadline, Refuel, s, m, got), want)
+		}
+	}
+	// Nothing elsewhere in stock: on-demand stays.
+	m := market(RulesSpotElsewhere)
+	m.Zones[0].SpotAvailable = false
+	if got, err := Decide(spec.TierDeadline, Refuel, s, m); err != nil || got != odA {
+		t.Errorf("only c in stock: refuel chose %s (err %v), want %s", got, err, odA)
+	}
+}

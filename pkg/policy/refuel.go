@@ -100,7 +100,8 @@ func (d *Decider) refuelAmong(s State, m Market, mayWait bool) Choice {
 		// Across zones spot in stock is taken when safe and worth its
 		// move; the model weighs only waiting against on-demand, and a
 		// return from on-demand to spot.
-		if i := roamingSpotZone(s, m); i >= 0 {
+		i := roamingSpotZone(s, m)
+		if i >= 0 {
 			if s.Current.Market != capacity.OnDemand && safe(s, m, m.spot(i)) && m.repaysMove(s, m.Zones[i]) && m.dearFor(s, i) == 0 {
 				return m.spot(i)
 			}
@@ -108,6 +109,13 @@ func (d *Decider) refuelAmong(s State, m Market, mayWait bool) Choice {
 		}
 		options = append(options, option{c: od, cost: inf32})
 		d.costRoaming(s, m, p, options)
+		// Where spot there loses, spot in another zone may not (held
+		// spot is weighed only against on-demand and waiting).
+		if m.Rules >= RulesSpotElsewhere && i >= 0 && s.Current != m.spot(i) && bestOption(s, options, od).Market != capacity.Spot {
+			if c, ok := d.spotElsewhere(s, m, p, i, mayWait); ok {
+				return c
+			}
+		}
 	} else {
 		for i, z := range m.Zones {
 			if z.SpotAvailable {
@@ -119,15 +127,22 @@ func (d *Decider) refuelAmong(s State, m Market, mayWait bool) Choice {
 		}
 		d.costZones(s, m, p, options)
 	}
-	best := od
-	bestCost, bestAge := inf32, time.Duration(0)
+	best := bestOption(s, options, od)
+	if !safe(s, m, best) {
+		return od
+	}
+	return best
+}
+
+// bestOption is the choice of least expected cost among options; on ties
+// the one held, else the zone whose stretch in stock is oldest; with
+// every cost infinite, fallback.
+func bestOption(s State, options []option, fallback Choice) Choice {
+	best, bestCost, bestAge := fallback, inf32, time.Duration(0)
 	for _, o := range options {
 		if o.cost < bestCost || (o.cost == bestCost && (o.c == s.Current || (best != s.Current && o.age > bestAge))) {
 			best, bestCost, bestAge = o.c, o.cost, o.age
 		}
-	}
-	if !safe(s, m, best) {
-		return od
 	}
 	return best
 }

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"slices"
 	"time"
 
@@ -88,6 +89,40 @@ func roamingSpotZone(s State, m Market) int {
 		}
 	}
 	return best
+}
+
+// spotElsewhere is, for a run whose spot in zone first (roamingSpotZone's
+// choice) loses to on-demand or to waiting, spot in another zone in stock
+// that wins against both, the zones tried cheapest per hour of work
+// first (spotRate), each weighed as first was (costRoaming) and checked
+// with safe. ok is false where none wins. The cheapest zone can lose
+// where the others would not: its stock expected to end soon, or a move
+// of the checkpoint to another region to pay. A run that knew zones only
+// by trying them held on-demand for 35 h beside spot in the region it
+// was in, because a far zone's cheaper, short-lived stock was the one
+// weighed (the nine zones of aws-02-15-2023 at 52 h, from the traces'
+// first tick: $120.54 against $52.88 with this rule).
+func (d *Decider) spotElsewhere(s State, m Market, p planPoint, first int, mayWait bool) (Choice, bool) {
+	var order []int
+	for j, z := range m.Zones {
+		if j != first && z.SpotAvailable {
+			order = append(order, j)
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(m.spotRate(s, m.Zones[a]), m.spotRate(s, m.Zones[b])) })
+	od := m.onDemand(s)
+	for _, j := range order {
+		var options []option
+		if mayWait {
+			options = append(options, option{c: None, cost: inf32})
+		}
+		options = append(options, option{c: m.spot(j), cost: inf32}, option{c: od, cost: inf32})
+		d.costRoaming(s, m, p, options)
+		if c := bestOption(s, options, od); c.Market == capacity.Spot && safe(s, m, c) {
+			return c, true
+		}
+	}
+	return None, false
 }
 
 // cheaperToMove is the zone in stock whose spot, started now, is expected

@@ -116,8 +116,12 @@ const (
 	// spend as the on-demand the restarts ahead then need, and takes dear
 	// spot on sight where that costs more than its premium (dearFor).
 	RulesSpareSlack = 5
+	// RulesSpotElsewhere weighs spot in the other zones in stock, cheapest
+	// per hour of work first, where spot in the cheapest loses to
+	// on-demand or waiting (see spotElsewhere).
+	RulesSpotElsewhere = 6
 	// RulesLatest is what the simulator decides by.
-	RulesLatest = RulesSpareSlack
+	RulesLatest = RulesSpotElsewhere
 )
 
 // RegionStock is the stock across the zones of one region.
