@@ -111,7 +111,8 @@ func (d *Decider) refuelAmong(s State, m Market, mayWait bool) Choice {
 		d.costRoaming(s, m, p, options)
 		// Where spot there loses, spot in another zone may not (held
 		// spot is weighed only against on-demand and waiting).
-		if m.Rules >= RulesSpotElsewhere && i >= 0 && s.Current != m.spot(i) && bestOption(s, options, od).Market != capacity.Spot {
+		held := s.Current.Market == capacity.Spot && s.Current.Zone == m.Zones[max(0, i)].Name
+		if m.Rules >= RulesSpotElsewhere && i >= 0 && !held && bestOption(s, options, od).Market != capacity.Spot {
 			if c, ok := d.spotElsewhere(s, m, p, i, mayWait); ok {
 				return c
 			}
