@@ -70,6 +70,7 @@ const (
 	// `starter sim` replays them; a later version of the rules raises
 	// its maximum, and a run keeps the version it recorded. Runs
 	// recorded before it decide by version 0. Recorded in
-	// training-run-market-time.json.
+	// training-run-market-time.json (version 6, policy.RulesSpotElsewhere;
+	// version 5 in training-run-market-time-before-spot-elsewhere.json).
 	rulesVersion = "refuel-rules"
 )
