@@ -111,7 +111,7 @@ func (d *Decider) refuelAmong(s State, m Market, mayWait bool) Choice {
 		d.costRoaming(s, m, p, options)
 		// Where spot there loses, spot in another zone may not (held
 		// spot is weighed only against on-demand and waiting).
-		held := s.Current.Market == capacity.Spot && s.Current.Zone == m.Zones[max(0, i)].Name
+		held := s.Current.Market == capacity.Spot && m.zone(s.Current.Zone) == i
 		if m.Rules >= RulesSpotElsewhere && i >= 0 && !held && bestOption(s, options, od).Market != capacity.Spot {
 			if c, ok := d.spotElsewhere(s, m, p, i, mayWait); ok {
 				return c
