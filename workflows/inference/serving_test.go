@@ -1,6 +1,7 @@
 package inference
 
 import (
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -187,11 +188,14 @@ func TestServingWarmEntryIsPromoted(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	var warm []bool
+	// The children run on goroutines of their own in the test
+	// environment, so the order they record their start in is not the
+	// order the service started them in: read them by ID.
+	warm := map[string]bool{}
 	for _, in := range started {
-		warm = append(warm, in.Warm)
+		warm[in.ID] = in.Warm
 	}
-	if !slices.Equal(warm, []bool{false, true, true}) || !promoted["svc/r2"] {
+	if len(started) != 3 || !maps.Equal(warm, map[string]bool{"svc/r1": false, "svc/r2": true, "svc/r3": true}) || !promoted["svc/r2"] {
 		t.Errorf("started %+v (warm %v), promoted %v; want r1 cold, r2 warm and promoted, r3 warm (the refill)", started, warm, promoted)
 	}
 	if after.Ready != 2 || after.Warm != 0 || len(after.Replicas) != 3 || after.Replicas[1].State != ReplicaReady || after.Replicas[2].State != ReplicaWarm {
