@@ -129,6 +129,9 @@ func clockedRun(t *testing.T, cj clockedJob, name string) *workload.MarketStatus
 	if m.Job.Rules != policy.RulesLatest {
 		t.Errorf("the run decided by version %d of refuel's rules; want the latest, %d, as `starter sim` replays", m.Job.Rules, policy.RulesLatest)
 	}
+	if !m.Job.LearnsByTrying {
+		t.Errorf("the run saw every zone's stock; want it to learn stock by trying, as `starter sim` replays by default")
+	}
 	if max(1, m.Job.Nodes) != nodes || m.Job.MinNodes != cj.minNodes {
 		t.Fatalf("the account is of %d nodes down to %d; want %d down to %d", m.Job.Nodes, m.Job.MinNodes, nodes, cj.minNodes)
 	}
@@ -154,9 +157,15 @@ func clockedRun(t *testing.T, cj clockedJob, name string) *workload.MarketStatus
 	for i, step := range want.Steps {
 		wantDecisions = append(wantDecisions, workload.MarketDecision{Tick: m.StartTick + i, Choice: step.Choice.String(), Preempted: step.Preempted})
 	}
-	t.Logf("%d ticks, $%.2f, %d preemptions, %d changeovers; deadline budget %s", len(want.Steps), want.Cost, want.Preemptions, want.Changeovers, m.Job.Deadline)
+	t.Logf("%d ticks, $%.2f (probes $%.4f), %d preemptions, %d changeovers; deadline budget %s", len(want.Steps), want.Cost, want.ProbeUSD, want.Preemptions, want.Changeovers, m.Job.Deadline)
 	if diff := cmp.Diff(m.Decisions, wantDecisions); diff != "" {
 		t.Errorf("decisions differ from the simulator's, got(-), want(+):\n%s", diff)
+	}
+	if cj.policy == policy.Refuel && want.ProbeUSD == 0 {
+		t.Errorf("refuel made no probe; its zones go out of stock on this market, for refuel to probe them")
+	}
+	if m.ProbeUSD != want.ProbeUSD {
+		t.Errorf("the run's probes cost $%.4f; the simulator's $%.4f", m.ProbeUSD, want.ProbeUSD)
 	}
 	if m.CostUSD != want.Cost || m.Preemptions != want.Preemptions || m.Changeovers != want.Changeovers || !m.DeadlineMet {
 		t.Errorf("account $%.4f, %d preemptions, %d changeovers, deadline met %v; the simulator: $%.4f, %d, %d, %v",

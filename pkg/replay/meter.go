@@ -349,7 +349,7 @@ func (m *Meter) Try(c policy.Choice) bool {
 	if !c.Holds() && m.cur.Holds() {
 		for z := range m.zones {
 			if !m.seen[z] && m.view.Zones[z].SpotAvailable {
-				m.Probe(z, probeBilled)
+				m.Probe(z, ProbeBilled)
 				return true
 			}
 		}

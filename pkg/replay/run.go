@@ -46,12 +46,13 @@ type Prober interface {
 
 // SkyNomad's probes, as its authors' released code makes them: each zone
 // but the one held is tried every hour until a try is taken, then never
-// again. A taken try, SkyNomad's or refuel's, is billed a minute of spot:
-// the least EC2 and Compute Engine bill an instance for.
-const (
-	skyNomadProbeEvery = time.Hour
-	probeBilled        = time.Minute
-)
+// again.
+const skyNomadProbeEvery = time.Hour
+
+// ProbeBilled is what a taken try is billed, SkyNomad's or refuel's, in
+// the simulator and on a market clock alike: a minute of spot, the least
+// EC2 and Compute Engine bill an instance for.
+const ProbeBilled = time.Minute
 
 // Probe implements Prober: SkyNomad pays for its probes, and refuel for
 // its own (policy.Probes) where the run learns stock by trying (learns).
@@ -187,7 +188,7 @@ func Run(m *Market, job Job, start int, d Decider) (Result, error) {
 			return meter.Result(), err
 		}
 		if p, ok := d.(Prober); ok {
-			p.Probe(t, s, c, view, job.LearnsByTrying, func(z int) bool { return meter.Probe(z, probeBilled) })
+			p.Probe(t, s, c, view, job.LearnsByTrying, func(z int) bool { return meter.Probe(z, ProbeBilled) })
 		}
 		step, err := meter.Hold(c)
 		if err != nil {

@@ -3,6 +3,7 @@ package training
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -107,6 +108,7 @@ func openClockedMarket(ctx workflow.Context, r *run) (*clockedMarket, error) {
 	m.job = m.jobFor(r.spec, r.StartedAt, view.RestartOverhead, moves)
 	m.job.Nodes, m.job.MinNodes = m.nodes, m.minNodes
 	m.job.Rules = rules(ctx)
+	m.job.LearnsByTrying = workflow.GetVersion(ctx, learnsByTryingVersion, workflow.DefaultVersion, 1) >= 1
 	meter, err := replay.NewMeter(m.job, m.zones, view.TickLength)
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError("the market cannot be followed: "+err.Error(), "InvalidJobSpec", nil)
@@ -343,29 +345,17 @@ func (m *clockedMarket) decide(ctx workflow.Context) error {
 	choice := policy.None
 	if r.MustStop(ctx, workload.StopYield) == workload.GoOn { // no pool: no yield
 		var err error
-		// Only refuel's decisions solve plans; the other policies' are
-		// quick, and decided here cost no event in the history.
-		if m.policy == policy.Refuel && r.spec.Tier == spec.TierDeadline && askPlans(ctx) {
-			var d activities.Decision
-			in := activities.DecisionInput{Kind: activities.DecideTick, Tier: r.spec.Tier, Policy: m.policy, State: t.state, Market: t.market}
-			if g := m.meter.Gang(); g.Elastic() {
-				in.Gang = &g
-			}
-			d, err = decide(ctx, in,
-				"decide what to hold at tick "+strconv.Itoa(m.tick))
-			if workload.FailedOn(err, "InvalidJobSpec") {
-				return temporal.NewNonRetryableApplicationError(err.Error(), "InvalidJobSpec", nil)
-			}
-			if err != nil {
-				return fmt.Errorf("policy %s at tick %d: %w", m.policy, m.tick, err)
-			}
-			choice, m.why = d.Choice, d.Explanation
-		} else {
-			if choice, err = m.decider.DecideGang(r.spec.Tier, m.policy, t.state, t.market, m.meter.Gang()); err != nil {
-				return temporal.NewNonRetryableApplicationError(err.Error(), "InvalidJobSpec", nil)
-			}
-			m.why = policy.Explain(r.spec.Tier, m.policy, t.state, t.market, choice)
+		choice, err = m.choose(ctx, t)
+		// A run that learns by trying is refused spot out of stock, for
+		// nothing, and decides again on what the refusal showed (the
+		// tick's market shares the meter's zones).
+		for tries := 0; err == nil && tries < 2*len(m.zones) && m.meter.Try(choice); tries++ {
+			choice, err = m.choose(ctx, t)
 		}
+		if err != nil {
+			return err
+		}
+		m.probe(t, choice)
 	} else {
 		m.why = "nothing: the run is paused or over its budget"
 	}
@@ -376,6 +366,49 @@ func (m *clockedMarket) decide(ctx workflow.Context) error {
 	m.tick++
 	m.decided = &step.Choice
 	return nil
+}
+
+// probe makes refuel's probes of the tick (policy.Probes) for a run that
+// learns by trying: each tries spot in a zone as an acquisition would,
+// answered by the market's stock at the tick (what the simulated cloud's
+// acquisition answers) and billed on the run's account as the simulator
+// bills it.
+func (m *clockedMarket) probe(t *seenTick, held policy.Choice) {
+	if m.policy != policy.Refuel || !m.job.LearnsByTrying {
+		return
+	}
+	for _, name := range policy.Probes(t.state, t.market, held) {
+		m.meter.Probe(slices.Index(m.zones, name), replay.ProbeBilled)
+	}
+}
+
+// choose is the policy's choice on the tick t, with its explanation kept
+// in m.why.
+func (m *clockedMarket) choose(ctx workflow.Context, t *seenTick) (policy.Choice, error) {
+	r := m.r
+	// Only refuel's decisions solve plans; the other policies' are quick,
+	// and decided here cost no event in the history.
+	if m.policy != policy.Refuel || r.spec.Tier != spec.TierDeadline || !askPlans(ctx) {
+		choice, err := m.decider.DecideGang(r.spec.Tier, m.policy, t.state, t.market, m.meter.Gang())
+		if err != nil {
+			return policy.None, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidJobSpec", nil)
+		}
+		m.why = policy.Explain(r.spec.Tier, m.policy, t.state, t.market, choice)
+		return choice, nil
+	}
+	in := activities.DecisionInput{Kind: activities.DecideTick, Tier: r.spec.Tier, Policy: m.policy, State: t.state, Market: t.market}
+	if g := m.meter.Gang(); g.Elastic() {
+		in.Gang = &g
+	}
+	d, err := decide(ctx, in, "decide what to hold at tick "+strconv.Itoa(m.tick))
+	if workload.FailedOn(err, "InvalidJobSpec") {
+		return policy.None, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidJobSpec", nil)
+	}
+	if err != nil {
+		return policy.None, fmt.Errorf("policy %s at tick %d: %w", m.policy, m.tick, err)
+	}
+	m.why = d.Explanation
+	return d.Choice, nil
 }
 
 // holdWidth makes the width an elastic gang acquires the one c holds
@@ -462,7 +495,7 @@ func (m *clockedMarket) marketStatus() *workload.MarketStatus {
 	res := m.meter.Result()
 	st := &workload.MarketStatus{
 		Policy: string(m.policy), Zones: m.zones, Job: m.job, StartTick: m.start, TickSeconds: m.meter.Gap().Seconds(),
-		CostUSD: res.Cost, SpotHours: res.Spot.Hours(), OnDemandHours: res.OnDemand.Hours(),
+		CostUSD: res.Cost, ProbeUSD: res.ProbeUSD, SpotHours: res.Spot.Hours(), OnDemandHours: res.OnDemand.Hours(),
 		Preemptions: res.Preemptions, Changeovers: res.Changeovers, Finished: res.Finished,
 		FinishHours: res.Finish.Hours(), DeadlineMet: res.DeadlineMet, Decisions: make([]workload.MarketDecision, len(res.Steps)),
 		Clock: workload.ClockMarket, Why: m.why,

@@ -140,7 +140,8 @@ func TestClockedRunDecidesAsTheSimulator(t *testing.T) {
 			if deadline == 0 {
 				deadline = 100 * work
 			}
-			job := replay.Job{Tier: tc.tier, Work: work, Deadline: deadline, RestartOverhead: sim.DefaultRestartOverhead, SpotPrice: 0.9701, OnDemandPrice: 3.06}
+			job := replay.Job{Tier: tc.tier, Work: work, Deadline: deadline, RestartOverhead: sim.DefaultRestartOverhead, SpotPrice: 0.9701, OnDemandPrice: 3.06,
+				LearnsByTrying: true}
 			if tc.nodes > 1 {
 				job.Nodes, job.MinNodes = tc.nodes, tc.minNodes
 			}
@@ -207,7 +208,8 @@ func TestClockedRunDecidesAsTheSimulatorAcrossPricedRegions(t *testing.T) {
 			st := runClocked(t, cloud, o, js, startedAt)
 			job := replay.Job{Tier: spec.TierDeadline, Work: work, Deadline: 9 * time.Hour, RestartOverhead: sim.DefaultRestartOverhead,
 				SpotPrice: 0.4, OnDemandPrice: 3.3, Zones: prices,
-				CheckpointGB: 50, EgressUSDPerGB: tc.egress, TransferTime: 400 * time.Second, Rules: policy.RulesLatest}
+				CheckpointGB: 50, EgressUSDPerGB: tc.egress, TransferTime: 400 * time.Second, Rules: policy.RulesLatest,
+				LearnsByTrying: true}
 			if diff := cmp.Diff(st.Market.Job, job); diff != "" {
 				t.Errorf("the run's account prices the job otherwise than the simulator, got(-), want(+):\n%s", diff)
 			}

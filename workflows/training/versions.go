@@ -73,4 +73,14 @@ const (
 	// training-run-market-time.json (version 6, policy.RulesSpotElsewhere;
 	// version 5 in training-run-market-time-before-spot-elsewhere.json).
 	rulesVersion = "refuel-rules"
+
+	// learnsByTryingVersion: runs on a market clock know the stock of a
+	// zone they do not hold only by trying spot there (a refusal costs
+	// nothing, and the run decides again) and from refuel's probes, each
+	// taken one billed a minute of spot, as `starter sim` replays them by
+	// default; runs recorded before it saw every zone's stock at every
+	// tick, as `starter sim --sees-every-zone` replays them. Recorded in
+	// training-run-market-time.json, -gang.json and -elastic-gang.json;
+	// the runs before it in the same names with -before-learns-by-trying.
+	learnsByTryingVersion = "clocked-learns-by-trying"
 )

@@ -24,10 +24,13 @@ type MarketStatus struct {
 	Zones  []string `json:"zones"`
 	// Job is the run as the account sees it: work, the deadline as a
 	// budget of market time from the start, and prices.
-	Job           replay.Job       `json:"job"`
-	StartTick     int              `json:"start_tick"`
-	TickSeconds   float64          `json:"tick_seconds"`
-	CostUSD       float64          `json:"cost_usd"`
+	Job         replay.Job `json:"job"`
+	StartTick   int        `json:"start_tick"`
+	TickSeconds float64    `json:"tick_seconds"`
+	CostUSD     float64    `json:"cost_usd"`
+	// ProbeUSD is what the run's probes cost, in CostUSD: tries of spot
+	// taken only to learn a zone's stock (replay.Result.ProbeUSD).
+	ProbeUSD      float64          `json:"probe_usd,omitempty"`
 	SpotHours     float64          `json:"spot_hours"`
 	OnDemandHours float64          `json:"ondemand_hours"`
 	Preemptions   int              `json:"preemptions"`
