@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"refuel/pkg/policy"
 	"refuel/pkg/replay"
@@ -63,8 +64,8 @@ type simFlags struct {
 	transfer float64
 	// instanceType, when set, is every zone's instance type for --prices.
 	instanceType string
-	// learns makes policies learn stock by trying (--learns-by-trying).
-	learns bool
+	// knowing is how policies know the zones' stock (--sees-every-zone).
+	knowing stockFlags
 }
 
 // FlagError is a flag given a value `starter sim` cannot use.
@@ -107,7 +108,7 @@ func simCommand() *cobra.Command {
 	fs.BoolVar(&f.json, "json", false, "print one JSON object per line")
 	fs.StringVar(&f.plot, "plot", "", "draw progress and market over time to FILE (.png or .svg)")
 	fs.IntVar(&f.job.Rules, "rules", policy.RulesLatest, rulesUsage)
-	fs.BoolVar(&f.learns, "learns-by-trying", false, "policies know a zone they do not hold only by trying spot there (refused for nothing, or taken and held), from the market's past and from the probes they pay for; default: every zone's stock is seen at every tick, for free")
+	f.knowing.register(fs)
 	policies := []string{"all"}
 	for _, n := range policy.Names {
 		policies = append(policies, string(n))
@@ -131,7 +132,11 @@ func simCommand() *cobra.Command {
 		if err := checkRules(f.job.Rules); err != nil {
 			return err
 		}
-		f.job.LearnsByTrying = f.learns
+		learns, err := f.knowing.learns(cmd)
+		if err != nil {
+			return err
+		}
+		f.job.LearnsByTrying = learns
 		if len(f.policies) == 0 {
 			f.policies = []policy.Name{policy.Refuel}
 		}
@@ -141,6 +146,28 @@ func simCommand() *cobra.Command {
 		return replayTraces(f, cmd.OutOrStdout(), cmd.ErrOrStderr())
 	}
 	return cmd
+}
+
+// stockFlags are how policies know the stock of the zones they do not
+// hold, in starter sim and sim-bench: by trying spot there, as the
+// product does (the default), or seeing every zone at every tick for
+// free (--sees-every-zone), the model runs recorded before it decide in.
+type stockFlags struct {
+	tries, seesAll bool
+}
+
+func (k *stockFlags) register(fs *pflag.FlagSet) {
+	fs.BoolVar(&k.tries, "learns-by-trying", true, "policies know a zone they do not hold only as the product does: by trying spot there (refused for nothing, or taken and held), from the market's past and from the probes they pay for")
+	fs.BoolVar(&k.seesAll, "sees-every-zone", false, "every policy sees every zone's spot stock at every tick, for free: the model before policies learnt stock by trying, which runs recorded before it replay in")
+}
+
+// learns reports whether policies learn stock by trying, refusing the
+// two flags given against each other.
+func (k *stockFlags) learns(cmd *cobra.Command) (bool, error) {
+	if k.seesAll && k.tries && cmd.Flags().Changed("learns-by-trying") {
+		return false, &FlagError{"sees-every-zone", "contradicts --learns-by-trying", "give one of them: policies either learn stock by trying (the default) or see every zone"}
+	}
+	return k.tries && !k.seesAll, nil
 }
 
 // rulesUsage is the help of --rules in starter sim and sim-bench: the

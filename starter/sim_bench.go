@@ -97,7 +97,9 @@ type benchOptions struct {
 	// skynomad is the folder of SkyNomad's authors' trace: with it the
 	// bench replays their figures instead (skyNomadBench).
 	skynomad string
-	// learns makes policies learn stock by trying (--learns-by-trying).
+	// knowing is how policies know the zones' stock (--sees-every-zone).
+	knowing stockFlags
+	// learns is what knowing says: policies learn stock by trying.
 	learns bool
 }
 
@@ -149,7 +151,7 @@ all of them sharing the cores.`,
 	fs.Float64Var(&o.gbps, "transfer-gbps", 1, "Gbit/s a checkpoint moves between regions at")
 	listVar(fs, &o.nodes, "nodes", "counts", one(positiveInt), fmt.Sprintf("instances the job needs at once in one zone, a gang (1 to %d); comma-separate for a table per size; see starter sim -h", spec.MaxNodes))
 	fs.IntVar(&o.job.Rules, "rules", policy.RulesLatest, rulesUsage)
-	fs.BoolVar(&o.learns, "learns-by-trying", false, "policies know a zone they do not hold only by trying spot there (refused for nothing, or taken and held), from the market's past and from the probes they pay for; default: every zone's stock is seen at every tick, for free")
+	o.knowing.register(fs)
 	fs.BoolVar(&o.regions, "priced-regions", true, "also replay markets whose zones span regions with each zone at its own prices")
 	fs.StringVar(&o.skynomad, "skynomad", "", "replay instead every point of SkyNomad's Figures 10a and 10b on its authors' trace in this folder (with prices.csv), beside their published results (make bench-skynomad)")
 	durationVar(fs, &o.regionTick, "region-tick", 3*time.Minute, "with --priced-regions, replay markets sampled finer at the smallest multiple of their gap at least this long, a tick in stock only where stock lasted through it (the optimum across priced regions at 30 s ticks takes tens of minutes); 0 keeps their own")
@@ -163,6 +165,10 @@ all of them sharing the cores.`,
 	}
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := checkRules(o.job.Rules); err != nil {
+			return err
+		}
+		var err error
+		if o.learns, err = o.knowing.learns(cmd); err != nil {
 			return err
 		}
 		if o.skynomad != "" {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -483,15 +484,17 @@ func TestSimTransferRate(t *testing.T) {
 	}
 }
 
-// With --learns-by-trying refuel pays for the probes that show it a zone's
-// stock is back; greedy decides as it does seeing every zone, and the
-// optimum, knowing the whole market, pays for none.
+// Policies learn stock by trying by default: refuel pays for the probes
+// that show it a zone's stock is back; greedy decides as it does seeing
+// every zone (--sees-every-zone), and the optimum, knowing the whole
+// market, pays for none. --learns-by-trying, the flag before it became
+// the default, still names it, and refused beside --sees-every-zone.
 func TestSimLearnsByTrying(t *testing.T) {
 	dir := filepath.Join("..", "pkg", "cloud", "sim", "traces", "aws-10-26-2022")
 	args := []string{"--trace", filepath.Join(dir, "us-west-2a_v100_1.json"), "--trace", filepath.Join(dir, "us-west-2b_v100_1.json"),
 		"--work", "6h", "--deadline", "9h", "--start", "984", "--policy", "greedy,refuel,optimal"}
-	seeing := simJSON(t, args...)
-	learning := simJSON(t, append(args, "--learns-by-trying")...)
+	seeing := simJSON(t, append(args, "--sees-every-zone")...)
+	learning := simJSON(t, args...)
 	probes := func(row map[string]any) float64 { return row["probe_usd"].(float64) }
 	if probes(seeing[1]) != 0 || probes(learning[1]) <= 0 {
 		t.Errorf("refuel's probes: $%v seeing every zone, $%v learning by trying; want none, then some", probes(seeing[1]), probes(learning[1]))
@@ -501,6 +504,14 @@ func TestSimLearnsByTrying(t *testing.T) {
 			t.Errorf("%s: $%v seeing every zone, $%v (probes $%v) learning by trying; want the same, no probes",
 				seeing[i]["policy"], seeing[i]["cost_usd"], learning[i]["cost_usd"], probes(learning[i]))
 		}
+	}
+	if named := simJSON(t, append(args, "--learns-by-trying")...); !reflect.DeepEqual(named, learning) {
+		t.Errorf("--learns-by-trying replays otherwise than the default:\n%v\n%v", named, learning)
+	}
+	var out, errs bytes.Buffer
+	err := runSim(append(args, "--sees-every-zone", "--learns-by-trying"), &out, &errs)
+	if err == nil || !strings.Contains(err.Error(), "--sees-every-zone") || !strings.Contains(err.Error(), "--learns-by-trying") {
+		t.Errorf("--sees-every-zone --learns-by-trying: got %v, want an error naming both", err)
 	}
 }
 
