@@ -194,6 +194,9 @@ func printStatus(w io.Writer, st training.Status) {
 	if market != nil {
 		fmt.Fprintf(w, "cost       $%.2f on the market's clock: spot %.2f h, on-demand %.2f h, %d changeovers (policy %s)\n",
 			market.CostUSD, market.SpotHours, market.OnDemandHours, market.Changeovers, market.Policy)
+		if market.ProbeUSD > 0 {
+			fmt.Fprintf(w, "           $%.4f of it for probes: tries of spot taken only to learn a zone's stock\n", market.ProbeUSD)
+		}
 		fmt.Fprintf(w, "           $%.4f for the instances on the wall clock\n", st.CostUSD)
 	} else {
 		fmt.Fprintf(w, "cost       $%.4f\n", st.CostUSD)

@@ -187,6 +187,9 @@ func clockedRun(t *testing.T, cj clockedJob, name string) *workload.MarketStatus
 			t.Errorf("starter status: exit %d\n%s\nwant the line %q", r.code, r.stdout, line)
 		}
 	}
+	if probes := fmt.Sprintf("$%.4f of it for probes", m.ProbeUSD); (m.ProbeUSD > 0) != strings.Contains(r.stdout, probes) {
+		t.Errorf("starter status with probes of $%.4f:\n%s\nwant %q exactly where the run paid for probes", m.ProbeUSD, r.stdout, probes)
+	}
 	if strings.Contains(r.stdout, fmt.Sprintf(" of %d\n", final.TotalSteps)) {
 		t.Errorf("starter status shows progress in the trainer's steps for a run on the market's clock:\n%s", r.stdout)
 	}
