@@ -80,7 +80,8 @@ const (
 	// taken one billed a minute of spot, as `starter sim` replays them by
 	// default; runs recorded before it saw every zone's stock at every
 	// tick, as `starter sim --sees-every-zone` replays them. Recorded in
-	// training-run-market-time.json, -gang.json and -elastic-gang.json;
-	// the runs before it in the same names with -before-learns-by-trying.
+	// training-run-market-time.json, training-run-market-time-gang.json
+	// and training-run-market-time-elastic-gang.json; the runs before it
+	// are kept under those names ending -before-learns-by-trying.
 	learnsByTryingVersion = "clocked-learns-by-trying"
 )
