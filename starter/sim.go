@@ -285,6 +285,8 @@ type simSummary struct {
 	Preemptions      int         `json:"preemptions"`
 	Changeovers      int         `json:"changeovers"`
 	CloudMoves       int         `json:"cloud_moves"`
+	// MeanProbeUSD is the windows' mean probe spend (in mean_cost_usd).
+	MeanProbeUSD float64 `json:"mean_probe_usd"`
 }
 
 // replayTraces replays what f asks.
@@ -422,6 +424,7 @@ func summarise(f simFlags, rows []simRow) []simSummary {
 			s.MeanCostFraction += r.CostFraction
 			s.MaxCostUSD = max(s.MaxCostUSD, r.CostUSD)
 			s.MeanFinishHours += r.FinishHours
+			s.MeanProbeUSD += r.ProbeUSD
 			s.Preemptions += r.Preemptions
 			s.Changeovers += r.Changeovers
 			s.CloudMoves += r.CloudMoves
@@ -431,6 +434,7 @@ func summarise(f simFlags, rows []simRow) []simSummary {
 			s.MeanCostUSD /= n
 			s.MeanCostFraction /= n
 			s.MeanFinishHours /= n
+			s.MeanProbeUSD /= n
 		}
 		out = append(out, s)
 	}
@@ -468,27 +472,37 @@ func printSim(w io.Writer, f simFlags, rows []simRow, onClouds []string) error {
 	if several {
 		fmt.Fprintf(w, "One market of %s: a move between clouds is a move between regions.\n", strings.Join(onClouds, " and "))
 	}
-	// extra is the columns a market of several clouds adds to a row.
-	extra := func(moves int, where string) string {
-		if !several {
-			return ""
+	// extra is the columns a run that learns stock by trying adds (what
+	// its probes cost, in its cost), then a market of several clouds.
+	learns := f.job.LearnsByTrying
+	extra := func(probes float64, moves int, where string) string {
+		out := ""
+		if learns {
+			out = fmt.Sprintf("%.2f\t", probes)
 		}
-		return fmt.Sprintf("%d\t%s\t", moves, where)
+		if several {
+			out += fmt.Sprintf("%d\t%s\t", moves, where)
+		}
+		return out
+	}
+	header := cloudHeader(several)
+	if learns {
+		header = "probes $\t" + header
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tstart\tcost $\tof on-demand\tfinish h\tdeadline\tspot h\ton-demand h\tpreemptions\tchangeovers\t"+cloudHeader(several))
+	fmt.Fprintln(tw, "policy\tstart\tcost $\tof on-demand\tfinish h\tdeadline\tspot h\ton-demand h\tpreemptions\tchangeovers\t"+header)
 	for _, r := range rows {
 		met := "met"
 		if !r.DeadlineMet {
 			met = "MISSED"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.1f%%\t%.2f\t%s\t%.2f\t%.2f\t%d\t%d\t%s\n", r.Policy, r.Start, r.CostUSD, 100*r.CostFraction, r.FinishHours, met, r.SpotHours, r.OnDemandHours, r.Preemptions, r.Changeovers, extra(r.CloudMoves, cloudPath(r.Placements)))
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.1f%%\t%.2f\t%s\t%.2f\t%.2f\t%d\t%d\t%s\n", r.Policy, r.Start, r.CostUSD, 100*r.CostFraction, r.FinishHours, met, r.SpotHours, r.OnDemandHours, r.Preemptions, r.Changeovers, extra(r.ProbeUSD, r.CloudMoves, cloudPath(r.Placements)))
 	}
 	if len(sums) > 0 {
 		fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t\t\t")
-		fmt.Fprintln(tw, "policy\twindows\tmean cost $\tof on-demand\tmean finish h\tdeadlines met\tmax cost $\t\tpreemptions\tchangeovers\t"+cloudHeader(several))
+		fmt.Fprintln(tw, "policy\twindows\tmean cost $\tof on-demand\tmean finish h\tdeadlines met\tmax cost $\t\tpreemptions\tchangeovers\t"+header)
 		for _, s := range sums {
-			fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.1f%%\t%.2f\t%d/%d\t%.2f\t\t%d\t%d\t%s\n", s.Policy, s.Windows, s.MeanCostUSD, 100*s.MeanCostFraction, s.MeanFinishHours, s.DeadlinesMet, s.Windows, s.MaxCostUSD, s.Preemptions, s.Changeovers, extra(s.CloudMoves, ""))
+			fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.1f%%\t%.2f\t%d/%d\t%.2f\t\t%d\t%d\t%s\n", s.Policy, s.Windows, s.MeanCostUSD, 100*s.MeanCostFraction, s.MeanFinishHours, s.DeadlinesMet, s.Windows, s.MaxCostUSD, s.Preemptions, s.Changeovers, extra(s.MeanProbeUSD, s.CloudMoves, ""))
 		}
 	}
 	return tw.Flush()

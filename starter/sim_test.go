@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -503,6 +504,26 @@ func TestSimLearnsByTrying(t *testing.T) {
 		if seeing[i]["cost_usd"] != learning[i]["cost_usd"] || probes(learning[i]) != 0 {
 			t.Errorf("%s: $%v seeing every zone, $%v (probes $%v) learning by trying; want the same, no probes",
 				seeing[i]["policy"], seeing[i]["cost_usd"], learning[i]["cost_usd"], probes(learning[i]))
+		}
+	}
+	// The summary's mean_probe_usd, and the table's probes column, which
+	// a replay seeing every zone leaves out.
+	windows := slices.Clone(args)
+	windows[len(windows)-4], windows[len(windows)-3], windows[len(windows)-1] = "--starts", "2", "refuel"
+	sums := simJSON(t, windows...)
+	if len(sums) != 3 || sums[2]["summary"] != true || sums[2]["mean_probe_usd"] != (probes(sums[0])+probes(sums[1]))/2 {
+		t.Errorf("refuel over 2 windows: %v; want a summary whose mean_probe_usd is the windows' mean probe_usd", sums)
+	}
+	for _, tc := range []struct {
+		flag string
+		want bool
+	}{{"--learns-by-trying", true}, {"--sees-every-zone", false}} {
+		var out, errs bytes.Buffer
+		if err := runSim(append(args, tc.flag), &out, &errs); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(out.String(), "probes $"); got != tc.want {
+			t.Errorf("%s: the table has a probes column %v; want %v\n%s", tc.flag, got, tc.want, out.String())
 		}
 	}
 	if named := simJSON(t, append(args, "--learns-by-trying")...); !reflect.DeepEqual(named, learning) {
