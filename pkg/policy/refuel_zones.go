@@ -103,15 +103,20 @@ func roamingSpotZone(s State, m Market) int {
 // weighed (the nine zones of aws-02-15-2023 at 52 h, from the traces'
 // first tick: $120.54 against $52.88 with this rule).
 func (d *Decider) spotElsewhere(s State, m Market, p planPoint, first int, mayWait bool) (Choice, bool) {
-	var order []int
+	type rated struct {
+		zone int
+		rate float64
+	}
+	var order []rated // each zone's rate reckoned once: it predicts a lifetime
 	for j, z := range m.Zones {
 		if j != first && z.SpotAvailable {
-			order = append(order, j)
+			order = append(order, rated{j, m.spotRate(s, z)})
 		}
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(m.spotRate(s, m.Zones[a]), m.spotRate(s, m.Zones[b])) })
+	slices.SortStableFunc(order, func(a, b rated) int { return cmp.Compare(a.rate, b.rate) })
 	od := m.onDemand(s)
-	for _, j := range order {
+	for _, r := range order {
+		j := r.zone
 		var options []option
 		if mayWait {
 			options = append(options, option{c: None, cost: inf32})
