@@ -97,10 +97,9 @@ type benchOptions struct {
 	// skynomad is the folder of SkyNomad's authors' trace: with it the
 	// bench replays their figures instead (skyNomadBench).
 	skynomad string
-	// knowing is how policies know the zones' stock (--sees-every-zone).
+	// knowing is how policies know the zones' stock (--sees-every-zone),
+	// read into job.LearnsByTrying.
 	knowing stockFlags
-	// learns is what knowing says: policies learn stock by trying.
-	learns bool
 }
 
 // simBenchCommand is `starter sim-bench` (make bench-policy): every trace
@@ -168,11 +167,11 @@ all of them sharing the cores.`,
 			return err
 		}
 		var err error
-		if o.learns, err = o.knowing.learns(cmd); err != nil {
+		if o.job.LearnsByTrying, err = o.knowing.learns(cmd); err != nil {
 			return err
 		}
 		if o.skynomad != "" {
-			return skyNomadBench(o.skynomad, o.learns, o.job.Rules, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return skyNomadBench(o.skynomad, o.job.LearnsByTrying, o.job.Rules, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		}
 		return simBench(o, fs.Changed("starts"), cmd.OutOrStdout(), cmd.ErrOrStderr())
 	}
@@ -191,7 +190,6 @@ type benchSection struct {
 
 func simBench(o benchOptions, explicitStarts bool, stdout, stderr io.Writer) error {
 	o.job.TransferTime = transferTime(o.job.CheckpointGB, o.gbps)
-	o.job.LearnsByTrying = o.learns
 	for _, n := range o.nodes {
 		if n > spec.MaxNodes {
 			return &FlagError{"nodes", fmt.Sprintf("%d is outside 1..%d", n, spec.MaxNodes), fmt.Sprintf("give the instances the job needs at once, e.g. --nodes 2 (at most %d)", spec.MaxNodes)}
