@@ -130,11 +130,10 @@ func simCommand() *cobra.Command {
 		if err := checkRules(f.job.Rules); err != nil {
 			return err
 		}
-		learns, err := f.knowing.learns(cmd)
-		if err != nil {
+		var err error
+		if f.job.LearnsByTrying, err = f.knowing.learns(cmd); err != nil {
 			return err
 		}
-		f.job.LearnsByTrying = learns
 		if len(f.policies) == 0 {
 			f.policies = []policy.Name{policy.Refuel}
 		}
