@@ -160,6 +160,28 @@ func TestRefuelPaysForItsProbesOnlyWhereItLearnsByTrying(t *testing.T) {
 	}
 }
 
+func TestACriticalRunMakesNoProbes(t *testing.T) {
+	// A critical run holds on-demand whatever spot does: learning the
+	// stock of z1, out before the start and back later, is worth nothing
+	// to it.
+	z0 := make([]int, 24)
+	z1 := make([]int, 24)
+	for i := range z0 {
+		if i >= 4 {
+			z1[i] = 1
+		}
+	}
+	mk := market(t, 10*time.Minute, z0, z1)
+	job := Job{Tier: spec.TierCritical, Work: 2 * time.Hour, Deadline: 3 * time.Hour, SpotPrice: 1, OnDemandPrice: 3, LearnsByTrying: true}
+	res, err := Run(mk, job, 3, NewOnline(job.Tier, policy.Refuel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ProbeUSD != 0 || res.Spot != 0 {
+		t.Errorf("a critical run paid $%.4f for probes and held spot %s; want neither", res.ProbeUSD, res.Spot)
+	}
+}
+
 // waiter takes on-demand, and lets go of it to wait while it is shown
 // spot in stock somewhere.
 type waiter struct{}

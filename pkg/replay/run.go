@@ -56,8 +56,12 @@ const ProbeBilled = time.Minute
 
 // Probe implements Prober: SkyNomad pays for its probes, and refuel for
 // its own (policy.Probes) where the run learns stock by trying (learns).
-// The baselines learn stock only from the acquisitions they make.
+// The baselines learn stock only from the acquisitions they make, and a
+// run that may not hold spot (tier critical) makes none.
 func (o *Online) Probe(t int, s policy.State, held policy.Choice, m policy.Market, learns bool, try func(zone int) bool) {
+	if !o.Tier.AllowsSpot() {
+		return
+	}
 	if o.Policy == policy.Refuel && learns {
 		for _, name := range policy.Probes(s, m, held) {
 			try(slices.IndexFunc(m.Zones, func(z policy.Zone) bool { return z.Name == name }))
