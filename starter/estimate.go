@@ -268,6 +268,9 @@ func writeEstimate(w io.Writer, js spec.JobSpec, r estimate.Report) {
 			hours(c.FinishHours.P50, c.HorizonHours), hours(c.FinishHours.P90, c.HorizonHours), met, uses(c.Offerings))
 	}
 	_ = tw.Flush()
+	if p := r.Cases[0].ProbeUSD; p >= 0.005 {
+		fmt.Fprintf(w, "probes: $%.2f of the cost %s, for spot tried where the run holds none to learn its stock, as the run will\n", p, r.Cases[0].Name)
+	}
 	if len(r.Problems) > 0 {
 		fmt.Fprintln(w, "\nwhat to change:")
 		for _, p := range r.Problems {

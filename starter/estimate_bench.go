@@ -45,6 +45,7 @@ how often the real cost fell within the estimate's p10 to p90 (target 80%
 	fl.DurationVar(&f.history, "history", 3*24*time.Hour, "the least of each trace a start has behind it: the market memory it is estimated from")
 	fl.StringVar(&f.deadlines, "deadlines", "52h,70h", "comma-separated deadlines from the start")
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object per estimate, then one per set")
+	f.knowing.register(fl)
 	f.job = replay.Job{Tier: spec.TierDeadline, Work: 48 * time.Hour, RestartOverhead: 12 * time.Minute, SpotPrice: 0.9701, OnDemandPrice: 3.06}
 	fl.DurationVar(&f.job.Work, "work", f.job.Work, "compute time of the job")
 	fl.DurationVar(&f.job.RestartOverhead, "restart-overhead", f.job.RestartOverhead, "restart overhead")
@@ -52,6 +53,10 @@ how often the real cost fell within the estimate's p10 to p90 (target 80%
 	fl.Float64Var(&f.job.OnDemandPrice, "ondemand-price", f.job.OnDemandPrice, "on-demand USD per hour")
 	_ = cmd.MarkFlagDirname("traces")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		var err error
+		if f.job.LearnsByTrying, err = f.knowing.learns(cmd); err != nil {
+			return err
+		}
 		return runEstimateBench(f, cmd.OutOrStdout(), cmd.ErrOrStderr())
 	}
 	return cmd
@@ -63,7 +68,10 @@ type estimateBenchFlags struct {
 	starts, windows int
 	history         time.Duration
 	asJSON          bool
-	job             replay.Job
+	// knowing is how the estimates and the runs know the zones' stock
+	// (--sees-every-zone), read into job.LearnsByTrying.
+	knowing stockFlags
+	job     replay.Job
 }
 
 // estimateBenchRow is one estimate checked against the run it estimated.
@@ -165,7 +173,11 @@ func runEstimateBench(f estimateBenchFlags, stdout, stderr io.Writer) error {
 		}
 		return nil
 	}
-	fmt.Fprintf(stdout, "estimates on %s (work %s, restart overhead %s, policy refuel; %d windows each)\n", *dir, job.Work, job.RestartOverhead, *windows)
+	knows := "learning stock by trying"
+	if !job.LearnsByTrying {
+		knows = "seeing every zone"
+	}
+	fmt.Fprintf(stdout, "estimates on %s (work %s, restart overhead %s, policy refuel %s; %d windows each)\n", *dir, job.Work, job.RestartOverhead, knows, *windows)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "set\truns\twithin p10..p90\tbelow p10\tabove p90\tp50 mean error\tp50 mean |error|\tfinish p50 error\tmet: estimated / real\t")
 	for _, s := range sums {
@@ -218,7 +230,7 @@ func benchStarts(m *replay.Market, history, deadline time.Duration, n int) ([]in
 func estimateAndRun(bm *benchMarket, job replay.Job, start, windows int) (estimateBenchRow, error) {
 	ask := estimate.Ask{
 		Tier: job.Tier, Policy: policy.Refuel, Work: job.Work, Deadline: job.Deadline, RestartOverhead: job.RestartOverhead,
-		Windows: windows, Seed: uint64(start), Tick: bm.market.Gap,
+		Windows: windows, Seed: uint64(start), Tick: bm.market.Gap, SeesEveryZone: !job.LearnsByTrying,
 	}
 	row := estimateBenchRow{Market: bm.name, Start: start, DeadlineHours: job.Deadline.Hours()}
 	for _, t := range bm.traces {

@@ -70,6 +70,11 @@ func TestEstimateJSONFromTheBuiltInMarket(t *testing.T) {
 		if _, ok := c["deadline_met_share"]; !ok {
 			t.Errorf("case %v lacks deadline_met_share though it has a deadline", c["name"])
 		}
+		// The run learns the stock of the zone it does not hold by trying
+		// it, and the estimate pays for its probes as the run will.
+		if p, _ := c["probe_usd"].(float64); c["name"] == "as written" && p <= 0 {
+			t.Errorf("case as written: probe_usd %v; want the probes of a run that holds one zone of two", c["probe_usd"])
+		}
 		if b, _ := c["basis"].(string); !strings.HasPrefix(b, "built-in market aws-10-26-2022, no history for p3.2xlarge in us-west-2a, us-west-2b") {
 			t.Errorf("case %v: basis %q; want the built-in market, for want of history", c["name"], b)
 		}
@@ -127,6 +132,10 @@ func TestEstimateSaysWhatToChange(t *testing.T) {
 	errs.Reset()
 	if code := run([]string{"estimate-bench", "--starts", "0"}, &out, &errs); code != 2 || !strings.Contains(errs.String(), "--starts") {
 		t.Errorf("estimate-bench --starts 0: exit %d, %q; want 2 naming --starts", code, errs.String())
+	}
+	errs.Reset()
+	if code := run([]string{"estimate-bench", "--sees-every-zone", "--learns-by-trying"}, &out, &errs); code != 2 || !strings.Contains(errs.String(), "--sees-every-zone") || !strings.Contains(errs.String(), "--learns-by-trying") {
+		t.Errorf("estimate-bench --sees-every-zone --learns-by-trying: exit %d, %q; want 2 naming both", code, errs.String())
 	}
 }
 

@@ -48,6 +48,11 @@ type Ask struct {
 	// Seed makes the windows drawn from the memory; the same seed and
 	// ask give the same report.
 	Seed uint64
+	// SeesEveryZone replays policies that see every pool's spot stock at
+	// every tick, for free. By default they learn a pool's stock only by
+	// trying it, as a run does (replay.Job.LearnsByTrying), and refuel
+	// pays for its probes.
+	SeesEveryZone bool
 	// Progress, when set, hears of each replay done.
 	Progress func(done, total int)
 }

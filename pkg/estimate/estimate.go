@@ -132,7 +132,7 @@ func (a Ask) caseOf(name string, tier spec.Tier, deadline time.Duration) caseSpe
 func (a Ask) job(c caseSpec) replay.Job {
 	j := replay.Job{
 		Tier: c.tier, Work: a.Work, Deadline: c.deadline, RestartOverhead: a.RestartOverhead,
-		Nodes: a.Nodes, MinNodes: a.MinNodes,
+		Nodes: a.Nodes, MinNodes: a.MinNodes, LearnsByTrying: !a.SeesEveryZone,
 	}
 	if j.Deadline == 0 {
 		j.Deadline = c.horizon
@@ -150,6 +150,7 @@ func (a Ask) job(c caseSpec) replay.Job {
 // outcome is how one replay went.
 type outcome struct {
 	cost   float64
+	probes float64 // of cost, what learning stock by trying cost
 	finish time.Duration
 	done   bool
 	held   map[string]time.Duration // by offering key
@@ -209,12 +210,13 @@ func (m *markets) run(a Ask, c caseSpec, w int) outcome {
 	if err != nil {
 		return outcome{err: err}
 	}
-	d := &planned{tier: c.tier, policy: a.Policy, decider: m.plans.Decider(), memory: m.memory, roaming: m.roaming, scores: m.scores}
+	d := &planned{tier: c.tier, policy: a.Policy, decider: m.plans.Decider(), memory: m.memory, roaming: m.roaming, scores: m.scores,
+		prober: replay.NewOnline(c.tier, a.Policy)}
 	res, err := replay.Run(market, a.job(c), m.warm, d)
 	if err != nil {
 		return outcome{err: err}
 	}
-	o := outcome{cost: res.Cost, finish: res.Finish, done: res.Finished, held: map[string]time.Duration{}}
+	o := outcome{cost: res.Cost, probes: res.ProbeUSD, finish: res.Finish, done: res.Finished, held: map[string]time.Duration{}}
 	for _, s := range res.Steps {
 		if !s.Choice.Holds() {
 			continue
@@ -239,6 +241,14 @@ type planned struct {
 	memory  []*policy.Availability
 	roaming *policy.Availability
 	scores  []int
+	// prober makes the probes the policy makes where the run learns
+	// stock by trying, as `starter sim` replays them.
+	prober *replay.Online
+}
+
+// Probe implements replay.Prober.
+func (p *planned) Probe(t int, s policy.State, held policy.Choice, m policy.Market, learns bool, try func(zone int) bool) {
+	p.prober.Probe(t, s, held, m, learns, try)
 }
 
 // Decide implements replay.Decider.
@@ -271,9 +281,11 @@ func (c caseSpec) summarise(a Ask, m *markets, outs []outcome) Case {
 	finish := make([]float64, len(outs))
 	held := map[string]time.Duration{}
 	var all time.Duration
+	var probes float64
 	met, finished := 0, 0
 	for i, o := range outs {
 		costs[i] = o.cost
+		probes += o.probes
 		finish[i] = math.Inf(1)
 		if o.done {
 			finished++
@@ -290,6 +302,7 @@ func (c caseSpec) summarise(a Ask, m *markets, outs []outcome) Case {
 	r.CostUSD = Spread{P10: round2(quantile(costs, 0.1)), P50: round2(quantile(costs, 0.5)), P90: round2(quantile(costs, 0.9))}
 	r.FinishHours = Finish{P50: finite(quantile(finish, 0.5)), P90: finite(quantile(finish, 0.9))}
 	r.FinishedShare = share(finished, len(outs))
+	r.ProbeUSD = round2(probes / float64(len(outs)))
 	if c.deadline > 0 {
 		s := share(met, len(outs))
 		r.DeadlineMetShare = &s

@@ -275,3 +275,28 @@ func TestPathsFollowTheMemory(t *testing.T) {
 		})
 	}
 }
+
+// A run learns the stock of a pool it does not hold only by trying it,
+// and the estimate replays it so: where pool b's stock comes and goes
+// while the run holds a, refuel's probes of b are paid within the cost.
+// Seeing every pool, nothing is probed.
+func TestTheEstimatePaysForTheProbesARunMakes(t *testing.T) {
+	a := ask(spec.TierDeadline, 60*time.Hour, pool("a", builtin(30*time.Hour, 3*time.Hour, 20)), pool("b", builtin(2*time.Hour, 2*time.Hour, 20)))
+	a.Seed = 3
+	learning, err := Estimate(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.SeesEveryZone = true
+	seeing, err := Estimate(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, s := learning.Cases[0], seeing.Cases[0]
+	if l.ProbeUSD <= 0 || l.ProbeUSD > l.CostUSD.P50 {
+		t.Errorf("learning by trying, probes $%.2f a run of p50 $%.2f; want some, within the cost", l.ProbeUSD, l.CostUSD.P50)
+	}
+	if s.ProbeUSD != 0 {
+		t.Errorf("seeing every pool, probes $%.2f; want none", s.ProbeUSD)
+	}
+}

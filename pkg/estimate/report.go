@@ -28,6 +28,9 @@ type Case struct {
 	// the same work on on-demand from start to end, in the cheapest zone.
 	CostUSD         Spread  `json:"cost_usd"`
 	OnDemandCostUSD float64 `json:"ondemand_cost_usd"`
+	// ProbeUSD is what the replays spent, on average and within CostUSD,
+	// trying spot in pools they did not hold to learn their stock.
+	ProbeUSD float64 `json:"probe_usd,omitempty"`
 	// FinishHours is when the replays finished, from submission.
 	FinishHours Finish `json:"finish_hours"`
 	// DeadlineMetShare is the share of replays that finished by the
