@@ -26,6 +26,7 @@ func Register(w worker.Registry, wf *registry.Workflows, caps *activities.Capaci
 		activities.AcquireName:           caps.Acquire,
 		activities.OpenMarketName:        caps.OpenMarket,
 		activities.MarketAtName:          caps.MarketAt,
+		activities.ProbeSpotName:         caps.ProbeSpot,
 		activities.PoolCheckpointLogName: caps.PoolCheckpointLog,
 		activities.ReleaseName:           caps.Release,
 		activities.ReplaceName:           caps.Replace,

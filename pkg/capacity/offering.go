@@ -84,16 +84,26 @@ type Request struct {
 	// MaxPricePerHour caps what a spot instance may cost (0: no cap beyond
 	// the on-demand price); a market above it fails with class Price.
 	MaxPricePerHour float64 `json:"max_price_per_hour,omitempty"`
+	// Probe, when set, makes the request a probe: spot tried only to learn
+	// whether the pool has stock, the instance let go as soon as it is
+	// had. It names the probe apart from the run's acquisitions and other
+	// probes in the idempotency token; a provider need not wait for the
+	// instance to boot (the sim starts no agent on it).
+	Probe string `json:"probe,omitempty"`
 }
 
 // IdempotencyToken is the client token derived from the run's identity
 // and the attempt. A first run ID is 36 characters, so the token stays
 // well inside EC2's 64 whatever the job id's length.
 func (r Request) IdempotencyToken() string {
+	id := r.RunID
 	if r.Identity != "" {
-		return fmt.Sprintf("%s-%d", r.Identity, r.Attempt)
+		id = r.Identity
 	}
-	return fmt.Sprintf("%s-%d", r.RunID, r.Attempt)
+	if r.Probe != "" {
+		return fmt.Sprintf("%s-%s-%d", id, r.Probe, r.Attempt)
+	}
+	return fmt.Sprintf("%s-%d", id, r.Attempt)
 }
 
 // Tag keys that refuel puts on every instance it launches, so a janitor
@@ -112,6 +122,9 @@ const (
 	// TagJoined marks an instance on a machine that joined the base group
 	// (`worker join`): its loss is cause node-lost, not a fault of a cloud.
 	TagJoined = "refuel:joined"
+	// TagProbe marks an instance acquired only to learn a pool's stock
+	// (Request.Probe), let go at once.
+	TagProbe  = "refuel:probe"
 	ManagedBy = "refuel"
 )
 

@@ -286,12 +286,25 @@ func (m *Meter) Probe(z int, billed time.Duration) bool {
 	if z < 0 || z >= len(m.zones) {
 		return false
 	}
+	return m.Probed(z, m.counts[z], billed)
+}
+
+// Probed is Probe answered by an acquisition made outside the meter (a
+// live run's, through its provider): it had n of the nodes, which is
+// what the run knows of zone z's stock for the rest of the tick. Where
+// the market's own stock says the same, it is Probe.
+func (m *Meter) Probed(z, n int, billed time.Duration) bool {
+	if z < 0 || z >= len(m.zones) {
+		return false
+	}
+	m.counts[z] = max(0, min(n, m.job.nodes()))
 	m.seen[z] = true
 	m.show(z)
 	if !m.inStock(z) {
 		return false
 	}
 	m.res.ProbeUSD += billed.Hours() * m.job.spotPrice(z) * float64(m.job.nodes())
+	m.res.Probes++
 	return true
 }
 

@@ -133,7 +133,9 @@ type Result struct {
 	// ProbeUSD is what trying spot to learn a zone's stock cost
 	// (included in Cost): see Job.ProbeTime.
 	ProbeUSD float64
-	Steps    []Step
+	// Probes counts the probes that had the stock and were billed.
+	Probes int
+	Steps  []Step
 }
 
 // ChoiceError is a decider's choice the model does not allow.

@@ -48,6 +48,10 @@ type LaunchRequest struct {
 	// and the agent starts behind it; an init failure then shows as the
 	// instance terminating with ReasonLaunchFailure (EC2's contract).
 	Wait bool
+	// Probe launches an instance only to learn that the pool has stock
+	// (capacity.Request.Probe): it runs without an agent, as it is let go
+	// at once.
+	Probe bool
 }
 
 // claim is a token held by a launch; settled with the instance's id once
@@ -246,7 +250,7 @@ func (c *Cloud) place(o Offer, req LaunchRequest) (*instance, error) {
 	c.seq++
 	inst := &instance{
 		Instance: capacity.Instance{ID: id, Offering: offering, TaskQueue: local.TaskQueueFor(id), Address: metadata.Loopback, LaunchedAt: c.cfg.Now(), Tags: maps.Clone(req.Tags)},
-		seq:      c.seq, token: req.Token, state: capacity.StatePending,
+		seq:      c.seq, token: req.Token, state: capacity.StatePending, probe: req.Probe,
 	}
 	c.instances[id] = inst
 	c.starts.Add(1)
@@ -317,7 +321,7 @@ func (c *Cloud) boot(ctx context.Context, inst *instance) error {
 	switch {
 	case doomed:
 		err = errors.New("injected fault: the node agent never became ready")
-	case c.launcher != nil:
+	case c.launcher != nil && !inst.probe:
 		err = c.startAgent(ctx, inst.ID)
 	}
 	c.mu.Lock()
@@ -327,7 +331,7 @@ func (c *Cloud) boot(ctx context.Context, inst *instance) error {
 		c.log.Warn("instance failed to initialise", zap.String("instance", inst.ID), zap.Error(err))
 		return capacity.NewError(capacity.InitFailure, inst.Offering, CodeLaunchFailure, "instance %s never became ready: %v", inst.ID, err)
 	}
-	inst.agent = c.launcher != nil
+	inst.agent = c.launcher != nil && !inst.probe
 	switch inst.state {
 	case capacity.StatePending:
 		inst.state = capacity.StateRunning

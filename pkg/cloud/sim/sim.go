@@ -97,6 +97,9 @@ type instance struct {
 	// agent is set while the launcher holds a started agent process for
 	// the instance, which must be stopped when the instance ends.
 	agent bool
+	// probe is set on an instance launched only to learn the pool's stock:
+	// it gets no agent.
+	probe bool
 }
 
 var _ capacity.Provider = (*Cloud)(nil)
@@ -212,7 +215,7 @@ func (c *Cloud) Acquire(ctx context.Context, req capacity.Request) (capacity.Ins
 		offers = append(offers, Offer{Pool: Pool{Zone: o.Zone, InstanceType: o.InstanceType}, Market: o.Market, MaxPrice: req.MaxPricePerHour})
 	}
 	if len(offers) > 0 {
-		st, err := c.Launch(ctx, LaunchRequest{Token: req.IdempotencyToken(), Offers: offers, Tags: local.RequestTags(req), Wait: true})
+		st, err := c.Launch(ctx, LaunchRequest{Token: req.IdempotencyToken(), Offers: offers, Tags: local.RequestTags(req), Wait: true, Probe: req.Probe != ""})
 		if err == nil {
 			return st.Instance, nil
 		}
