@@ -193,12 +193,21 @@ func clockedRun(t *testing.T, cj clockedJob, name string) *workload.MarketStatus
 	if strings.Contains(r.stdout, fmt.Sprintf(" of %d\n", final.TotalSteps)) {
 		t.Errorf("starter status shows progress in the trainer's steps for a run on the market's clock:\n%s", r.stdout)
 	}
-	launched := 0
+	launched, probed := 0, 0
 	for _, inst := range s.Sim.Instances() {
-		launched++
+		if inst.Tags[capacity.TagProbe] != "" {
+			probed++
+		} else {
+			launched++
+		}
 		if inst.State != capacity.StateTerminated {
 			t.Errorf("instance %s still %s", inst.ID, inst.State)
 		}
+	}
+	// refuel's probes are acquisitions through the cloud: each the
+	// simulator billed had all the gang's nodes, and every one was let go.
+	if all := want.Probes * nodes; probed < all || probed > all && cj.minNodes == 0 {
+		t.Errorf("%d instances launched as probes; the simulator billed %d probes of %d nodes", probed, want.Probes, nodes)
 	}
 	// Every start launches the nodes it holds.
 	starts, held := 0, policy.None

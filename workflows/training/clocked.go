@@ -38,9 +38,12 @@ type clockedMarket struct {
 	decider policy.Decider
 	job     replay.Job
 	meter   *replay.Meter
-	start   int
-	tick    int           // the next tick to decide
-	holding policy.Choice // what the account says the run holds
+	// acquiresProbes makes refuel's probes acquisitions through the
+	// provider (acquiresProbesVersion), not answers from the tick's stock.
+	acquiresProbes bool
+	start          int
+	tick           int           // the next tick to decide
+	holding        policy.Choice // what the account says the run holds
 
 	// A tick goes through three steps: its view is asked for (view),
 	// its stock is seen by the meter (seen), and what to hold is decided
@@ -108,6 +111,7 @@ func openClockedMarket(ctx workflow.Context, r *run) (*clockedMarket, error) {
 	m.job.Nodes, m.job.MinNodes = m.nodes, m.minNodes
 	m.job.Rules = rules(ctx)
 	m.job.LearnsByTrying = workflow.GetVersion(ctx, learnsByTryingVersion, workflow.DefaultVersion, 1) >= 1
+	m.acquiresProbes = m.job.LearnsByTrying && workflow.GetVersion(ctx, acquiresProbesVersion, workflow.DefaultVersion, 1) >= 1
 	meter, err := replay.NewMeter(m.job, m.zones, view.TickLength)
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError("the market cannot be followed: "+err.Error(), "InvalidJobSpec", nil)

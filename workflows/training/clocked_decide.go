@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"refuel/activities"
+	"refuel/pkg/capacity"
 	"refuel/pkg/policy"
 	"refuel/pkg/replay"
 	"refuel/pkg/spec"
@@ -37,7 +38,9 @@ func (m *clockedMarket) decide(ctx workflow.Context) error {
 		if err != nil {
 			return err
 		}
-		m.probe(t, choice)
+		if err := m.probe(ctx, t, choice); err != nil {
+			return err
+		}
 	} else {
 		m.why = "nothing: the run is paused or over its budget"
 	}
@@ -51,17 +54,51 @@ func (m *clockedMarket) decide(ctx workflow.Context) error {
 }
 
 // probe makes refuel's probes of the tick (policy.Probes) for a run that
-// learns by trying: each tries spot in a zone as an acquisition would,
-// answered by the market's stock at the tick (what the simulated cloud's
-// acquisition answers) and billed on the run's account as the simulator
-// bills it.
-func (m *clockedMarket) probe(t *seenTick, held policy.Choice) {
+// learns by trying: each tries spot in a zone as the run acquires it,
+// through its provider (acquiresProbesVersion), for the gang's nodes, and
+// lets go at once; what it had is what the run knows of the zone for the
+// rest of the tick, and a probe that had them all is billed on the run's
+// account as the simulator bills it. Runs recorded before that version
+// answered their probes from the market's stock at the tick.
+func (m *clockedMarket) probe(ctx workflow.Context, t *seenTick, held policy.Choice) error {
 	if m.policy != policy.Refuel || !m.job.LearnsByTrying {
-		return
+		return nil
 	}
-	for _, name := range policy.Probes(t.state, t.market, held) {
-		m.meter.Probe(slices.Index(m.zones, name), replay.ProbeBilled)
+	names := policy.Probes(t.state, t.market, held)
+	if !m.acquiresProbes {
+		for _, name := range names {
+			m.meter.Probe(slices.Index(m.zones, name), replay.ProbeBilled)
+		}
+		return nil
 	}
+	var zones []int
+	in := activities.ProbeInput{Nodes: m.nodes, Name: "p" + strconv.Itoa(m.tick)}
+	for _, name := range names {
+		z := slices.Index(m.zones, name)
+		if z < 0 || m.spot[z] == nil {
+			continue
+		}
+		zones = append(zones, z)
+		in.Probes = append(in.Probes, *m.spot[z])
+	}
+	if len(zones) == 0 {
+		return nil
+	}
+	r := m.r
+	who := r.Owner()
+	ask := r.AskFor(nil)
+	in.Request = capacity.Request{RunID: who.WorkflowID, Identity: who.Identity, Tags: ask.Tags(), MaxPricePerHour: ask.MaxPrice}
+	var res activities.ProbeResult
+	actx := workload.Titled(workload.ProbeOptions(ctx), fmt.Sprintf("probe spot in %d zone(s) at tick %d", len(zones), m.tick))
+	if err := workflow.ExecuteActivity(actx, activities.ProbeSpotName, in).Get(ctx, &res); err != nil {
+		return fmt.Errorf("probes at tick %d: %w", m.tick, err)
+	}
+	for i, z := range zones {
+		if i < len(res.Taken) {
+			m.meter.Probed(z, res.Taken[i], replay.ProbeBilled)
+		}
+	}
+	return nil
 }
 
 // choose is the policy's choice on the tick t, with its explanation kept

@@ -236,6 +236,7 @@ func runClocked(t *testing.T, cloud *sim.Cloud, o workload.RunOptions, js spec.J
 		activities.OpenMarketName: caps.OpenMarket, activities.MarketAtName: caps.MarketAt,
 		activities.ReleaseName: caps.Release, activities.RunTrainingName: tr.RunTraining, activities.StopTrainingName: tr.StopTraining,
 		activities.PoolCheckpointLogName: caps.PoolCheckpointLog, activities.DecideMarketName: caps.DecideMarket,
+		activities.ProbeSpotName: caps.ProbeSpot,
 	} {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
@@ -301,8 +302,22 @@ func checkAsSimulated(t *testing.T, st Status, cloud *sim.Cloud, loaded []*trace
 		}
 		held = step.Choice
 	}
-	if launched := len(cloud.Instances()); launched != starts {
+	launched, probed := 0, 0
+	for _, inst := range cloud.Instances() {
+		if inst.Tags[capacity.TagProbe] != "" {
+			probed++
+		} else {
+			launched++
+		}
+	}
+	if launched != starts {
 		t.Errorf("%d instances launched; the simulator started %d (%d starts)", launched, starts, want.Starts)
+	}
+	// Each probe the simulator billed had all the gang's nodes, through
+	// the cloud; an elastic gang's probe may have had some of them where
+	// it was not billed.
+	if all := want.Probes * max(1, job.Nodes); probed < all || probed > all && job.MinNodes == 0 {
+		t.Errorf("%d instances launched as probes; the simulator billed %d probes of %d nodes", probed, want.Probes, max(1, job.Nodes))
 	}
 	if got := st.Market.Job; got.Nodes != job.Nodes || got.MinNodes != job.MinNodes {
 		t.Errorf("the run's account is of a gang of %d down to %d; want %d down to %d", got.Nodes, got.MinNodes, job.Nodes, job.MinNodes)

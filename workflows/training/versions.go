@@ -84,4 +84,14 @@ const (
 	// and training-run-market-time-elastic-gang.json; the runs before it
 	// are kept under those names ending -before-learns-by-trying.
 	learnsByTryingVersion = "clocked-learns-by-trying"
+
+	// acquiresProbesVersion: refuel's probes on a market clock are
+	// acquisitions through the run's provider (activities.ProbeSpot), for
+	// the gang's nodes and let go at once, and what they had is what the
+	// run knows of the zone; runs recorded before it answered their probes
+	// from the market's stock at the tick. Recorded in
+	// training-run-market-time.json, training-run-market-time-gang.json
+	// and training-run-market-time-elastic-gang.json; the runs before it
+	// are kept under those names ending -before-probes-acquire.
+	acquiresProbesVersion = "clocked-probes-acquire"
 )

@@ -62,7 +62,9 @@ type LeaseAsk struct {
 	Pool string
 }
 
-func (a LeaseAsk) tags() map[string]string {
+// Tags are the tags an instance acquired for the ask carries, beside the
+// run's own.
+func (a LeaseAsk) Tags() map[string]string {
 	layer := a.Layer
 	if layer == "" {
 		layer = admission.BurstLayer
@@ -92,7 +94,7 @@ func (b *Leases) Acquire(ctx workflow.Context, who Owner, ask LeaseAsk) (*Lease,
 func (b *Leases) acquireReleasing(ctx workflow.Context, who Owner, ask LeaseAsk, rel *activities.ReleaseInput) (*Lease, error) {
 	b.Attempts++
 	req := capacity.Request{
-		RunID: who.WorkflowID, Identity: who.Identity, Attempt: b.Attempts, Offerings: ask.Offerings, Tags: ask.tags(), MaxPricePerHour: ask.MaxPrice,
+		RunID: who.WorkflowID, Identity: who.Identity, Attempt: b.Attempts, Offerings: ask.Offerings, Tags: ask.Tags(), MaxPricePerHour: ask.MaxPrice,
 	}
 	var inst capacity.Instance
 	name, arg, summary := activities.AcquireName, any(req), acquireSummary(req.Attempt, req.Offerings)

@@ -133,6 +133,11 @@ func ControlOptions(ctx workflow.Context) workflow.Context {
 	})
 }
 
+// ProbeOptions are for trying spot only to learn its stock
+// (activities.ProbeSpot): its acquisitions are retried as a run's are,
+// and its tokens return what a first try had, to be let go.
+func ProbeOptions(ctx workflow.Context) workflow.Context { return acquireOptions(ctx) }
+
 // StartStopOptions are for stopping an instance and starting it again
 // (a warm-pool entry): a start takes the provider's start time, minutes
 // on a GPU instance, so the activity heartbeats while it waits. A start
