@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -93,9 +94,13 @@ func probeName(name string, o capacity.Offering) string {
 	return fmt.Sprintf("%s-%08x", name, h.Sum32())
 }
 
-// letGo releases a probe's instances. It teaches the market memory
-// nothing: the probe's acquisition already told it the stock.
+// letGo releases a probe's instances, even where the probe was
+// cancelled midway (the run ending), so none is left running for the
+// janitor. It teaches the market memory nothing: the probe's acquisition
+// already told it the stock.
 func (a *Capacity) letGo(ctx context.Context, had []capacity.Instance) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
 	for _, inst := range had {
 		p := a.provider(inst.Offering.Provider)
 		if p == nil {
