@@ -304,13 +304,7 @@ func runAutoscaleBench(f autoscaleBenchFlags, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "autoscale-bench: plotted %s at seed %d to %s\n", r.scenario.Name, r.seed, where)
 	}
 	if f.asJSON {
-		enc := json.NewEncoder(stdout)
-		for _, r := range rows {
-			if err := enc.Encode(r); err != nil {
-				return err
-			}
-		}
-		return nil
+		return jsonLines(json.NewEncoder(stdout), rows)
 	}
 	printAutoscaleBench(stdout, f.cfg, f.window, f.tunedSeeds, rows)
 	return nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"io"
 	"strings"
 	"time"
@@ -199,4 +200,15 @@ func normalizeArgs(root *cobra.Command, args []string) []string {
 		out = append(out, a)
 	}
 	return out
+}
+
+// jsonLines writes each item as a JSON object on a line of its own, the
+// shape of every --json listing.
+func jsonLines[T any](enc *json.Encoder, items []T) error {
+	for _, it := range items {
+		if err := enc.Encode(it); err != nil {
+			return err
+		}
+	}
+	return nil
 }

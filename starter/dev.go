@@ -187,13 +187,7 @@ func devListCommand() *cobra.Command {
 				return err
 			}
 			if *asJSON {
-				enc := json.NewEncoder(stdout)
-				for _, r := range rows {
-					if err := enc.Encode(r); err != nil {
-						return err
-					}
-				}
-				return nil
+				return jsonLines(json.NewEncoder(stdout), rows)
 			}
 			printDevList(stdout, rows, time.Now())
 			return nil

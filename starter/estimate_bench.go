@@ -161,17 +161,10 @@ func runEstimateBench(f estimateBenchFlags, stdout, stderr io.Writer) error {
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
-		for _, r := range rows {
-			if err := enc.Encode(r); err != nil {
-				return err
-			}
+		if err := jsonLines(enc, rows); err != nil {
+			return err
 		}
-		for _, s := range sums {
-			if err := enc.Encode(s); err != nil {
-				return err
-			}
-		}
-		return nil
+		return jsonLines(enc, sums)
 	}
 	knows := "learning stock by trying"
 	if !job.LearnsByTrying {

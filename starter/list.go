@@ -40,13 +40,7 @@ func listCommand() *cobra.Command {
 				printRows(stdout, rows)
 				return nil
 			}
-			enc := json.NewEncoder(stdout)
-			for _, r := range rows {
-				if err := enc.Encode(r); err != nil {
-					return err
-				}
-			}
-			return nil
+			return jsonLines(json.NewEncoder(stdout), rows)
 		})
 	}
 	return cmd

@@ -32,13 +32,7 @@ func nodesCommand() *cobra.Command {
 				return err
 			}
 			if *asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				for _, n := range nodes {
-					if err := enc.Encode(n); err != nil {
-						return err
-					}
-				}
-				return nil
+				return jsonLines(json.NewEncoder(cmd.OutOrStdout()), nodes)
 			}
 			printNodes(cmd.OutOrStdout(), nodes, time.Now())
 			return nil

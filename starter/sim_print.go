@@ -73,17 +73,10 @@ func printSim(w io.Writer, f simFlags, rows []simRow, onClouds []string) error {
 	}
 	if f.json {
 		enc := json.NewEncoder(w)
-		for _, r := range rows {
-			if err := enc.Encode(r); err != nil {
-				return err
-			}
+		if err := jsonLines(enc, rows); err != nil {
+			return err
 		}
-		for _, s := range sums {
-			if err := enc.Encode(s); err != nil {
-				return err
-			}
-		}
-		return nil
+		return jsonLines(enc, sums)
 	}
 	switch j := f.job; {
 	case j.MinNodes > 0 && j.MinNodes < j.Nodes:
