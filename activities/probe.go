@@ -53,21 +53,21 @@ type ProbeResult struct {
 // differs from its replay; nothing is lost).
 func (a *Capacity) ProbeSpot(ctx context.Context, in ProbeInput) (ProbeResult, error) {
 	out := ProbeResult{Taken: make([]int, len(in.Probes))}
+	req := in.Request
+	req.Tags = maps.Clone(req.Tags)
+	if req.Tags == nil {
+		req.Tags = map[string]string{}
+	}
+	req.Tags[capacity.TagProbe] = "true"
 	for i, o := range in.Probes {
 		if o.Market != capacity.Spot {
 			return out, temporal.NewNonRetryableApplicationError(fmt.Sprintf("probe %d is of %s; only spot is probed", i, o.Key()), string(capacity.SpecMismatch), nil)
 		}
+		req.Offerings, req.Probe = []capacity.Offering{o}, probeName(in.Name, o)
 		var had []capacity.Instance
 		var err error
 		for n := range max(1, in.Nodes) {
-			req := in.Request
-			req.Offerings, req.Attempt = []capacity.Offering{o}, n
-			req.Probe = probeName(in.Name, o)
-			req.Tags = maps.Clone(req.Tags)
-			if req.Tags == nil {
-				req.Tags = map[string]string{}
-			}
-			req.Tags[capacity.TagProbe] = "true"
+			req.Attempt = n
 			var inst capacity.Instance
 			if inst, err = a.Acquire(ctx, req); err != nil {
 				break
