@@ -277,6 +277,7 @@ func printSkyNomad(w io.Writer, points []*figurePoint) {
 	fmt.Fprintln(tw, "figure\tregions\tD/W\toptimal $\ttheir optimal $\ttheir skynomad\trefuel\tskynomad\tuniform-progress\tgreedy\tprobes r/s/u/g $\tmet r/s/u/g\t")
 	var behind, off, missed []string
 	dearer := 0 // points where refuel pays more dollars than their SkyNomad
+	alike := 0  // points where skynomad pays within the tolerance of theirs, in dollars
 	n := float64(skyNomadWindows)
 	for _, p := range points {
 		opt := p.cost(policy.Optimal)
@@ -303,7 +304,13 @@ func printSkyNomad(w io.Writer, points []*figurePoint) {
 			dearer++
 		}
 		if d := ratio(policy.SkyNomad) - theirs; d > skyNomadTolerance || d < -skyNomadTolerance {
-			off = append(off, fmt.Sprintf("%s: skynomad %.3f, theirs %.3f", at, ratio(policy.SkyNomad), theirs))
+			// In dollars too: where the two optima differ, so do the
+			// ratios of policies that pay alike.
+			off = append(off, fmt.Sprintf("%s: skynomad %.3f, theirs %.3f; per window skynomad $%.2f, their SkyNomad $%.2f (%+.1f%%; optimum $%.2f, theirs $%.2f)",
+				at, ratio(policy.SkyNomad), theirs, p.cost(policy.SkyNomad)/n, p.theirs, 100*(p.cost(policy.SkyNomad)/n/p.theirs-1), opt/n, p.optimum))
+		}
+		if d := p.cost(policy.SkyNomad)/n/p.theirs - 1; d <= skyNomadTolerance && d >= -skyNomadTolerance {
+			alike++
 		}
 		if p.met[policy.Refuel] < skyNomadWindows {
 			missed = append(missed, at)
@@ -326,4 +333,5 @@ func printSkyNomad(w io.Writer, points []*figurePoint) {
 	for _, s := range off {
 		fmt.Fprintf(w, "      %s\n", s)
 	}
+	fmt.Fprintf(w, "  (in dollars, refuel's skynomad pays within %.0f%% of their SkyNomad's mean at %d of %d points)\n", 100*skyNomadTolerance, alike, len(points))
 }

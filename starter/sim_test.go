@@ -547,7 +547,7 @@ func TestSkyNomadBehindIsPrintedWindowByWindow(t *testing.T) {
 		if w == 2 {
 			refuel = 190 // the window that holds the loss
 		}
-		p.windows[w] = figureWindow{cost: map[policy.Name]float64{policy.Refuel: refuel, policy.Optimal: 100}, theirs: 105, optimum: 100}
+		p.windows[w] = figureWindow{cost: map[policy.Name]float64{policy.Refuel: refuel, policy.SkyNomad: 100, policy.Optimal: 100}, theirs: 105, optimum: 100}
 	}
 	var out bytes.Buffer
 	printSkyNomad(&out, []*figurePoint{p})
@@ -557,6 +557,9 @@ func TestSkyNomadBehindIsPrintedWindowByWindow(t *testing.T) {
 		"window 2: refuel $190.00, their SkyNomad $105.00 (optimum $100.00, theirs $100.00)",
 		"window 5: refuel $100.00, their SkyNomad $105.00",
 		"(in dollars, refuel pays at most their SkyNomad's mean at 0 of 1 points)",
+		// skynomad off theirs by 0.05, and in dollars by 4.8 %.
+		"10b 2 regions D/W 1.20: skynomad 1.000, theirs 1.050; per window skynomad $100.00, their SkyNomad $105.00 (-4.8%; optimum $100.00, theirs $100.00)",
+		"(in dollars, refuel's skynomad pays within 2% of their SkyNomad's mean at 0 of 1 points)",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, out.String())

@@ -179,7 +179,7 @@ func (m Market) cheaperToMove(s State, i int) int {
 // a move over), so that neither an optimistic prior nor a short history
 // alone moves a run.
 func movedLifetime(s State, z Zone, ovh time.Duration) time.Duration {
-	return min(skyNomadLifetime(z, s.TimeLeft), expectedLeft(z, true), s.Remaining+ovh)
+	return min(skyNomadLifetime(z.History, z.SpotAvailable, s.TimeLeft), expectedLeft(z, true), s.Remaining+ovh)
 }
 
 // spotRate is what a spot start in z is expected to cost per hour of

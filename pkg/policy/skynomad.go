@@ -122,7 +122,7 @@ func skyNomadSpot(s State, m Market, i int, v, price float64) float64 {
 	case m.moves(z):
 		move = v*m.Move.Time.Hours() + m.Move.USD
 	}
-	l := min(skyNomadLifetime(z, s.TimeLeft), skyNomadMaxLifetime)
+	l := min(skyNomadLifetime(z.watched(), z.SpotAvailable, s.TimeLeft), skyNomadMaxLifetime)
 	if l <= d || l <= 0 {
 		return math.Inf(-1)
 	}
@@ -170,23 +170,25 @@ func progressValue(s State, cod, floor float64) float64 {
 	return max(cod*need/rate, floor)
 }
 
-// skyNomadLifetime is how much longer zone z's stretch in stock is
-// expected to last, at most horizon: the paper's eq. (9) on the
-// Nelson-Aalen estimate of the zone's lifetimes (its stretches in stock),
-// conditioned on the age of the current one, its cumulative hazard scaled
-// by the volatility ratio (see volatility). The zone's history keeps its
+// skyNomadLifetime is how much longer a zone's stretch in stock (shown
+// available now, with history a) is expected to last, at most horizon:
+// the paper's eq. (9) on the Nelson-Aalen estimate of the zone's
+// lifetimes (its stretches in stock), conditioned on the age of the
+// current one, its cumulative hazard scaled by the volatility ratio (see
+// volatility). SkyNomad gives it what its run watched of the zone
+// (Zone.Watched), as the authors' code learns lifetimes only from what
+// the job saw; refuel, the zone's whole history. The history keeps its
 // stretches by age bucket (doubling from 10 minutes), so the hazard is
 // estimated per bucket, lifetimes ended there over the time lifetimes
 // spent there; a bucket no lifetime reached takes the hazard of the last
 // one that did. With no lifetime seen to end, nothing limits it short of
 // the horizon.
-func skyNomadLifetime(z Zone, horizon time.Duration) time.Duration {
+func skyNomadLifetime(a Availability, available bool, horizon time.Duration) time.Duration {
 	if horizon <= 0 {
 		return 0
 	}
-	a := z.History
 	age := time.Duration(0)
-	if z.SpotAvailable && a.Last {
+	if available && a.Last {
 		age = a.Since
 	}
 	var rate [ageBuckets]float64 // per hour

@@ -59,10 +59,10 @@ func TestSkyNomadUtilitiesByHand(t *testing.T) {
 			t.Errorf("%s = %.4f, want %.4f", name, tc.got, tc.want)
 		}
 	}
-	if l := skyNomadLifetime(m.Zones[0], s.TimeLeft); (l - 30*time.Minute).Abs() > time.Second {
+	if l := skyNomadLifetime(m.Zones[0].History, true, s.TimeLeft); (l - 30*time.Minute).Abs() > time.Second {
 		t.Errorf("zone a's lifetime %s, want 30m (10 minutes safe, then 1/3 h at 3 an hour)", l)
 	}
-	if l := skyNomadLifetime(m.Zones[1], s.TimeLeft); l != s.TimeLeft {
+	if l := skyNomadLifetime(m.Zones[1].History, true, s.TimeLeft); l != s.TimeLeft {
 		t.Errorf("zone b's lifetime %s, want the 30h left", l)
 	}
 	cases := map[string]struct {
@@ -144,9 +144,38 @@ func TestSkyNomadVolatilityShortensLifetimes(t *testing.T) {
 	}
 	calm.Observe(true, time.Hour)
 	volatile.Observe(true, time.Hour)
-	c := skyNomadLifetime(Zone{SpotAvailable: true, History: calm}, 30*time.Hour)
-	v := skyNomadLifetime(Zone{SpotAvailable: true, History: volatile}, 30*time.Hour)
+	c := skyNomadLifetime(calm, true, 30*time.Hour)
+	v := skyNomadLifetime(volatile, true, 30*time.Hour)
 	if v >= c {
 		t.Errorf("lifetime after a volatile spell %s, calm %s; want it shorter", v, c)
+	}
+}
+
+func TestSkyNomadLearnsLifetimesFromWhatItWatched(t *testing.T) {
+	// The market's past says the zone's stock lasts hours; what the run
+	// watched of it says twenty minutes. SkyNomad's own code learns only
+	// from what the job saw, so spot there is worth less to it.
+	var calm, flickers Availability
+	for range 40 {
+		calm.Observe(true, 3*time.Hour)
+		calm.Observe(false, 10*time.Minute)
+		flickers.Observe(true, 20*time.Minute)
+		flickers.Observe(false, 10*time.Minute)
+	}
+	calm.Observe(true, 10*time.Minute)
+	flickers.Observe(true, 10*time.Minute)
+	s := skyState(0, None)
+	value := func(z Zone) float64 {
+		m := Market{Step: 10 * time.Minute, OnDemandPrice: 3, Zones: []Zone{z}}
+		return skyNomadSpot(s, m, 0, 3, 1)
+	}
+	known := Zone{Name: "a", SpotAvailable: true, SpotPrice: 1, History: calm}
+	watched := known
+	watched.Watched = flickers
+	if known.watched() != calm || watched.watched() != flickers {
+		t.Fatal("watched() does not fall back to History where Watched is unset, or ignores Watched where set")
+	}
+	if v, k := value(watched), value(known); v >= k {
+		t.Errorf("spot worth %.3f/h watched flickering, %.3f/h on the market's past alone; want less", v, k)
 	}
 }

@@ -165,6 +165,20 @@ type Zone struct {
 	Region string
 	// History is what has been seen of this zone's spot stock.
 	History Availability
+	// Watched is History counting only the ticks the run saw the zone's
+	// stock (held, tried or probed there): a run that learns stock by
+	// trying carries a zone it did not look at on its last-seen stock in
+	// History, and skips it here. Zero where no one keeps it apart (then
+	// History stands for it).
+	Watched Availability
+}
+
+// watched is Watched, or History where no one kept it apart.
+func (z Zone) watched() Availability {
+	if z.Watched.seen() {
+		return z.Watched
+	}
+	return z.History
 }
 
 // priced reports whether the market's zones are placed in regions with

@@ -96,6 +96,18 @@ func TestAZoneNotTriedKeepsWhatWasLastSeenOfIt(t *testing.T) {
 		if learns && last.Roaming.Last != true {
 			t.Errorf("learning by trying, the stock across zones ends out; want in, z0 held")
 		}
+		// What the run watched of z1 stops where it last looked: the
+		// market's past, before the run, and nothing after.
+		w := last.Zones[1].Watched
+		if learns && (!w.Last || w.Since != 2*10*time.Minute) {
+			t.Errorf("learning by trying, z1 watched ends %v for %s; want in stock for the two ticks before the window", w.Last, w.Since)
+		}
+		if !learns && w != h {
+			t.Errorf("seeing every zone, z1 watched %+v, history %+v; want them alike", w, h)
+		}
+		if w0 := last.Zones[0].Watched; w0.Since != last.Zones[0].History.Since {
+			t.Errorf("z0, held throughout, watched for %s and known for %s; want alike", w0.Since, last.Zones[0].History.Since)
+		}
 	}
 }
 

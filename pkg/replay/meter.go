@@ -27,6 +27,8 @@ type Meter struct {
 	zones []string
 
 	history []policy.Availability
+	// watched is history over only the ticks the run saw each zone.
+	watched []policy.Availability
 	view    policy.Market
 	// inRegion lists the zones of each of view.Regions, when there are
 	// several.
@@ -76,8 +78,8 @@ func NewMeter(job Job, zones []string, gap time.Duration) (*Meter, error) {
 	}
 	m := &Meter{
 		job: job, gap: gap, zones: append([]string(nil), zones...), curZone: -1,
-		history: make([]policy.Availability, len(zones)),
-		belief:  make([]int, len(zones)), seen: make([]bool, len(zones)),
+		history: make([]policy.Availability, len(zones)), watched: make([]policy.Availability, len(zones)),
+		belief: make([]int, len(zones)), seen: make([]bool, len(zones)),
 		view: policy.Market{Step: gap, OnDemandPrice: job.cheapestOnDemand(), Zones: make([]policy.Zone, len(zones)),
 			Move: policy.Move{USD: job.nodeMoveUSD(), Time: job.moveTime(gap)}, Rules: job.Rules},
 	}
@@ -324,7 +326,7 @@ func (m *Meter) see(counts []int) error {
 	}
 	for z := range m.view.Zones {
 		m.view.Zones[z] = policy.Zone{Name: m.zones[z], SpotPrice: m.job.spotPrice(z),
-			OnDemandPrice: m.job.onDemandPrice(z), Region: m.job.region(z), History: m.history[z]}
+			OnDemandPrice: m.job.onDemandPrice(z), Region: m.job.region(z), History: m.history[z], Watched: m.watched[z]}
 		m.show(z)
 	}
 	return nil
@@ -394,6 +396,9 @@ func (m *Meter) observe() {
 	}
 	for z := range m.history {
 		m.history[z].Observe(m.believed(z), m.gap)
+		if m.seen[z] {
+			m.watched[z].Observe(m.believed(z), m.gap)
+		}
 	}
 	for z := range m.partial {
 		m.partial[z].Observe(m.belief[z] >= m.job.minNodes() && !m.believed(z), m.gap)
