@@ -164,14 +164,7 @@ func (a *Capacity) Acquire(ctx context.Context, req capacity.Request) (capacity.
 
 // Release terminates an instance; one that is already gone is fine.
 func (a *Capacity) Release(ctx context.Context, in ReleaseInput) error {
-	p := a.provider(in.Instance.Offering.Provider)
-	if p == nil {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no provider named %q on this worker", in.Instance.Offering.Provider), "UnknownProvider", nil)
-	}
-	stop := heartbeatWhile(ctx)
-	err := p.Release(ctx, in.Instance.ID)
-	stop()
-	if err != nil && !capacity.IsNotFound(err) {
+	if err := a.release(ctx, in.Instance); err != nil {
 		return err
 	}
 	a.learnRelease(ctx, in)
@@ -179,6 +172,22 @@ func (a *Capacity) Release(ctx context.Context, in ReleaseInput) error {
 		telemetry.LabelReason: string(in.Reason), telemetry.LabelMarket: string(in.Instance.Offering.Market), telemetry.LabelProvider: in.Instance.Offering.Provider,
 		telemetry.LabelCloud: telemetry.CloudOf(in.Instance.Offering.Key()),
 	}).Counter(telemetry.ReleasesTotal).Inc(1)
+	return nil
+}
+
+// release gives inst back to its provider, heartbeating while it waits;
+// an instance already gone counts as released.
+func (a *Capacity) release(ctx context.Context, inst capacity.Instance) error {
+	p := a.provider(inst.Offering.Provider)
+	if p == nil {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no provider named %q on this worker", inst.Offering.Provider), "UnknownProvider", nil)
+	}
+	stop := heartbeatWhile(ctx)
+	err := p.Release(ctx, inst.ID)
+	stop()
+	if err != nil && !capacity.IsNotFound(err) {
+		return err
+	}
 	return nil
 }
 

@@ -102,14 +102,7 @@ func (a *Capacity) letGo(ctx context.Context, had []capacity.Instance) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	for _, inst := range had {
-		p := a.provider(inst.Offering.Provider)
-		if p == nil {
-			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no provider named %q on this worker", inst.Offering.Provider), "UnknownProvider", nil)
-		}
-		stop := heartbeatWhile(ctx)
-		err := p.Release(ctx, inst.ID)
-		stop()
-		if err != nil && !capacity.IsNotFound(err) {
+		if err := a.release(ctx, inst); err != nil {
 			return err
 		}
 	}
