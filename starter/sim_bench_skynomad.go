@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -303,13 +304,15 @@ func printSkyNomad(w io.Writer, points []*figurePoint) {
 		if p.cost(policy.Refuel)/n > p.theirs {
 			dearer++
 		}
-		if d := ratio(policy.SkyNomad) - theirs; d > skyNomadTolerance || d < -skyNomadTolerance {
+		sky := p.cost(policy.SkyNomad) / n
+		apart := sky/p.theirs - 1 // skynomad's dollars against theirs
+		if math.Abs(ratio(policy.SkyNomad)-theirs) > skyNomadTolerance {
 			// In dollars too: where the two optima differ, so do the
 			// ratios of policies that pay alike.
 			off = append(off, fmt.Sprintf("%s: skynomad %.3f, theirs %.3f; per window skynomad $%.2f, their SkyNomad $%.2f (%+.1f%%; optimum $%.2f, theirs $%.2f)",
-				at, ratio(policy.SkyNomad), theirs, p.cost(policy.SkyNomad)/n, p.theirs, 100*(p.cost(policy.SkyNomad)/n/p.theirs-1), opt/n, p.optimum))
+				at, ratio(policy.SkyNomad), theirs, sky, p.theirs, 100*apart, opt/n, p.optimum))
 		}
-		if d := p.cost(policy.SkyNomad)/n/p.theirs - 1; d <= skyNomadTolerance && d >= -skyNomadTolerance {
+		if math.Abs(apart) <= skyNomadTolerance {
 			alike++
 		}
 		if p.met[policy.Refuel] < skyNomadWindows {
