@@ -143,7 +143,7 @@ all of them sharing the cores.`,
 	durationVar(fs, &o.job.RestartOverhead, "restart-overhead", 12*time.Minute, "restart overhead")
 	priceVar(fs, &o.job.SpotPrice, "spot-price", 0.9701, "spot USD per hour")
 	priceVar(fs, &o.job.OnDemandPrice, "ondemand-price", 3.06, "on-demand USD per hour")
-	fs.BoolVar(&o.known, "known-statistics", false, "also replay refuel planning with each single-zone window's own stretch statistics, known in advance: how much of its distance from the optimum better estimation could win")
+	fs.BoolVar(&o.known, "known-statistics", false, "also replay refuel planning with each window's own stretch statistics, known in advance (every zone's and, across zones, the stock's; not their order): how much of its distance from the optimum better estimation could win; single-zone windows, or every point with --skynomad")
 	fs.StringVar(&o.prices, "prices", embeddedPrices, "prices for the table across priced regions: a price file, or "+embeddedPrices)
 	fs.Float64Var(&o.job.CheckpointGB, "checkpoint-gb", 50, "size of the checkpoint a move between regions transfers, in GB")
 	fs.Float64Var(&o.job.EgressUSDPerGB, "egress-usd-per-gb", 0.02, "USD per GB a checkpoint moved to another region costs")
@@ -171,7 +171,7 @@ all of them sharing the cores.`,
 			return err
 		}
 		if o.skynomad != "" {
-			return skyNomadBench(o.skynomad, o.job.LearnsByTrying, o.job.Rules, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return skyNomadBench(o.skynomad, o.job.LearnsByTrying, o.job.Rules, o.known || o.full, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		}
 		return simBench(o, fs.Changed("starts"), cmd.OutOrStdout(), cmd.ErrOrStderr())
 	}
@@ -446,7 +446,11 @@ func cellTasks(cells []*benchCell, job replay.Job, known bool, mu *sync.Mutex) [
 		if known && c.market.zones == 1 {
 			tasks = append(tasks, benchTask{weight: replayWeight(policy.Refuel, ticks, 1), run: func() error {
 				m := c.market.market
-				res, err := replay.Run(m, j, c.start, replay.NewKnownStatistics(m, c.start, c.deadline, j.Nodes, replay.NewOnline(j.Tier, policy.Refuel)))
+				known, err := replay.NewKnownStatistics(m, j, c.start, replay.NewOnline(j.Tier, policy.Refuel))
+				var res replay.Result
+				if err == nil {
+					res, err = replay.Run(m, j, c.start, known)
+				}
 				mu.Lock()
 				defer mu.Unlock()
 				c.known = res.Cost / j.OnDemandCost()

@@ -212,7 +212,7 @@ func TestSimPlots(t *testing.T) {
 	}
 }
 
-func TestSimBenchReportsTargetsAndTheKnownStatisticsBound(t *testing.T) {
+func TestSimBenchReportsTargetsAndTheKnownStatisticsLine(t *testing.T) {
 	dir := t.TempDir()
 	for _, zone := range []string{"us-west-2a", "us-west-2b"} {
 		b, err := os.ReadFile(simTrace(t, zone+"_v100_1.json"))
@@ -263,10 +263,10 @@ func TestSimBenchReportsTargetsAndTheKnownStatisticsBound(t *testing.T) {
 		}
 	}
 	if strings.Contains(plain, "known in advance") {
-		t.Errorf("the bound is printed without --known-statistics:\n%s", plain)
+		t.Errorf("the known-statistics line is printed without --known-statistics:\n%s", plain)
 	}
 	if n := strings.Count(known, "with each window's own statistics known in advance"); n != 2 {
-		t.Errorf("want the bound once per deadline, got %d:\n%s", n, known)
+		t.Errorf("want the known-statistics line once per deadline, got %d:\n%s", n, known)
 	}
 }
 

@@ -1,49 +1,84 @@
 package replay
 
 import (
-	"time"
+	"fmt"
 
 	"refuel/pkg/policy"
 )
 
-// KnownStatistics decides as D does, but every zone's fitted stretch
-// statistics (policy.Availability's FitIn and FitOut) are those of the
-// window being replayed rather than of its past: what a policy that
-// plans with the market's statistics would do if it knew them exactly,
-// though not the order in which the stretches come. Replayed beside the
-// same policy planning from the past, it splits that policy's distance
-// from the omniscient optimum into what better estimation could still
-// win and what only knowing the future could. It replaces each zone's own
-// statistics, not those of the stock across zones (policy.Roaming), so it
-// bounds single-zone runs.
+// KnownStatistics decides as D does, but the stretch statistics it plans
+// with are those of the window being replayed rather than of its past:
+// every zone's (policy.Availability's In, Out and their fits) and, across
+// zones, those of the stock a run roaming them would have seen
+// (policy.Roaming). It is what a policy that plans with the market's
+// statistics would do if it knew them exactly, though not the order in
+// which the stretches come. Replayed beside the same policy planning from
+// the past, it tells how much of that policy's distance from the
+// omniscient optimum better estimation could win. It is no bound: rules
+// tuned on estimates from the past can do worse with the window's own.
 type KnownStatistics struct {
-	D   Decider
-	fit []policy.Availability
+	D     Decider
+	zones []policy.Availability
+	roam  policy.Availability
 }
 
-// NewKnownStatistics measures each zone's stretches of stock for a gang
-// of nodes over span from tick start of m, and wraps d to plan with them.
-func NewKnownStatistics(m *Market, start int, span time.Duration, nodes int, d Decider) *KnownStatistics {
-	k := &KnownStatistics{D: d, fit: make([]policy.Availability, len(m.Zones))}
-	end := min(m.ticks, start+m.ticksIn(span))
-	for z := range m.Zones {
-		a := &k.fit[z]
-		for i := start; i < end; i++ {
-			a.Observe(m.Available(z, i, nodes), m.Gap)
-		}
-		// One more tick of the other stock closes the window's last
-		// stretch, so that it counts too.
-		a.Observe(!a.Last, m.Gap)
+// NewKnownStatistics measures the stock of job's window from tick start
+// of m, as a run of job watching every zone would have seen it, and wraps
+// d to plan with it.
+func NewKnownStatistics(m *Market, job Job, start int, d Decider) (*KnownStatistics, error) {
+	if start < 0 || start >= m.ticks {
+		return nil, &MarketError{Problem: fmt.Sprintf("start tick %d is outside the traces' %d ticks", start, m.ticks), Fix: "start within the traces"}
 	}
-	return k
+	job.LearnsByTrying = false // the window is known whole
+	meter, err := NewMeter(job, m.Zones, m.Gap)
+	if err != nil {
+		return nil, err
+	}
+	end := min(m.ticks, start+m.ticksIn(job.Deadline))
+	var last []int
+	for i := start; i < end; i++ {
+		last = m.CountsAt(i, job.nodes())
+		if err := meter.WitnessCounts(last); err != nil {
+			return nil, err
+		}
+	}
+	// One more tick of the other stock in every zone closes the window's
+	// last stretches, the roaming run's too, so that they count.
+	closing := make([]int, len(last))
+	for z, n := range last {
+		if n < job.nodes() {
+			closing[z] = job.nodes()
+		}
+	}
+	if err := meter.WitnessCounts(closing); err != nil {
+		return nil, err
+	}
+	return &KnownStatistics{D: d, zones: meter.history, roam: meter.view.Roaming.Availability}, nil
 }
 
 // Decide implements Decider.
 func (k *KnownStatistics) Decide(t int, s policy.State, m policy.Market, g policy.Gang) (policy.Choice, error) {
 	zones := append([]policy.Zone(nil), m.Zones...)
 	for i := range zones {
-		zones[i].History.FitIn, zones[i].History.FitOut = k.fit[i].In, k.fit[i].Out
+		known(&zones[i].History, k.zones[i])
+		if zones[i].Watched != (policy.Availability{}) {
+			known(&zones[i].Watched, k.zones[i])
+		}
 	}
 	m.Zones = zones
+	known(&m.Roaming.Availability, k.roam)
 	return k.D.Decide(t, s, m, g)
+}
+
+// Probe implements Prober: D probes as it would.
+func (k *KnownStatistics) Probe(t int, s policy.State, held policy.Choice, m policy.Market, learns bool, try func(zone int) bool) {
+	if p, ok := k.D.(Prober); ok {
+		p.Probe(t, s, held, m, learns, try)
+	}
+}
+
+// known gives a the stretches of w, keeping a's current stretch (Last,
+// Since) and the cloud's placement score.
+func known(a *policy.Availability, w policy.Availability) {
+	a.In, a.Out, a.FitIn, a.FitOut = w.In, w.Out, w.In, w.Out
 }
