@@ -177,10 +177,11 @@ bench-policy: traces
 # SkyNomad's own benchmark: every point of its authors' Figures 10a
 # (deadline tightness over six regions) and 10b (1 to 13 regions at D/W
 # 1.2) on their trace with their job, refuel and its peers beside the
-# authors' published SkyNomad and optimum. Under 5 minutes on two cores.
+# authors' published SkyNomad and optimum, and refuel again with each
+# window's own statistics known in advance. Under 5 minutes on two cores.
 bench-skynomad: traces
 	$(GO) build -o $(BIN)/sim-bench-starter ./starter
-	$(BIN)/sim-bench-starter sim-bench --skynomad $(TRACES)/availability/16-node/gcp-10-04-2025
+	$(BIN)/sim-bench-starter sim-bench --skynomad $(TRACES)/availability/16-node/gcp-10-04-2025 --known-statistics
 
 # Estimates against the runs they estimate (`starter estimate`): a 48 h
 # deadline run estimated at 6 start times per trace (and per zones of one

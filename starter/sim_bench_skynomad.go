@@ -69,6 +69,9 @@ type figurePoint struct {
 type figureWindow struct {
 	cost            map[policy.Name]float64
 	theirs, optimum float64
+	// known is what refuel cost planning with the window's own stretch
+	// statistics (--known-statistics); 0 when not replayed.
+	known float64
 }
 
 // readFigures parses the embedded figures, each point with its windows.
@@ -106,6 +109,17 @@ func (p *figurePoint) cost(pol policy.Name) float64 {
 	sum := 0.0
 	for _, w := range p.windows {
 		sum += w.cost[pol]
+	}
+	return sum
+}
+
+// known is what refuel cost over the point's windows planning with each
+// window's own statistics (--known-statistics), in USD; 0 when not
+// replayed.
+func (p *figurePoint) known() float64 {
+	sum := 0.0
+	for _, w := range p.windows {
+		sum += w.known
 	}
 	return sum
 }
@@ -199,9 +213,10 @@ func readZonePrices(file string) (map[string]replay.ZonePrice, error) {
 
 // skyNomadBench replays every point of the authors' Figures 10a and 10b
 // on their trace (dir) with their job under refuel, refuel's skynomad,
-// uniform progress, greedy and the optimum, and prints them beside the
+// uniform progress, greedy and the optimum, and, if known, refuel
+// planning with each window's own statistics; and prints them beside the
 // authors' published SkyNomad and optimum.
-func skyNomadBench(dir string, learns bool, rules int, stdout, stderr io.Writer) error {
+func skyNomadBench(dir string, learns bool, rules int, known bool, stdout, stderr io.Writer) error {
 	points, err := readFigures()
 	if err != nil {
 		return err
@@ -256,6 +271,22 @@ func skyNomadBench(dir string, learns bool, rules int, stdout, stderr io.Writer)
 					return nil
 				}})
 			}
+			if known {
+				tasks = append(tasks, benchTask{weight: replayWeight(policy.Refuel, window, len(ts)), run: func() error {
+					k, err := replay.NewKnownStatistics(m, job, w*window, replay.NewOnline(job.Tier, policy.Refuel))
+					var res replay.Result
+					if err == nil {
+						res, err = replay.Run(m, job, w*window, k)
+					}
+					if err != nil {
+						return fmt.Errorf("figure %s, %d regions, D/W %g, window %d, refuel with known statistics: %w", p.figure, len(p.zones), p.ratio, w, err)
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					p.windows[w].known = res.Cost
+					return nil
+				}})
+			}
 		}
 	}
 	if err := runBenchTasks(tasks, stderr); err != nil {
@@ -275,7 +306,12 @@ func printSkyNomad(w io.Writer, points []*figurePoint) {
 	fmt.Fprintf(w, "%s restart, a %d GB checkpoint at $%.2f/GB between regions, each zone at its own price, the market's past known before each window.\n", shortDuration(skyNomadRestart), skyNomadCheckpoint, skyNomadEgress)
 	fmt.Fprintln(w, "Mean cost per window over refuel's optimum (the authors' SkyNomad over their optimum); probe spend per window in USD, in the cost.")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "figure\tregions\tD/W\toptimal $\ttheir optimal $\ttheir skynomad\trefuel\tskynomad\tuniform-progress\tgreedy\tprobes r/s/u/g $\tmet r/s/u/g\t")
+	known := len(points) > 0 && points[0].known() > 0
+	head := "figure\tregions\tD/W\toptimal $\ttheir optimal $\ttheir skynomad\trefuel\tskynomad\tuniform-progress\tgreedy\tprobes r/s/u/g $\tmet r/s/u/g\t"
+	if known {
+		head += "refuel known\t"
+	}
+	fmt.Fprintln(tw, head)
 	var behind, off, missed []string
 	dearer := 0 // points where refuel pays more dollars than their SkyNomad
 	alike := 0  // points where skynomad pays within the tolerance of theirs, in dollars
@@ -284,17 +320,25 @@ func printSkyNomad(w io.Writer, points []*figurePoint) {
 		opt := p.cost(policy.Optimal)
 		theirs := p.theirs / p.optimum
 		ratio := func(pol policy.Name) float64 { return p.cost(pol) / opt }
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.2f/%.2f/%.2f/%.2f\t%d/%d/%d/%d\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.2f/%.2f/%.2f/%.2f\t%d/%d/%d/%d\t",
 			p.figure, len(p.zones), p.ratio, opt/n, p.optimum, theirs,
 			ratio(policy.Refuel), ratio(policy.SkyNomad), ratio(policy.UniformProgress), ratio(policy.Greedy),
 			p.probe[policy.Refuel]/n, p.probe[policy.SkyNomad]/n, p.probe[policy.UniformProgress]/n, p.probe[policy.Greedy]/n,
 			p.met[policy.Refuel], p.met[policy.SkyNomad], p.met[policy.UniformProgress], p.met[policy.Greedy])
+		if known {
+			fmt.Fprintf(tw, "%.3f\t", p.known()/opt)
+		}
+		fmt.Fprintln(tw)
 		at := fmt.Sprintf("%s %d regions D/W %.2f", p.figure, len(p.zones), p.ratio)
 		if ratio(policy.Refuel) > theirs+1e-9 {
 			// In dollars too: a point behind in ratio can be level in
 			// cost where this optimum is cheaper than theirs.
 			behind = append(behind, fmt.Sprintf("%s: refuel %.3f, theirs %.3f; per window refuel $%.2f, their SkyNomad $%.2f (optimum $%.2f, theirs $%.2f)",
 				at, ratio(policy.Refuel), theirs, p.cost(policy.Refuel)/n, p.theirs, opt/n, p.optimum))
+			if known {
+				// Whether better estimation alone would close it.
+				behind = append(behind, fmt.Sprintf("  with each window's own statistics known in advance: refuel %.3f", p.known()/opt))
+			}
 			// Window by window, where refuel's loss lies.
 			for w, fw := range p.windows {
 				behind = append(behind, fmt.Sprintf("  window %d: refuel $%.2f, their SkyNomad $%.2f (optimum $%.2f, theirs $%.2f)",

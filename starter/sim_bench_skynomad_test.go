@@ -78,7 +78,19 @@ func TestSkyNomadBehindIsPrintedWindowByWindow(t *testing.T) {
 	}
 	var out bytes.Buffer
 	printSkyNomad(&out, []*figurePoint{p})
+	if strings.Contains(out.String(), "refuel known") || strings.Contains(out.String(), "known in advance") {
+		t.Errorf("refuel with known statistics printed where it was not replayed:\n%s", out.String())
+	}
+	// With --known-statistics, a column, and a line under each point
+	// behind: whether better estimation alone would close it.
+	for w := range p.windows {
+		p.windows[w].known = 103
+	}
+	out.Reset()
+	printSkyNomad(&out, []*figurePoint{p})
 	for _, want := range []string{
+		"refuel known",
+		"with each window's own statistics known in advance: refuel 1.030",
 		"refuel at or below the authors' SkyNomad at every point: NOT met",
 		"10b 2 regions D/W 1.20: refuel 1.150, theirs 1.050",
 		"window 2: refuel $190.00, their SkyNomad $105.00 (optimum $100.00, theirs $100.00)",
