@@ -18,6 +18,19 @@ func (r *recorder) Decide(_ int, _ policy.State, m policy.Market, _ policy.Gang)
 	return policy.None, nil
 }
 
+// runKnown replays job from start with d planning with the window's
+// statistics.
+func runKnown(t *testing.T, mk *Market, job Job, start int, d Decider) {
+	t.Helper()
+	known, err := NewKnownStatistics(mk, job, start, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(mk, job, start, known); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestKnownStatisticsPlansWithTheWindow(t *testing.T) {
 	m := time.Minute
 	// The past (ticks 0-3) is one long stretch in stock; the window (ticks
@@ -25,13 +38,7 @@ func TestKnownStatisticsPlansWithTheWindow(t *testing.T) {
 	mk := market(t, 10*m, []int{1, 1, 1, 1, 0, 1, 1, 0, 0, 1, 1, 1})
 	job := Job{Tier: spec.TierDeadline, Work: 10 * m, Deadline: 60 * m, SpotPrice: 1, OnDemandPrice: 3}
 	inner := &recorder{}
-	known, err := NewKnownStatistics(mk, job, 4, inner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Run(mk, job, 4, known); err != nil {
-		t.Fatal(err)
-	}
+	runKnown(t, mk, job, 4, inner)
 	if len(inner.seen) == 0 {
 		t.Fatal("the wrapped decider was never asked")
 	}
@@ -75,13 +82,7 @@ func TestKnownStatisticsAcrossZones(t *testing.T) {
 		[]int{1, 1, 1, 1, 0, 0, 0, 1, 1, 0, 1, 1})
 	job := Job{Tier: spec.TierDeadline, Work: 10 * m, Deadline: 60 * m, SpotPrice: 1, OnDemandPrice: 3}
 	inner := &probing{}
-	known, err := NewKnownStatistics(mk, job, 4, inner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Run(mk, job, 4, known); err != nil {
-		t.Fatal(err)
-	}
+	runKnown(t, mk, job, 4, inner)
 	if len(inner.seen) == 0 || inner.probes == 0 {
 		t.Fatalf("the wrapped decider was asked %d times and probed %d times; want both", len(inner.seen), inner.probes)
 	}
