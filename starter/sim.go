@@ -372,6 +372,16 @@ func replaySim(m *replay.Market, job replay.Job, start int, p policy.Name) (repl
 	return replay.Run(m, job, start, replay.NewOnline(job.Tier, p))
 }
 
+// replayKnown replays refuel from start planning with the window's own
+// statistics (replay.KnownStatistics).
+func replayKnown(m *replay.Market, job replay.Job, start int) (replay.Result, error) {
+	k, err := replay.NewKnownStatistics(m, job, start, replay.NewOnline(job.Tier, policy.Refuel))
+	if err != nil {
+		return replay.Result{}, err
+	}
+	return replay.Run(m, job, start, k)
+}
+
 func rowOf(p policy.Name, job replay.Job, r replay.Result) simRow {
 	row := simRow{
 		Policy: p, Start: r.Start, CostUSD: r.Cost, FinishHours: r.Finish.Hours(), DeadlineMet: r.DeadlineMet,

@@ -446,11 +446,7 @@ func cellTasks(cells []*benchCell, job replay.Job, known bool, mu *sync.Mutex) [
 		if known && c.market.zones == 1 {
 			tasks = append(tasks, benchTask{weight: replayWeight(policy.Refuel, ticks, 1), run: func() error {
 				m := c.market.market
-				known, err := replay.NewKnownStatistics(m, j, c.start, replay.NewOnline(j.Tier, policy.Refuel))
-				var res replay.Result
-				if err == nil {
-					res, err = replay.Run(m, j, c.start, known)
-				}
+				res, err := replayKnown(m, j, c.start)
 				mu.Lock()
 				defer mu.Unlock()
 				c.known = res.Cost / j.OnDemandCost()

@@ -273,11 +273,7 @@ func skyNomadBench(dir string, learns bool, rules int, known bool, stdout, stder
 			}
 			if known {
 				tasks = append(tasks, benchTask{weight: replayWeight(policy.Refuel, window, len(ts)), run: func() error {
-					k, err := replay.NewKnownStatistics(m, job, w*window, replay.NewOnline(job.Tier, policy.Refuel))
-					var res replay.Result
-					if err == nil {
-						res, err = replay.Run(m, job, w*window, k)
-					}
+					res, err := replayKnown(m, job, w*window)
 					if err != nil {
 						return fmt.Errorf("figure %s, %d regions, D/W %g, window %d, refuel with known statistics: %w", p.figure, len(p.zones), p.ratio, w, err)
 					}
