@@ -106,22 +106,23 @@ func readFigures() ([]*figurePoint, error) {
 
 // cost is what policy pol cost over the point's windows, in USD.
 func (p *figurePoint) cost(pol policy.Name) float64 {
-	sum := 0.0
-	for _, w := range p.windows {
-		sum += w.cost[pol]
-	}
-	return sum
+	return p.sum(func(w figureWindow) float64 { return w.cost[pol] })
 }
 
 // known is what refuel cost over the point's windows planning with each
 // window's own statistics (--known-statistics), in USD; 0 when not
 // replayed.
 func (p *figurePoint) known() float64 {
-	sum := 0.0
+	return p.sum(func(w figureWindow) float64 { return w.known })
+}
+
+// sum is of over the point's windows.
+func (p *figurePoint) sum(of func(figureWindow) float64) float64 {
+	total := 0.0
 	for _, w := range p.windows {
-		sum += w.known
+		total += of(w)
 	}
-	return sum
+	return total
 }
 
 // readFigureWindows fills in each point's windows from the embedded
